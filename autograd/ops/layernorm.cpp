@@ -1,0 +1,120 @@
+// LayerNorm as one fused kernel each way (after llm.c's layernorm_forward/backward). The
+// forward saves the per-row mean and rstd = 1 / sqrt(var + eps); backward needs nothing else.
+//
+// Glossary: N rows (all leading dims flattened), C features per row.
+#include "autograd/ops/layernorm.h"
+
+#include <cmath>
+
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+namespace {
+
+// inp (N,C), weight (C) or null, bias (C) or null -> out (N,C), mean (N), rstd (N)
+template <class T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
+                       int64_t N, int64_t C, double eps) {
+  for (int64_t n = 0; n < N; ++n) {
+    const T* x = inp + n * C;
+    double m = 0;
+    for (int64_t c = 0; c < C; ++c) m += x[c];
+    m /= static_cast<double>(C);
+    double v = 0;
+    for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+    v /= static_cast<double>(C);
+    const double s = 1.0 / std::sqrt(v + eps);
+    T* y = out + n * C;
+    for (int64_t c = 0; c < C; ++c) {
+      T norm = static_cast<T>((x[c] - m) * s);
+      if (weight) norm *= weight[c];
+      if (bias) norm += bias[c];
+      y[c] = norm;
+    }
+    mean[n] = static_cast<T>(m);
+    rstd[n] = static_cast<T>(s);
+  }
+}
+
+// With xhat = (x - mean) * rstd and y = xhat * w + b:
+//   dbias   += sum_n dy
+//   dweight += sum_n dy * xhat
+//   dx      += rstd * (dxhat - mean_c(dxhat) - xhat * mean_c(dxhat * xhat)),  dxhat = dy * w
+// The dx line is d/dx of xhat through both the mean and the variance (llm.c derives it).
+template <class T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
+                        const T* weight, const T* mean, const T* rstd, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const T* dy = dout + n * C;
+    const T* x = inp + n * C;
+    const T m = mean[n], s = rstd[n];
+    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const T xhat = (x[c] - m) * s;
+      const T dxhat = weight ? dy[c] * weight[c] : dy[c];
+      dnorm_mean += dxhat;
+      dnorm_norm_mean += dxhat * xhat;
+    }
+    dnorm_mean /= static_cast<T>(C);
+    dnorm_norm_mean /= static_cast<T>(C);
+    for (int64_t c = 0; c < C; ++c) {
+      const T xhat = (x[c] - m) * s;
+      const T dxhat = weight ? dy[c] * weight[c] : dy[c];
+      if (dbias) dbias[c] += dy[c];
+      if (dweight) dweight[c] += dy[c] * xhat;
+      if (dinp) dinp[n * C + c] += s * (dxhat - dnorm_mean - xhat * dnorm_norm_mean);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
+  TG_CHECK(input.dim() >= 1, "layer_norm: input must have rank >= 1, got shape {}",
+           input.shape());
+  TG_CHECK(eps > 0, "layer_norm: eps must be positive, got {}", eps);
+  const int64_t C = input.size(-1);
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    TG_CHECK(p->shape() == Shape{C}, "layer_norm: {} has shape {}, expected [{}] for input {}",
+             p == &weight ? "weight" : "bias", p->shape(), C, input.shape());
+    TG_CHECK(p->dtype() == input.dtype(), "layer_norm: dtypes differ: input {} and {} {}",
+             input.dtype(), p == &weight ? "weight" : "bias", p->dtype());
+  }
+  const Tensor x = input.contiguous();
+  const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const int64_t N = C == 0 ? 0 : x.numel() / C;
+  Tensor out = empty(x.shape(), x.dtype());
+  Tensor mean = empty({N}, x.dtype()), rstd = empty({N}, x.dtype());
+  dispatch_floating("layer_norm", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_forward<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
+                         w.defined() ? w.data<T>() : nullptr, b.defined() ? b.data<T>() : nullptr,
+                         N, C, eps);
+  });
+  const bool with_w = w.defined(), with_b = b.defined();
+  std::vector<Tensor> inputs{x};
+  if (with_w) inputs.push_back(w);
+  if (with_b) inputs.push_back(b);
+  if (recording(inputs)) {
+    record("layer_norm", inputs, out,
+           [x = x.detach(), w = with_w ? w.detach() : Tensor(), mean, rstd, with_w, with_b, N,
+            C](const Tensor& dout, Grads& g) {
+             dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
+               using T = decltype(tag);
+               const size_t iw = 1, ib = with_w ? 2 : 1;
+               T* dx = g.wants(0) ? g[0].data<T>() : nullptr;
+               T* dw = with_w && g.wants(iw) ? g[iw].data<T>() : nullptr;
+               T* db = with_b && g.wants(ib) ? g[ib].data<T>() : nullptr;
+               layernorm_backward<T>(dx, dw, db, dout.data<T>(), x.data<T>(),
+                                     with_w ? w.data<T>() : nullptr, mean.data<T>(),
+                                     rstd.data<T>(), N, C);
+             });
+           });
+  }
+  return out;
+}
+
+}  // namespace tapegrad

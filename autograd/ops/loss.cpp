@@ -1,0 +1,106 @@
+// Cross-entropy, fused: log-softmax and the negative log-likelihood in one pass each way.
+// The backward of the fusion is the famous simplification dlogits = softmax - q.
+//
+// Glossary: N rows, C classes.
+#include "autograd/ops/loss.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+namespace {
+
+// logits (N,C), targets (N) -> returns the summed loss; lse (N) the row log-sum-exps.
+// loss_n = (1 - eps) (lse - z_y) + eps/C sum_c (lse - z_c)
+template <class T>
+double cross_entropy_forward(T* lse, const T* logits, const int64_t* targets, int64_t N,
+                             int64_t C, int64_t ignore_index, double eps) {
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T* z = logits + n * C;
+    T maxv = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < C; ++c) maxv = std::max(maxv, z[c]);
+    double sum = 0, zsum = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      sum += std::exp(static_cast<double>(z[c] - maxv));
+      zsum += z[c];
+    }
+    const double l = maxv + std::log(sum);
+    lse[n] = static_cast<T>(l);
+    if (targets[n] == ignore_index) continue;
+    total += (1 - eps) * (l - z[targets[n]]) + eps / static_cast<double>(C) * (C * l - zsum);
+  }
+  return total;
+}
+
+// dlogits_nc += dloss / count * (softmax_nc - q_nc),  q = (1 - eps) onehot(y) + eps / C
+template <class T>
+void cross_entropy_backward(T* dlogits, T dloss, const T* logits, const T* lse,
+                            const int64_t* targets, int64_t N, int64_t C, int64_t ignore_index,
+                            double eps, int64_t count) {
+  const T scale = dloss / static_cast<T>(count);
+  const auto smooth = static_cast<T>(eps / static_cast<double>(C));
+  for (int64_t n = 0; n < N; ++n) {
+    if (targets[n] == ignore_index) continue;
+    const T* z = logits + n * C;
+    T* dz = dlogits + n * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const T q = smooth + (c == targets[n] ? static_cast<T>(1 - eps) : T{0});
+      dz[c] += scale * (std::exp(z[c] - lse[n]) - q);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
+                     const CrossEntropyOptions& options) {
+  TG_CHECK(logits_in.dim() == 2, "cross_entropy: logits must be [N, C], got shape {}",
+           logits_in.shape());
+  TG_CHECK(targets_in.dtype() == DType::Int64, "cross_entropy: targets must be int64, got {}",
+           targets_in.dtype());
+  TG_CHECK(targets_in.dim() == 1 && targets_in.size(0) == logits_in.size(0),
+           "cross_entropy: targets of shape {} do not match logits of shape {}",
+           targets_in.shape(), logits_in.shape());
+  const double eps = options.label_smoothing;
+  TG_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1], got {}", eps);
+  const int64_t N = logits_in.size(0), C = logits_in.size(1);
+  const Tensor logits = logits_in.contiguous();
+  const Tensor targets = targets_in.contiguous();
+  const int64_t* y = targets.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (y[n] == options.ignore_index) continue;
+    TG_CHECK(y[n] >= 0 && y[n] < C,
+             "cross_entropy: target {} at position {} is outside [0, {}) for logits of shape {}",
+             y[n], n, C, logits.shape());
+    ++count;
+  }
+  Tensor lse = empty({N}, logits.dtype());
+  Tensor out = empty({}, logits.dtype());
+  dispatch_floating("cross_entropy", logits.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const double total = cross_entropy_forward<T>(lse.data<T>(), logits.data<T>(), y, N, C,
+                                                  options.ignore_index, eps);
+    *out.data<T>() = static_cast<T>(count > 0 ? total / static_cast<double>(count) : 0.0);
+  });
+  if (recording(logits)) {
+    record("cross_entropy", {logits}, out,
+           [logits = logits.detach(), targets, lse, N, C, eps, count,
+            ignore = options.ignore_index](const Tensor& dout, Grads& g) {
+             if (count == 0) return;  // every target ignored: the loss is a constant 0
+             dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
+               using T = decltype(tag);
+               cross_entropy_backward<T>(g[0].data<T>(), *dout.data<T>(), logits.data<T>(),
+                                         lse.data<T>(), targets.data<int64_t>(), N, C, ignore,
+                                         eps, count);
+             });
+           });
+  }
+  return out;
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,170 @@
+// matmul: C = op(A) op(B), one BLAS call per batch element (or one in all when folded).
+//
+// Each operand's last two dims must be a BLAS matrix: row-major with unit column stride
+// (no transpose, ld = row stride) or its transpose (unit row stride, ld = column stride). Any
+// other view is first made contiguous. Gradient buffers are always contiguous, and
+// beta = 1 makes BLAS accumulate straight into them, summing over broadcast batch dims for free.
+#include "autograd/ops/matmul.h"
+
+#include <cblas.h>
+
+#include <optional>
+
+#include "autograd/strided.h"
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+namespace {
+
+struct Layout {
+  bool trans;   // stored as the transpose of the logical matrix
+  int64_t ld;   // leading dimension of the stored row-major matrix
+};
+
+// How BLAS can read the last two dims of t, if it can.
+std::optional<Layout> blas_layout(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t rs = t.strides()[t.dim() - 2], cs = t.strides()[t.dim() - 1];
+  if ((cs == 1 || cols == 1) && rs >= std::max<int64_t>(1, cols)) return Layout{false, rs};
+  if ((rs == 1 || rows == 1) && cs >= std::max<int64_t>(1, rows)) return Layout{true, cs};
+  if (rows == 1 && cols == 1) return Layout{false, 1};
+  return std::nullopt;
+}
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  const auto opa = ta ? CblasTrans : CblasNoTrans;
+  const auto opb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
+// Batch strides of t (its dims but the last two), seen from the broadcast batch shape.
+Shape batch_strides(const Shape& shape, const Shape& strides, const Shape& batch) {
+  const Shape s(shape.begin(), shape.end() - 2);
+  const Shape st(strides.begin(), strides.end() - 2);
+  return broadcast_strides(s, st, batch);
+}
+
+// C[i] = op(A[i]) op(B[i]) + beta C[i] for every i of the batch. Each matrix operand is given
+// by its base pointer, layout and batch strides.
+template <class T>
+void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
+                  const T* A, Layout la, const Shape& sa,               //
+                  const T* B, Layout lb, const Shape& sb,               //
+                  T beta, T* C, int64_t ldc, const Shape& sc) {
+  for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) {
+    gemm<T>(la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1], lb.ld, beta, C + o[2], ldc);
+  });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  TG_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2,
+           "matmul: operands need rank >= 2, got shapes {} and {}", a_in.shape(), b_in.shape());
+  TG_CHECK(a_in.dtype() == b_in.dtype(), "matmul: dtypes differ: {} and {}", a_in.dtype(),
+           b_in.dtype());
+  TG_CHECK(a_in.size(-1) == b_in.size(-2), "matmul: inner dimensions differ: {} and {}",
+           a_in.shape(), b_in.shape());
+  const Shape a_batch(a_in.shape().begin(), a_in.shape().end() - 2);
+  const Shape b_batch(b_in.shape().begin(), b_in.shape().end() - 2);
+  Shape batch = broadcast_shapes("matmul", a_batch, b_batch);
+
+  const Tensor a = blas_layout(a_in) ? a_in : a_in.contiguous();
+  const Tensor b = blas_layout(b_in) ? b_in : b_in.contiguous();
+  const Layout la = *blas_layout(a), lb = *blas_layout(b);
+  int64_t M = a.size(-2);
+  const int64_t K = a.size(-1), N = b.size(-1);
+
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = zeros(out_shape, a.dtype());
+  if (out.numel() == 0) return out;
+
+  // Fold [..., M, K] @ [K, N] into one [prod(...) * M, K] @ [K, N] gemm.
+  if (b.dim() == 2 && !la.trans && a.is_contiguous()) {
+    M *= numel(batch);
+    batch.clear();
+  }
+  const bool folded = batch.empty() && a.dim() > 2;
+  // Batch strides of an operand (given its storage strides), none when folded.
+  auto strides_of = [&](const Tensor& t, const Shape& st) {
+    return folded ? Shape{} : batch_strides(t.shape(), st, batch);
+  };
+  const Shape sa = strides_of(a, a.strides());
+  const Shape sb = strides_of(b, b.strides());
+  const Shape sc = strides_of(out, out.strides());
+
+  dispatch_floating("matmul", a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (K == 0) return;  // the product of empty inner dims is the zero matrix
+    batched_gemm<T>(batch, M, N, K, a.data<T>(), la, sa, b.data<T>(), lb, sb, T{0},
+                    out.data<T>(), N, sc);
+  });
+
+  if (recording(a, b)) {
+    const Shape a_grad_strides = strides_of(a, contiguous_strides(a.shape()));
+    const Shape b_grad_strides = strides_of(b, contiguous_strides(b.shape()));
+    record("matmul", {a, b}, out,
+           [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
+            b_grad_strides](const Tensor& dout, Grads& g) {
+             if (K == 0) return;
+             dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
+               using T = decltype(tag);
+               const T* dc = dout.data<T>();
+               const Layout ldc{false, N};
+               // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
+               if (g.wants(0)) {
+                 batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld},
+                                 sb, T{1}, g[0].data<T>(), K, a_grad_strides);
+               }
+               // dB [K, N] += op(A)^T @ dC [M, N]
+               if (g.wants(1)) {
+                 batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc,
+                                 sc, T{1}, g[1].data<T>(), N, b_grad_strides);
+               }
+             });
+           });
+  }
+  return out;
+}
+
+Tensor matmul_reference(const Tensor& a, const Tensor& b) {
+  TG_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2),
+           "matmul_reference: cannot multiply shapes {} and {}", a.shape(), b.shape());
+  const Shape batch = broadcast_shapes("matmul_reference", Shape(a.shape().begin(), a.shape().end() - 2),
+                                       Shape(b.shape().begin(), b.shape().end() - 2));
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = zeros(out_shape, DType::Float64);
+  const Tensor ad = a.to(DType::Float64), bd = b.to(DType::Float64);
+  const Shape sa = batch_strides(ad.shape(), ad.strides(), batch);
+  const Shape sb = batch_strides(bd.shape(), bd.strides(), batch);
+  const Shape sc = batch_strides(out.shape(), out.strides(), batch);
+  const double* pa = ad.data<double>();
+  const double* pb = bd.data<double>();
+  double* pc = out.data<double>();
+  const int64_t ar = ad.strides()[ad.dim() - 2], ac = ad.strides()[ad.dim() - 1];
+  const int64_t br = bd.strides()[bd.dim() - 2], bc = bd.strides()[bd.dim() - 1];
+  for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) {
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += pa[o[0] + i * ar + k * ac] * pb[o[1] + k * br + j * bc];
+        pc[o[2] + i * N + j] = acc;
+      }
+    }
+  });
+  return out.to(a.dtype());
+}
+
+}  // namespace tapegrad

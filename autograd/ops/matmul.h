@@ -1,0 +1,18 @@
+// Matrix products through BLAS (cblas_sgemm / cblas_dgemm).
+#pragma once
+
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+// a [..., M, K] @ b [..., K, N] -> [..., M, N]. Both operands have rank >= 2; the batch dims
+// (all but the last two) broadcast. A transposed view (transpose(k, -2, -1)) goes to BLAS as a
+// transpose flag, not a copy; when b is a plain matrix and a is contiguous the batch is folded
+// into one large gemm ([B*T, C] @ [C, OC]).
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// The naive triple loop, in double precision, forward only: the reference the BLAS path is
+// tested against.
+Tensor matmul_reference(const Tensor& a, const Tensor& b);
+
+}  // namespace tapegrad

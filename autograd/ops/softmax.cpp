@@ -1,0 +1,110 @@
+// Softmax kernels over a contiguous tensor viewed as (outer, D, inner): row (o, i) holds the D
+// elements at o*D*inner + j*inner + i. inner is 1 for the last dim, the common case, where a
+// row is a contiguous run.
+#include "autograd/ops/softmax.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+namespace {
+
+struct Rows {
+  int64_t outer, D, inner;
+};
+
+Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
+  const int64_t d = normalize_dim(op, dim, x.dim());
+  Rows r{1, x.shape()[d], 1};
+  for (int64_t i = 0; i < d; ++i) r.outer *= x.shape()[i];
+  for (int64_t i = d + 1; i < x.dim(); ++i) r.inner *= x.shape()[i];
+  return r;
+}
+
+// inp, out (outer, D, inner); log selects log_softmax
+template <class T>
+void softmax_forward(T* out, const T* inp, Rows r, bool log) {
+  for (int64_t o = 0; o < r.outer; ++o) {
+    for (int64_t i = 0; i < r.inner; ++i) {
+      const T* x = inp + o * r.D * r.inner + i;
+      T* y = out + o * r.D * r.inner + i;
+      T maxv = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < r.D; ++j) maxv = std::max(maxv, x[j * r.inner]);
+      if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked row
+        for (int64_t j = 0; j < r.D; ++j) y[j * r.inner] = 0;
+        continue;
+      }
+      T sum = 0;
+      for (int64_t j = 0; j < r.D; ++j) {
+        const T e = std::exp(x[j * r.inner] - maxv);
+        sum += e;
+        if (!log) y[j * r.inner] = e;
+      }
+      if (log) {
+        const T lse = maxv + std::log(sum);
+        for (int64_t j = 0; j < r.D; ++j) y[j * r.inner] = x[j * r.inner] - lse;
+      } else {
+        const T inv = 1 / sum;
+        for (int64_t j = 0; j < r.D; ++j) y[j * r.inner] *= inv;
+      }
+    }
+  }
+}
+
+// softmax:     y = softmax(x)      dx_j += y_j (dy_j - sum_k dy_k y_k)
+// log_softmax: y = x - lse(x)      dx_j += dy_j - exp(y_j) sum_k dy_k
+// A fully masked row was written as zeros by the forward; its gradient is zero. The forward
+// leaves no other trace of it, so it is recognised by an all-zero softmax row (a real softmax
+// row sums to 1) and, for log_softmax, by an all-zero row (a real one has max 0 and others < 0
+// unless D == 1, where the gradient is zero anyway).
+template <class T>
+void softmax_backward(T* dinp, const T* dout, const T* out, Rows r, bool log) {
+  for (int64_t o = 0; o < r.outer; ++o) {
+    for (int64_t i = 0; i < r.inner; ++i) {
+      const int64_t base = o * r.D * r.inner + i;
+      const T* y = out + base;
+      const T* dy = dout + base;
+      T* dx = dinp + base;
+      bool masked = true;
+      for (int64_t j = 0; j < r.D && masked; ++j) masked = y[j * r.inner] == 0;
+      if (masked) continue;
+      T dot = 0;
+      for (int64_t j = 0; j < r.D; ++j) dot += dy[j * r.inner] * (log ? T{1} : y[j * r.inner]);
+      for (int64_t j = 0; j < r.D; ++j) {
+        const int64_t k = j * r.inner;
+        dx[k] += log ? dy[k] - std::exp(y[k]) * dot : y[k] * (dy[k] - dot);
+      }
+    }
+  }
+}
+
+Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
+  const Tensor x = input.contiguous();
+  const Rows r = rows_of(op, x, dim);
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_forward<T>(out.data<T>(), x.data<T>(), r, log);
+  });
+  if (recording(x)) {
+    record(op, {x}, out, [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
+      dispatch_floating(op, dout.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        softmax_backward<T>(g[0].data<T>(), dout.data<T>(), y.data<T>(), r, log);
+      });
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_op("log_softmax", x, dim, true);
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,32 @@
+// Shapes and strides. A Shape is a plain vector of extents; it prints as [2, 3] through
+// fmt/ranges. The helpers here are the shape arithmetic every op shares: element counts,
+// row-major strides, negative-dim normalisation and NumPy broadcasting.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "autograd/error.h"
+
+namespace tapegrad {
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements; 1 for a scalar (empty shape).
+int64_t numel(const Shape& shape);
+
+// Row-major strides, in elements: [2, 3, 4] -> [12, 4, 1].
+Shape contiguous_strides(const Shape& shape);
+
+// Maps a possibly negative dim into [0, rank); throws naming `op` when out of range.
+int64_t normalize_dim(std::string_view op, int64_t dim, int64_t rank);
+
+// NumPy broadcasting: dims are aligned from the right; each pair must be equal or contain a 1.
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
+
+// Strides that read a tensor of `shape` with `strides` as if it had the larger shape `out`
+// (right-aligned, broadcast dims get stride 0). `shape` must broadcast to `out`.
+Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& out);
+
+}  // namespace tapegrad

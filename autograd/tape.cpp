@@ -1,0 +1,151 @@
+#include "autograd/tape.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace tapegrad {
+
+namespace {
+
+struct Tape {
+  std::vector<std::weak_ptr<TapeEntry>> entries;  // execution order
+  uint64_t next_seq = 0;
+  size_t compact_at = 1024;  // compact when entries reach this size
+
+  // Drops references to entries that were released or whose graph was freed.
+  void compact() {
+    std::erase_if(entries, [](const std::weak_ptr<TapeEntry>& w) {
+      auto e = w.lock();
+      return !e || e->released;
+    });
+    compact_at = std::max<size_t>(1024, 2 * entries.size());
+  }
+};
+
+thread_local Tape t_tape;
+thread_local bool t_grad_enabled = true;
+
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+bool recording(const std::vector<Tensor>& inputs) {
+  return grad_enabled() &&
+         std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); });
+}
+
+Tensor& Grads::operator[](size_t i) {
+  GradNode& node = *inputs_[i];
+  if (!node.grad.defined()) node.grad = zeros(node.shape, node.dtype);
+  return node.grad;
+}
+
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward) {
+  auto entry = std::make_shared<TapeEntry>();
+  entry->op = op;
+  entry->seq = t_tape.next_seq++;
+  entry->inputs.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    std::shared_ptr<GradNode> node = in.defined() ? in.impl().node : nullptr;
+    if (node && node->grad_fn) {
+      TG_CHECK(!node->grad_fn->released,
+               "{}: an input comes from op '{}', whose graph an earlier backward() already "
+               "released; recompute it or detach() it",
+               op, node->grad_fn->op);
+    }
+    entry->inputs.push_back(std::move(node));
+  }
+  entry->backward = std::move(backward);
+
+  auto node = std::make_shared<GradNode>();
+  node->shape = out.shape();
+  node->dtype = out.dtype();
+  node->grad_fn = entry;
+  entry->output = node.get();
+  out.impl().node = std::move(node);
+
+  if (t_tape.entries.size() >= t_tape.compact_at) t_tape.compact();
+  t_tape.entries.push_back(entry);
+}
+
+namespace {
+
+// grad += g, both contiguous of the same shape and float dtype.
+void accumulate(GradNode& node, const Tensor& g) {
+  if (!node.grad.defined()) {
+    node.grad = g.contiguous().clone();
+    return;
+  }
+  dispatch_floating("backward", node.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor gc = g.contiguous();
+    T* dst = node.grad.data<T>();
+    const T* src = gc.data<T>();
+    for (int64_t i = 0, n = gc.numel(); i < n; ++i) dst[i] += src[i];
+  });
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& dout) {
+  TG_CHECK(root.requires_grad(),
+           "backward: the tensor does not require grad (no input of its graph requires grad, "
+           "or it was computed under a NoGradGuard)");
+  Tensor seed = dout;
+  if (!seed.defined()) {
+    TG_CHECK(root.numel() == 1,
+             "backward: an implicit gradient needs a one-element tensor, got shape {}; pass dout",
+             root.shape());
+    seed = ones(root.shape(), root.dtype());
+  }
+  TG_CHECK(seed.shape() == root.shape() && seed.dtype() == root.dtype(),
+           "backward: dout has shape {} and dtype {}, the tensor has shape {} and dtype {}",
+           seed.shape(), seed.dtype(), root.shape(), root.dtype());
+  NoGradGuard no_grad;  // backward functions run ops that must not be recorded
+
+  GradNode& root_node = *root.impl().node;
+  if (!root_node.grad_fn) {  // a leaf: its gradient is the seed
+    accumulate(root_node, seed);
+    return;
+  }
+  TG_CHECK(!root_node.grad_fn->released,
+           "backward: the graph of this tensor (from op '{}') was already released by an "
+           "earlier backward()",
+           root_node.grad_fn->op);
+  accumulate(root_node, seed);
+
+  const uint64_t root_seq = root_node.grad_fn->seq;
+  auto& entries = t_tape.entries;
+  // Processed entries give up their input nodes only after the walk: an intermediate tensor
+  // the caller already dropped lives on in its node, which still has to receive its gradient.
+  std::vector<std::shared_ptr<GradNode>> keep_alive;
+  for (size_t i = entries.size(); i-- > 0;) {
+    std::shared_ptr<TapeEntry> e = entries[i].lock();
+    if (!e || e->seq > root_seq || !e->output->grad.defined()) continue;
+    TG_CHECK(!e->released,
+             "backward: op '{}' of this graph was already released by an earlier backward()",
+             e->op);
+    Grads grads(e->inputs);
+    e->backward(e->output->grad, grads);
+    // Release: the output's gradient has been passed on, the saved buffers are not needed.
+    e->output->grad = Tensor();
+    e->backward = nullptr;
+    std::move(e->inputs.begin(), e->inputs.end(), std::back_inserter(keep_alive));
+    e->inputs.clear();
+    e->released = true;
+  }
+  t_tape.compact();
+}
+
+size_t tape_size() {
+  return static_cast<size_t>(std::count_if(
+      t_tape.entries.begin(), t_tape.entries.end(), [](const std::weak_ptr<TapeEntry>& w) {
+        auto e = w.lock();
+        return e && !e->released;
+      }));
+}
+
+}  // namespace tapegrad

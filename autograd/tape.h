@@ -1,0 +1,90 @@
+// The tape: reverse-mode autograd as a flat list of op records in execution order.
+//
+// Each differentiable op, when any input requires grad and grad mode is on, calls record():
+// it appends one TapeEntry (op name, input nodes, backward function) to this thread's tape and
+// makes its output a non-leaf whose GradNode owns that entry. backward() walks the tape in
+// reverse from the root's entry: an entry whose output received a gradient calls its backward
+// function, which accumulates (+=) into its inputs' gradients; then the entry is released,
+// freeing every buffer its backward function saved. No recursion, so depth is not a limit.
+//
+// Ownership runs backwards like the graph: an output's node owns its entry, the entry owns its
+// input nodes. The tape itself only holds weak references for ordering, so a graph that is
+// dropped without backward() (say, an evaluation pass that forgot its NoGradGuard) frees
+// itself when its last tensor goes away.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+struct TapeEntry;
+
+struct GradNode {
+  Shape shape;
+  DType dtype = DType::Float32;
+  Tensor grad;                          // accumulated gradient, contiguous; undefined until used
+  std::shared_ptr<TapeEntry> grad_fn;   // the entry that produced this tensor; null for a leaf
+};
+
+// The gradients a backward function accumulates into, one per op input.
+class Grads {
+ public:
+  explicit Grads(const std::vector<std::shared_ptr<GradNode>>& inputs) : inputs_(inputs) {}
+  // Whether input i requires grad; skip computing what nobody asked for.
+  bool wants(size_t i) const { return inputs_[i] != nullptr; }
+  // The gradient buffer of input i, zero-filled on first use; add into it, never assign.
+  Tensor& operator[](size_t i);
+
+ private:
+  const std::vector<std::shared_ptr<GradNode>>& inputs_;
+};
+
+// Receives the gradient of the op's output (contiguous, the output's shape and dtype).
+using BackwardFn = std::function<void(const Tensor& dout, Grads& dinputs)>;
+
+struct TapeEntry {
+  const char* op;
+  uint64_t seq;                                       // position in execution order
+  std::vector<std::shared_ptr<GradNode>> inputs;      // null for inputs that need no grad
+  GradNode* output;                                   // owns this entry, so outlives it
+  BackwardFn backward;
+  bool released = false;
+};
+
+// Grad mode, per thread. NoGradGuard turns recording off for its scope (inference, optimizer
+// updates, weight initialisation) and restores the previous mode on exit.
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when an op on these inputs must be recorded: grad mode is on and one requires grad.
+template <class... Ts>
+bool recording(const Ts&... inputs) {
+  return grad_enabled() && (inputs.requires_grad() || ...);
+}
+bool recording(const std::vector<Tensor>& inputs);
+
+// Appends an entry for `op` and makes `out` its non-leaf output. Call only when recording(...)
+// is true. Throws if an input belongs to a graph that an earlier backward() already released.
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward);
+
+// Runs the reverse pass from `root` (see Tensor::backward).
+void backward(const Tensor& root, const Tensor& dout);
+
+// Live (not yet released) entries on this thread's tape.
+size_t tape_size();
+
+}  // namespace tapegrad
