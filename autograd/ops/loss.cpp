@@ -41,6 +41,7 @@ template <class T>
 void cross_entropy_backward(T* dlogits, T dloss, const T* logits, const T* lse,
                             const int64_t* targets, int64_t N, int64_t C, int64_t ignore_index,
                             double eps, int64_t count) {
+  if (count == 0) return;  // every target ignored: the loss is a constant 0
   const T scale = dloss / static_cast<T>(count);
   const auto smooth = static_cast<T>(eps / static_cast<double>(C));
   for (int64_t n = 0; n < N; ++n) {
@@ -91,7 +92,6 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
     record("cross_entropy", {logits}, out,
            [logits = logits.detach(), targets, lse, N, C, eps, count,
             ignore = options.ignore_index](const Tensor& dout, Grads& g) {
-             if (count == 0) return;  // every target ignored: the loss is a constant 0
              dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
                using T = decltype(tag);
                cross_entropy_backward<T>(g[0].data<T>(), *dout.data<T>(), logits.data<T>(),

@@ -17,7 +17,7 @@ namespace {
 struct Plan {
   Shape out_shape;    // the result's shape (reduced dims dropped unless keepdim)
   Shape map_strides;  // x's shape -> offset in the (contiguous) output
-  int64_t count;      // input elements per output element
+  int64_t count;      // input elements folded into each output element
 };
 
 Plan plan(const char* op, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim) {
@@ -30,12 +30,15 @@ Plan plan(const char* op, const Shape& shape, const std::vector<int64_t>& dims, 
   }
   Shape kept = shape;
   Plan p;
+  p.count = 1;
   for (int64_t d = 0; d < rank; ++d) {
-    if (reduced[d]) kept[d] = 1;
+    if (reduced[d]) {
+      p.count *= shape[d];
+      kept[d] = 1;
+    }
     if (!reduced[d] || keepdim) p.out_shape.push_back(kept[d]);
   }
   p.map_strides = broadcast_strides(kept, contiguous_strides(kept), shape);
-  p.count = numel(kept) == 0 ? 0 : numel(shape) / numel(kept);
   return p;
 }
 

@@ -1,2 +1,115 @@
-#include <catch2/catch.hpp>
-TEST_CASE("x"){}
+// Tensor basics: factories, element access, conversions, views of storage, printing, errors.
+#include "autograd/autograd.h"
+#include "helpers.h"
+
+using namespace tapegrad;
+using tapegrad::testing::require_values;
+
+TEST_CASE("factories fill shapes with the right values", "[autograd]") {
+  require_values(zeros({2, 3}), {0, 0, 0, 0, 0, 0});
+  require_values(ones({2}), {1, 1});
+  require_values(full({3}, 2.5), {2.5, 2.5, 2.5});
+  require_values(arange(4), {0, 1, 2, 3});
+  require_values(arange(1.0, 2.0, 0.25, DType::Float32), {1, 1.25, 1.5, 1.75});
+  Tensor t = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(t.shape() == Shape{2, 3});
+  CHECK(t.strides() == Shape{3, 1});
+  CHECK(t.numel() == 6);
+  CHECK(t.dtype() == DType::Float32);
+  CHECK(t.at({1, 2}) == 6);
+  CHECK(t.at({-1, 0}) == 4);
+  CHECK(arange(3).dtype() == DType::Int64);
+  CHECK(zeros({0, 4}).numel() == 0);
+  CHECK(tensor({7.0}, Shape{}).item() == 7);
+}
+
+TEST_CASE("set writes one element and item needs exactly one", "[autograd]") {
+  Tensor t = zeros({2, 2}, DType::Int64);
+  t.set({1, 0}, 9);
+  require_values(t, {0, 0, 9, 0});
+  CHECK_THROWS_WITH(t.item(), "item: tensor of shape [2, 2] has 4 elements, not one");
+  CHECK_THROWS_WITH(t.at({2, 0}), "at: index 2 out of range for dim 0 of shape [2, 2]");
+  CHECK_THROWS_WITH(t.at({0}), "at: index has 1 entries for a tensor of shape [2, 2]");
+}
+
+TEST_CASE("seeded generators reproduce their draws", "[autograd]") {
+  Generator a(42), b(42), c(43);
+  const Tensor ua = uniform({100}, -1, 1, a), ub = uniform({100}, -1, 1, b);
+  CHECK(ua.to_vector<float>() == ub.to_vector<float>());
+  CHECK(ua.to_vector<float>() != uniform({100}, -1, 1, c).to_vector<float>());
+  for (float v : ua.to_vector<float>()) REQUIRE((v >= -1 && v < 1));
+  // Moments of 100k normal draws: mean 0 and variance 1 within a few standard errors.
+  Generator g(7);
+  const std::vector<double> n = normal({100000}, 0, 1, g, DType::Float64).to_vector<double>();
+  double m = 0, v = 0;
+  for (double x : n) m += x;
+  m /= n.size();
+  for (double x : n) v += (x - m) * (x - m);
+  v /= n.size();
+  CHECK(std::abs(m) < 0.02);      // standard error 0.003
+  CHECK(std::abs(v - 1) < 0.03);  // standard error 0.0045
+}
+
+TEST_CASE("to and clone copy while detach shares", "[autograd]") {
+  Tensor x = tensor({1.5, -2.5}, {2});
+  Tensor d = x.to(DType::Float64);
+  CHECK(d.dtype() == DType::Float64);
+  require_values(d, {1.5, -2.5});
+  require_values(x.to(DType::Int64), {1, -2});  // truncation toward zero, as a C cast
+  require_values(x.to(DType::Bool), {1, 1});
+
+  Tensor c = x.clone();
+  c.set({0}, 10);
+  CHECK(x.at({0}) == 1.5);  // a clone owns its storage
+
+  Tensor shared = x.detach();
+  shared.set({0}, 10);
+  CHECK(x.at({0}) == 10);  // detach shares storage
+  CHECK_FALSE(shared.requires_grad());
+}
+
+TEST_CASE("conversion between float types carries the gradient", "[autograd][gradcheck]") {
+  Tensor x = tensor({1, 2, 3}, {3}, DType::Float64);
+  x.set_requires_grad(true);
+  Tensor y = sum(mul(x.to(DType::Float32), 2.0));
+  y.backward();
+  CHECK(x.grad().dtype() == DType::Float64);
+  require_values(x.grad(), {2, 2, 2});
+}
+
+TEST_CASE("shapes and tensors print like PyTorch", "[autograd]") {
+  CHECK(fmt::format("{}", Shape{2, 3}) == "[2, 3]");
+  CHECK(fmt::format("{}", tensor({1, 2, 3, 4}, {2, 2})) ==
+        "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])");
+  CHECK(fmt::format("{}", tensor({-1, 2}, {2})) == "tensor([-1.0000,  2.0000])");
+  CHECK(fmt::format("{}", tensor({3}, Shape{}, DType::Float64)) ==
+        "tensor(3.0000, dtype=float64)");
+  CHECK(fmt::format("{}", arange(3)) == "tensor([0, 1, 2])");
+  CHECK(fmt::format("{}", eq(arange(2), 1)) == "tensor([False,  True])");
+  CHECK(fmt::format("{}", tensor({1e-6, 1}, {2})) == "tensor([1.0000e-06, 1.0000e+00])");
+  Tensor w = ones({2});
+  w.set_requires_grad(true);
+  CHECK(fmt::format("{}", w) == "tensor([1.0000, 1.0000], requires_grad=True)");
+  CHECK(fmt::format("{}", mul(w, 2.0)) == "tensor([2.0000, 2.0000], grad_fn=<mul>)");
+  CHECK(fmt::format("{}", zeros({0})) == "tensor([])");
+  // Over 1000 elements: three at each edge of every dim, "..." between.
+  CHECK(fmt::format("{}", arange(2000)) == "tensor([   0,    1,    2, ..., 1997, 1998, 1999])");
+  const std::string big = fmt::format("{}", zeros({100, 100}, DType::Int64));
+  CHECK(big ==
+        "tensor([[0, 0, 0, ..., 0, 0, 0],\n        [0, 0, 0, ..., 0, 0, 0],\n        [0, 0, 0, "
+        "..., 0, 0, 0],\n        ...,\n        [0, 0, 0, ..., 0, 0, 0],\n        [0, 0, 0, ..., "
+        "0, 0, 0],\n        [0, 0, 0, ..., 0, 0, 0]])");
+}
+
+TEST_CASE("tensor errors name the op and the shapes", "[autograd][errors]") {
+  CHECK_THROWS_WITH(tensor({1, 2, 3}, {2, 2}), "tensor: 3 values for shape [2, 2] (4 elements)");
+  CHECK_THROWS_WITH(zeros({2, -1}), "empty: negative dimension in shape [2, -1]");
+  CHECK_THROWS_WITH(arange(0, 1, 0), "arange: bad range start=0 end=1 step=0");
+  CHECK_THROWS_WITH(ones({2}).data<double>(), "data: tensor has dtype float32, asked for float64");
+  CHECK_THROWS_WITH(arange(2).set_requires_grad(true),
+                    "set_requires_grad: only float tensors can require grad, got int64");
+  CHECK_THROWS_WITH(Tensor().shape(), "tensor: use of an undefined tensor");
+  CHECK_THROWS_WITH(ones({2}).size(2), "size: dim 2 out of range for a tensor of rank 1");
+  CHECK_THROWS_AS(ones({2}).item(), Error);
+  CHECK_THROWS_AS(ones({2}).item(), std::invalid_argument);
+}

@@ -1,0 +1,95 @@
+// matmul through BLAS against the naive reference, on odd shapes, transposed views and
+// broadcast batches; gradchecks; errors.
+#include "autograd/autograd.h"
+#include "helpers.h"
+
+using namespace tapegrad;
+using tapegrad::testing::random_leaf;
+using tapegrad::testing::require_gradcheck;
+using tapegrad::testing::require_values;
+
+namespace {
+void require_matches_reference(const Tensor& a, const Tensor& b, double tol) {
+  INFO("a " << fmt::format("{}", a.shape()) << " b " << fmt::format("{}", b.shape()));
+  require_values(matmul(a, b), matmul_reference(a, b).to_vector<double>(), tol);
+}
+}  // namespace
+
+TEST_CASE("matmul of a 2x2 by hand", "[autograd]") {
+  const Tensor a = tensor({1, 2, 3, 4}, {2, 2});
+  const Tensor b = tensor({5, 6, 7, 8}, {2, 2});
+  require_values(matmul(a, b), {19, 22, 43, 50});
+  require_values(matmul(a, transpose(b, 0, 1)), {17, 23, 39, 53});
+}
+
+TEST_CASE("BLAS matmul agrees with the naive reference on odd shapes", "[autograd]") {
+  Generator gen(5);
+  auto r = [&](const Shape& s) { return uniform(s, -1, 1, gen); };
+  // float32 sums of up to 13 products of values in [-1, 1]: 1e-5 covers the rounding.
+  const double tol = 1e-5;
+  require_matches_reference(r({1, 1}), r({1, 1}), tol);
+  require_matches_reference(r({7, 13}), r({13, 11}), tol);
+  require_matches_reference(r({1, 5}), r({5, 1}), tol);
+  require_matches_reference(r({3, 7, 13}), r({13, 5}), tol);        // folded into one gemm
+  require_matches_reference(r({3, 7, 13}), r({3, 13, 5}), tol);     // batched
+  require_matches_reference(r({2, 1, 7, 3}), r({5, 3, 11}), tol);   // batch [2,1] x [5]
+  require_matches_reference(r({7, 3}), r({2, 3, 3, 5}), tol);       // 2-D a broadcast over b
+  // transposed views go to BLAS as flags
+  require_matches_reference(transpose(r({13, 7}), 0, 1), r({13, 5}), tol);
+  require_matches_reference(r({2, 7, 3}), transpose(r({2, 5, 3}), 1, 2), tol);
+  require_matches_reference(transpose(r({2, 3, 7}), -1, -2), transpose(r({2, 5, 3}), -1, -2), tol);
+  // a view BLAS cannot read (permuted batch and rows) is copied first
+  require_matches_reference(permute(r({7, 2, 3}), {1, 0, 2}), r({3, 5}), tol);
+  // a slice with a row stride larger than its width
+  require_matches_reference(slice(r({4, 9}), 1, 2, 5), r({3, 2}), tol);
+  // empty inner dim: zeros
+  require_values(matmul(zeros({2, 0}), zeros({0, 3})), {0, 0, 0, 0, 0, 0});
+  CHECK(matmul(zeros({0, 3}), zeros({3, 2})).shape() == Shape{0, 2});
+}
+
+TEST_CASE("float64 matmul is exact to rounding", "[autograd]") {
+  Generator gen(6);
+  const Tensor a = uniform({3, 17, 19}, -1, 1, gen, DType::Float64);
+  const Tensor b = uniform({19, 23}, -1, 1, gen, DType::Float64);
+  require_values(matmul(a, b), matmul_reference(a, b).to_vector<double>(), 1e-13);
+}
+
+TEST_CASE("matmul gradcheck", "[autograd][gradcheck]") {
+  const auto mm = [](auto& in) { return matmul(in[0], in[1]); };
+  require_gradcheck(mm, {random_leaf({3, 4}, 1), random_leaf({4, 5}, 2)});
+  require_gradcheck(mm, {random_leaf({2, 3, 4}, 3), random_leaf({4, 5}, 4)});        // folded
+  require_gradcheck(mm, {random_leaf({2, 3, 4}, 5), random_leaf({2, 4, 5}, 6)});     // batched
+  require_gradcheck(mm, {random_leaf({2, 1, 3, 4}, 7), random_leaf({3, 4, 2}, 8)});  // broadcast
+  require_gradcheck(mm, {random_leaf({3, 4}, 9), random_leaf({2, 4, 2}, 10)});      // 2-D a
+  // attention's q @ k^T with k a transposed view, both operands requiring grad
+  require_gradcheck([](auto& in) { return matmul(in[0], transpose(in[1], -2, -1)); },
+                    {random_leaf({2, 2, 3, 4}, 11), random_leaf({2, 2, 5, 4}, 12)});
+  require_gradcheck([](auto& in) { return matmul(transpose(in[0], 0, 1), in[1]); },
+                    {random_leaf({4, 3}, 13), random_leaf({4, 2}, 14)});
+}
+
+TEST_CASE("only the operands that require grad get one", "[autograd]") {
+  Tensor w = random_leaf({4, 2}, 1);
+  const Tensor x = random_leaf({3, 4}, 2).detach();
+  sum(matmul(x, w)).backward();
+  REQUIRE(w.grad().defined());
+  // d sum(x @ w) / dw[k, j] = sum_i x[i, k]
+  const Tensor expected = sum(x, {0});
+  for (int64_t k = 0; k < 4; ++k) {
+    CHECK(w.grad().at({k, 0}) == Approx(expected.at({k})).epsilon(1e-12));
+    CHECK(w.grad().at({k, 1}) == Approx(expected.at({k})).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("matmul errors", "[autograd][errors]") {
+  CHECK_THROWS_WITH(matmul(ones({30, 200, 512}), ones({256, 512})),
+                    "matmul: inner dimensions differ: [30, 200, 512] and [256, 512]");
+  CHECK_THROWS_WITH(matmul(ones({3}), ones({3, 2})),
+                    "matmul: operands need rank >= 2, got shapes [3] and [3, 2]");
+  CHECK_THROWS_WITH(matmul(ones({2, 3, 4}), ones({3, 4, 5})),
+                    "matmul: shapes [2] and [3] cannot be broadcast");
+  CHECK_THROWS_WITH(matmul(ones({2, 2}), ones({2, 2}, DType::Float64)),
+                    "matmul: dtypes differ: float32 and float64");
+  CHECK_THROWS_WITH(matmul(arange(4).to(DType::Int64), ones({2, 2})),
+                    "matmul: operands need rank >= 2, got shapes [4] and [2, 2]");
+}

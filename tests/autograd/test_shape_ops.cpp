@@ -1,0 +1,97 @@
+// Shape ops: views share storage, copies do not; every one gradchecks; errors.
+#include "autograd/autograd.h"
+#include "helpers.h"
+
+using namespace tapegrad;
+using tapegrad::testing::random_leaf;
+using tapegrad::testing::require_gradcheck;
+using tapegrad::testing::require_values;
+
+TEST_CASE("reshape and view share storage and infer -1", "[autograd]") {
+  const Tensor x = arange(0.0, 6.0, 1.0, DType::Float32);
+  Tensor v = view(x, {2, -1});
+  CHECK(v.shape() == Shape{2, 3});
+  CHECK(v.impl().storage == x.impl().storage);
+  v.set({1, 0}, 42);
+  CHECK(x.at({3}) == 42);
+  CHECK(unsqueeze(x, 0).shape() == Shape{1, 6});
+  CHECK(unsqueeze(x, -1).shape() == Shape{6, 1});
+  CHECK(squeeze(unsqueeze(x, 1), 1).shape() == Shape{6});
+}
+
+TEST_CASE("transpose and permute are views with permuted strides", "[autograd]") {
+  const Tensor x = reshape(arange(0.0, 6.0, 1.0, DType::Float32), {2, 3});
+  const Tensor t = transpose(x, 0, 1);
+  CHECK(t.shape() == Shape{3, 2});
+  CHECK(t.strides() == Shape{1, 3});
+  CHECK_FALSE(t.is_contiguous());
+  require_values(t, {0, 3, 1, 4, 2, 5});
+  const Tensor c = t.contiguous();
+  CHECK(c.is_contiguous());
+  CHECK(c.impl().storage != x.impl().storage);
+  require_values(c, {0, 3, 1, 4, 2, 5});
+  CHECK(x.contiguous().impl_ptr() == x.impl_ptr());  // already packed: no copy
+  const Tensor p = permute(reshape(arange(0.0, 24.0, 1.0, DType::Float32), {2, 3, 4}), {2, 0, 1});
+  CHECK(p.shape() == Shape{4, 2, 3});
+  CHECK(p.at({3, 1, 2}) == 1 * 12 + 2 * 4 + 3);
+  // reshape of a non-contiguous view copies
+  require_values(reshape(t, {6}), {0, 3, 1, 4, 2, 5});
+}
+
+TEST_CASE("slice split chunk and concat", "[autograd]") {
+  const Tensor x = reshape(arange(0.0, 12.0, 1.0, DType::Float32), {3, 4});
+  require_values(slice(x, 1, 1, 3), {1, 2, 5, 6, 9, 10});
+  require_values(slice(x, 0, -1, 3), {8, 9, 10, 11});
+  const auto parts = split(x, {1, 3}, 1);
+  REQUIRE(parts.size() == 2);
+  require_values(parts[0], {0, 4, 8});
+  CHECK(parts[1].shape() == Shape{3, 3});
+  const auto chunks = chunk(arange(5), 2, 0);  // sizes 3 and 2, as PyTorch
+  REQUIRE(chunks.size() == 2);
+  require_values(chunks[0], {0, 1, 2});
+  require_values(chunks[1], {3, 4});
+  require_values(concat({parts[1], parts[0]}, 1), {1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8});
+  require_values(concat({slice(x, 0, 0, 1), slice(x, 0, 2, 3)}, 0), {0, 1, 2, 3, 8, 9, 10, 11});
+  require_values(concat({arange(2), arange(1)}, 0), {0, 1, 0});
+}
+
+TEST_CASE("shape ops gradcheck", "[autograd][gradcheck]") {
+  const Tensor x = random_leaf({2, 3, 4}, 41);
+  const Tensor y = random_leaf({2, 2, 4}, 42);
+  require_gradcheck([](auto& in) { return reshape(in[0], {4, -1}); }, {x});
+  require_gradcheck([](auto& in) { return view(in[0], {6, 4}); }, {x});
+  require_gradcheck([](auto& in) { return transpose(in[0], 0, 2); }, {x});
+  require_gradcheck([](auto& in) { return permute(in[0], {1, 2, 0}); }, {x});
+  require_gradcheck([](auto& in) { return permute(in[0], {1, 2, 0}).contiguous(); }, {x});
+  require_gradcheck([](auto& in) { return reshape(transpose(in[0], 1, 2), {2, 12}); }, {x});
+  require_gradcheck([](auto& in) { return slice(in[0], 2, 1, 3); }, {x});
+  require_gradcheck([](auto& in) { return split(in[0], {1, 2}, 1)[1]; }, {x});
+  require_gradcheck([](auto& in) { return chunk(in[0], 2, -1)[0] * chunk(in[0], 2, -1)[1]; },
+                    {x});
+  require_gradcheck([](auto& in) { return concat({in[0], in[1], in[0]}, 1); }, {x, y});
+  require_gradcheck([](auto& in) { return in[0].clone(); }, {x});
+  require_gradcheck([](auto& in) { return squeeze(unsqueeze(in[0], 1), 1); }, {x});
+}
+
+TEST_CASE("shape op errors", "[autograd][errors]") {
+  CHECK_THROWS_WITH(view(ones({2, 3}), {4, -1}),
+                    "view: cannot view shape [2, 3] (6 elements) as [4, -1]");
+  CHECK_THROWS_WITH(view(ones({2, 3}), {-1, -1}), "view: more than one -1 in [-1, -1]");
+  CHECK_THROWS_WITH(view(ones({2, 3}), {5}), "view: cannot view shape [2, 3] (6 elements) as [5]");
+  CHECK_THROWS_WITH(view(transpose(ones({2, 3}), 0, 1), {6}),
+                    "view: tensor of shape [3, 2] with strides [1, 3] is not contiguous; use "
+                    "reshape()");
+  CHECK_THROWS_WITH(permute(ones({2, 3}), {0, 0}), "permute: dim 0 repeated in [0, 0]");
+  CHECK_THROWS_WITH(permute(ones({2, 3}), {0}), "permute: 1 dims given for a tensor of shape [2, 3]");
+  CHECK_THROWS_WITH(transpose(ones({2, 3}), 0, 2),
+                    "transpose: dim 2 out of range for a tensor of rank 2");
+  CHECK_THROWS_WITH(slice(ones({2, 3}), 1, 2, 5),
+                    "slice: range [2, 5) out of bounds for dim 1 of shape [2, 3]");
+  CHECK_THROWS_WITH(split(ones({2, 3}), {1, 1}, 1),
+                    "split: sizes [1, 1] add up to 2, but dim 1 of shape [2, 3] is 3");
+  CHECK_THROWS_WITH(chunk(ones({2}), 0, 0), "chunk: chunks must be positive, got 0");
+  CHECK_THROWS_WITH(concat({ones({2, 3}), ones({3, 3})}, 1),
+                    "concat: shapes [2, 3] and [3, 3] differ outside dim 1");
+  CHECK_THROWS_WITH(concat({}, 0), "concat: no tensors given");
+  CHECK_THROWS_WITH(squeeze(ones({2, 3}), 0), "squeeze: dim 0 of shape [2, 3] has size 2, not 1");
+}

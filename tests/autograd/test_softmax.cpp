@@ -1,0 +1,69 @@
+// softmax and log_softmax: values, stability, fully masked rows, gradchecks, errors.
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "helpers.h"
+
+using namespace tapegrad;
+using tapegrad::testing::random_leaf;
+using tapegrad::testing::require_gradcheck;
+using tapegrad::testing::require_values;
+
+TEST_CASE("softmax values and stability", "[autograd]") {
+  const double e = std::exp(1.0), z = 1 + e + e * e;
+  require_values(softmax(tensor({0, 1, 2}, DType::Float64), 0), {1 / z, e / z, e * e / z}, 1e-15);
+  require_values(log_softmax(tensor({0, 1, 2}, DType::Float64), 0),
+                 {-std::log(z), 1 - std::log(z), 2 - std::log(z)}, 1e-15);
+  // large logits do not overflow: softmax is shift invariant
+  require_values(softmax(tensor({1000, 1001, 1002}, DType::Float32), 0),
+                 {1 / z, e / z, e * e / z}, 1e-6);
+  // along dim 0 of a matrix: each column sums to 1
+  const Tensor s = softmax(tensor({1, 2, 3, 4, 5, 6}, {3, 2}), 0);
+  require_values(sum(s, {0}), {1, 1}, 1e-6);
+}
+
+TEST_CASE("a fully masked row gives zeros and no gradient instead of NaN", "[autograd]") {
+  const Tensor mask = eq(tensor({0, 0, 0, 1, 1, 1}, {2, 3}), 1);  // row 1 fully masked
+  for (bool log : {false, true}) {
+    Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Float64);
+    x.set_requires_grad(true);
+    const Tensor masked = masked_fill(x, mask, -INFINITY);
+    const Tensor y = log ? log_softmax(masked, -1) : softmax(masked, -1);
+    for (double v : y.to_vector<double>()) REQUIRE(std::isfinite(v));
+    CHECK(y.at({1, 0}) == 0);
+    CHECK(y.at({1, 2}) == 0);
+    sum(mul(y, y)).backward();
+    for (double v : x.grad().to_vector<double>()) REQUIRE(std::isfinite(v));
+    CHECK(x.grad().at({1, 1}) == 0);
+    CHECK(x.grad().at({0, 0}) != 0);
+  }
+}
+
+TEST_CASE("softmax gradcheck on every dim and with masks", "[autograd][gradcheck]") {
+  const Tensor x = random_leaf({2, 3, 4}, 51, -3, 3);
+  for (int64_t dim : {0, 1, 2, -1}) {
+    INFO("dim " << dim);
+    require_gradcheck([dim](auto& in) { return softmax(in[0], dim); }, {x});
+    require_gradcheck([dim](auto& in) { return log_softmax(in[0], dim); }, {x});
+  }
+  // a causal mask [4, 4] broadcast over a [2, 4, 4] score tensor, plus one fully masked row
+  const Tensor scores = random_leaf({2, 4, 4}, 52);
+  Tensor m = zeros({4, 4}, DType::Bool);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = i + 1; j < 4; ++j) m.set({i, j}, 1);
+  for (int64_t j = 0; j < 4; ++j) m.set({2, j}, 1);
+  require_gradcheck([&](auto& in) { return softmax(masked_fill(in[0], m, -INFINITY), -1); },
+                    {scores});
+  // masked log-probabilities are -inf; zero them so the checked sum stays finite
+  require_gradcheck(
+      [&](auto& in) {
+        return masked_fill(log_softmax(masked_fill(in[0], m, -INFINITY), -1), m, 0.0);
+      },
+      {scores});
+}
+
+TEST_CASE("softmax errors", "[autograd][errors]") {
+  CHECK_THROWS_WITH(softmax(ones({2, 3}), 2), "softmax: dim 2 out of range for a tensor of rank 2");
+  CHECK_THROWS_WITH(log_softmax(arange(3), 0),
+                    "log_softmax: expected a float32 or float64 tensor, got int64");
+}

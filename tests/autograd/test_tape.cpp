@@ -1,0 +1,152 @@
+// The tape: accumulation, grad mode, release after backward, and flat memory.
+#include "autograd/autograd.h"
+#include "helpers.h"
+
+using namespace tapegrad;
+using tapegrad::testing::require_values;
+
+namespace {
+Tensor leaf(std::initializer_list<double> values) {
+  Tensor t = tensor(values, DType::Float64);
+  t.set_requires_grad(true);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("a tensor used twice gets both contributions", "[autograd]") {
+  Tensor x = leaf({3});
+  add(x, x).backward();  // y = x + x
+  require_values(x.grad(), {2});
+
+  Tensor a = leaf({2});
+  Tensor b = mul(a, 3.0);       // two branches from a
+  Tensor y = mul(b, a) + exp(a);  // y = 3a^2 + e^a, dy/da = 6a + e^a
+  sum(y).backward();
+  require_values(a.grad(), {12 + std::exp(2.0)}, 1e-12);
+}
+
+TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autograd]") {
+  Tensor x = leaf({1, 2});
+  sum(mul(x, x)).backward();
+  sum(mul(x, x)).backward();
+  require_values(x.grad(), {4, 8});
+  x.zero_grad();
+  CHECK_FALSE(x.grad().defined());
+  sum(x).backward();
+  require_values(x.grad(), {1, 1});
+}
+
+TEST_CASE("backward with an explicit output gradient", "[autograd]") {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = mul(x, x);
+  y.backward(tensor({1, 0, -1}, DType::Float64));
+  require_values(x.grad(), {2, 0, -6});
+  Tensor z = mul(x, 2.0);
+  CHECK_THROWS_WITH(z.backward(),
+                    "backward: an implicit gradient needs a one-element tensor, got shape [3]; "
+                    "pass dout");
+  CHECK_THROWS_WITH(z.backward(ones({3})),
+                    "backward: dout has shape [3] and dtype float32, the tensor has shape [3] "
+                    "and dtype float64");
+}
+
+TEST_CASE("NoGradGuard records nothing and restores the mode", "[autograd]") {
+  Tensor x = leaf({1});
+  {
+    NoGradGuard guard;
+    CHECK_FALSE(grad_enabled());
+    Tensor y = mul(x, x);
+    CHECK_FALSE(y.requires_grad());
+    CHECK(tape_size() == 0);
+    {
+      NoGradGuard nested;
+    }
+    CHECK_FALSE(grad_enabled());
+  }
+  CHECK(grad_enabled());
+  CHECK_THROWS_WITH(sum(x.detach()).backward(),
+                    "backward: the tensor does not require grad (no input of its graph requires "
+                    "grad, or it was computed under a NoGradGuard)");
+}
+
+TEST_CASE("backward empties the tape and frees what the entries saved", "[autograd]") {
+  Tensor x = leaf({1, 2, 3});
+  const size_t before = storage_bytes_in_use();
+  Tensor loss = sum(exp(mul(x, x)));
+  CHECK(tape_size() == 3);
+  CHECK(storage_bytes_in_use() > before);
+  loss.backward();
+  CHECK(tape_size() == 0);
+  // What remains beyond `before`: the loss value (8 bytes) and x's gradient (24 bytes).
+  CHECK(storage_bytes_in_use() == before + 8 + 24);
+}
+
+TEST_CASE("a released graph cannot be walked again", "[autograd][errors]") {
+  Tensor x = leaf({1, 2});
+  Tensor h = mul(x, x);
+  Tensor loss = sum(h);
+  loss.backward();
+  CHECK_THROWS_WITH(loss.backward(),
+                    "backward: the graph of this tensor (from op 'sum') was already released by "
+                    "an earlier backward()");
+  CHECK_THROWS_WITH(sum(h),
+                    "sum: an input comes from op 'mul', whose graph an earlier backward() already "
+                    "released; recompute it or detach() it");
+  sum(h.detach()).item();  // detaching is the way out
+}
+
+TEST_CASE("two graphs on one tape are independent", "[autograd]") {
+  Tensor x = leaf({2});
+  Tensor l1 = mul(x, 3.0);
+  Tensor l2 = mul(x, x);
+  l2.backward();
+  require_values(x.grad(), {4});
+  l1.backward();  // l1's entry was not part of l2's graph, so it is still there
+  require_values(x.grad(), {7});
+}
+
+TEST_CASE("a dropped graph frees itself without backward", "[autograd]") {
+  Tensor x = leaf({1, 2, 3});
+  const size_t before = storage_bytes_in_use();
+  for (int i = 0; i < 3000; ++i) {
+    Tensor y = sum(tanh(mul(x, x)));  // never backpropagated
+  }
+  CHECK(tape_size() == 0);
+  CHECK(storage_bytes_in_use() == before);
+}
+
+TEST_CASE("ten thousand forward and backward steps leave memory flat", "[autograd][slow]") {
+  Generator gen(1);
+  Tensor w = normal({8, 8}, 0, 0.1, gen, DType::Float32);
+  w.set_requires_grad(true);
+  Tensor x = normal({4, 8}, 0, 1, gen, DType::Float32);
+  auto step = [&] {
+    Tensor h = tanh(matmul(x, w));
+    Tensor loss = mean(mul(h, h));
+    loss.backward();
+    NoGradGuard no_grad;  // an SGD step writes w in place
+    float* pw = w.data<float>();
+    const float* g = w.grad().data<float>();
+    for (int64_t i = 0; i < w.numel(); ++i) pw[i] -= 0.1f * g[i];
+    w.zero_grad();
+  };
+  for (int i = 0; i < 10; ++i) step();
+  const size_t warm = storage_bytes_in_use();
+  for (int i = 0; i < 10000; ++i) step();
+  CHECK(storage_bytes_in_use() == warm);
+  CHECK(tape_size() == 0);
+}
+
+TEST_CASE("custom ops can be recorded through the public tape API", "[autograd]") {
+  // y = 3x, written as a user would write a custom op.
+  Tensor x = leaf({1, 2});
+  Tensor y = empty({2}, DType::Float64);
+  for (int64_t i = 0; i < 2; ++i) y.data<double>()[i] = 3 * x.data<double>()[i];
+  REQUIRE(recording(x));
+  record("triple", {x}, y, [](const Tensor& dout, Grads& g) {
+    for (int64_t i = 0; i < 2; ++i) g[0].data<double>()[i] += 3 * dout.data<double>()[i];
+  });
+  CHECK(fmt::format("{}", y) == "tensor([3.0000, 6.0000], dtype=float64, grad_fn=<triple>)");
+  sum(y).backward();
+  require_values(x.grad(), {3, 3});
+}

@@ -1,0 +1,44 @@
+// Shared test helpers: closeness checks and gradcheck with a readable failure message.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/autograd.h"
+
+namespace tapegrad::testing {
+
+// Every element of t within tol of the expected values (row-major).
+inline void require_values(const Tensor& t, const std::vector<double>& expected,
+                           double tol = 1e-6) {
+  const std::vector<double> got = t.to_vector<double>();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << " of " << fmt::format("{}", t));
+    if (std::isinf(expected[i])) {
+      REQUIRE(got[i] == expected[i]);
+    } else {
+      REQUIRE(std::abs(got[i] - expected[i]) <= tol);
+    }
+  }
+}
+
+// A float64 leaf with uniform values in [lo, hi) that requires grad.
+inline Tensor random_leaf(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  Generator gen(seed);
+  Tensor t = uniform(shape, lo, hi, gen, DType::Float64);
+  t.set_requires_grad(true);
+  return t;
+}
+
+inline void require_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {}) {
+  const GradcheckResult r = gradcheck(f, inputs, options);
+  INFO("gradcheck: " << r.message());
+  REQUIRE(r.ok);
+  REQUIRE(r.elements_checked > 0);
+}
+
+}  // namespace tapegrad::testing
