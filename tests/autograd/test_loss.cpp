@@ -54,6 +54,18 @@ TEST_CASE("label smoothing follows PyTorch's definition", "[autograd]") {
                  {expected}, 1e-14);
 }
 
+TEST_CASE("cross_entropy matches PyTorch with smoothing and ignore_index", "[autograd]") {
+  // numbers from scripts/torch_reference.py (python3-torch 1.13)
+  Tensor l = tensor({1, 2, 3, 0, 0, 5}, {2, 3}, DType::Float64);
+  l.set_requires_grad(true);
+  Tensor loss = cross_entropy(l, tensor({2, 0}, {2}, DType::Int64),
+                              {.ignore_index = 2, .label_smoothing = 0.2});
+  require_values(loss, {4.680052568388115}, 1e-13);
+  loss.backward();
+  require_values(l.grad(), {0, 0, 0, -0.8600183121878007, -0.06001831218780066, 0.9200366243756013},
+                 1e-13);
+}
+
 TEST_CASE("cross_entropy backward is softmax minus the target distribution", "[autograd]") {
   Tensor l = tensor({0, 0}, {1, 2}, DType::Float64);
   l.set_requires_grad(true);
