@@ -1,0 +1,76 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/shape.h"
+#include "autograd/ops/softmax.h"
+
+namespace tapegrad::nn {
+
+Tensor causal_mask(int64_t T) {
+  Tensor m = zeros({T, T}, DType::Bool);
+  bool* p = m.data<bool>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t s = t + 1; s < T; ++s) p[t * T + s] = true;
+  }
+  return m;
+}
+
+Tensor padding_mask(const Tensor& ids, int64_t pad_id) {
+  TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2,
+           "padding_mask: expected int64 ids [B, S], got {} {}", ids.dtype(), ids.shape());
+  return eq(ids, static_cast<double>(pad_id));
+}
+
+MultiHeadAttention::MultiHeadAttention(int64_t C, int64_t heads, double dropout, Generator& gen)
+    : Module("MultiHeadAttention"), C_(C), H_(heads) {
+  TG_CHECK(heads > 0 && C > 0 && C % heads == 0,
+           "MultiHeadAttention: d_model {} is not divisible by {} heads", C, heads);
+  q_proj = register_module("q_proj", std::make_shared<Linear>(C, C, gen));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(C, C, gen));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(C, C, gen));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(C, C, gen));
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout, gen));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const AttentionMasks& masks) {
+  TG_CHECK(query.dim() == 3 && query.size(2) == C_,
+           "MultiHeadAttention: query must be [B, T, {}], got {}", C_, query.shape());
+  TG_CHECK(key.dim() == 3 && key.shape() == value.shape() && key.size(0) == query.size(0) &&
+               key.size(2) == C_,
+           "MultiHeadAttention: key {} and value {} must be [B, S, {}] with B = {}", key.shape(),
+           value.shape(), C_, query.size(0));
+  const int64_t B = query.size(0), T = query.size(1), S = key.size(1), D = C_ / H_;
+
+  // project, then split heads: [B, T, C] -> [B, T, H, D] -> [B, H, T, D] (views, no copies)
+  auto heads = [&](const Tensor& x, int64_t L) { return permute(view(x, {B, L, H_, D}), {0, 2, 1, 3}); };
+  const Tensor q = heads(q_proj->forward(query), T);
+  const Tensor k = heads(k_proj->forward(key), S);
+  const Tensor v = heads(v_proj->forward(value), S);
+
+  // scores = q k^T / sqrt(D)   [B, H, T, S]
+  Tensor scores = matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  if (masks.key_padding.defined()) {
+    TG_CHECK(masks.key_padding.shape() == Shape({B, S}),
+             "MultiHeadAttention: key_padding mask {} must be [B, S] = [{}, {}]",
+             masks.key_padding.shape(), B, S);
+    scores = masked_fill(scores, reshape(masks.key_padding, {B, 1, 1, S}), -INFINITY);
+  }
+  if (masks.attn.defined()) {
+    TG_CHECK(broadcast_shapes("MultiHeadAttention", masks.attn.shape(), scores.shape()) ==
+                 scores.shape(),
+             "MultiHeadAttention: attn mask {} does not broadcast to the scores [B, H, T, S] = {}",
+             masks.attn.shape(), scores.shape());
+    scores = masked_fill(scores, masks.attn, -INFINITY);
+  }
+  const Tensor weights = softmax(scores, -1);
+  if (keep_weights_) last_weights_ = weights.detach();
+
+  // mix the values, merge heads: [B, H, T, D] -> [B, T, H, D] -> [B, T, C]
+  const Tensor ctx = matmul(dropout_->forward(weights), v);
+  return traced(out_proj->forward(reshape(permute(ctx, {0, 2, 1, 3}), {B, T, C_})));
+}
+
+}  // namespace tapegrad::nn

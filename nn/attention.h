@@ -1,0 +1,50 @@
+// Multi-head attention (Vaswani et al. 2017, section 3.2) and its masks.
+//
+// Mask convention, as PyTorch's boolean masks: TRUE MEANS BLOCKED. A true entry is a position
+// that may not be attended to; its score is set to -inf before the softmax, so it gets exactly
+// zero weight. A query row whose every key is blocked gets all-zero weights (not NaN).
+//   key_padding_mask  bool [B, S]: true at the padding positions of each key sequence.
+//   attn_mask         bool [T, S], or anything broadcastable to [B, H, T, S]: e.g. causal_mask.
+//
+// Glossary: B batch, T query length, S key/value length, C model width, H heads, D = C / H.
+#pragma once
+
+#include "nn/layers.h"
+
+namespace tapegrad::nn {
+
+// [T, T], true above the diagonal: position t may attend to positions <= t only.
+Tensor causal_mask(int64_t T);
+// ids [B, S] -> bool [B, S], true where ids == pad_id.
+Tensor padding_mask(const Tensor& ids, int64_t pad_id);
+
+struct AttentionMasks {
+  Tensor key_padding{};  // bool [B, S] or undefined
+  Tensor attn{};         // bool broadcastable to [B, H, T, S] or undefined
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t C, int64_t heads, double dropout, Generator& gen);
+
+  // query [B, T, C], key and value [B, S, C] -> [B, T, C].
+  // Self-attention passes the same tensor three times; cross-attention passes the encoder
+  // memory as key and value.
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const AttentionMasks& masks = {});
+
+  // When on, forward keeps its attention weights [B, H, T, S] (detached) for plotting.
+  void keep_weights(bool on) { keep_weights_ = on; }
+  const Tensor& last_weights() const { return last_weights_; }
+  int64_t heads() const { return H_; }
+
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+
+ private:
+  int64_t C_, H_;
+  std::shared_ptr<Dropout> dropout_;
+  bool keep_weights_ = false;
+  Tensor last_weights_;
+};
+
+}  // namespace tapegrad::nn
