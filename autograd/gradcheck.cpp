@@ -24,14 +24,15 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     TG_CHECK(!is_floating(x.dtype()) || x.dtype() == DType::Float64,
              "gradcheck: input {} is {}; use float64 inputs", i, x.dtype());
   }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    TG_CHECK(!x.requires_grad() || (x.is_leaf() && x.is_contiguous()),
+             "gradcheck: input {} must be a contiguous leaf to be perturbed in place", i);
+  }
   Generator gen(options.seed);
-
-  // Leaf copies that we own and can perturb in place.
-  std::vector<Tensor> xs;
-  for (const Tensor& x : inputs) {
-    Tensor leaf = x.detach().clone();
-    if (x.requires_grad()) leaf.set_requires_grad(true);
-    xs.push_back(leaf);
+  std::vector<Tensor> xs = inputs;  // handles: perturbing them perturbs the caller's tensors
+  for (Tensor& x : xs) {
+    if (x.requires_grad()) x.zero_grad();
   }
   Tensor projection;
   auto loss = [&]() {

@@ -5,6 +5,11 @@
 // backward() against (L(x + h e_i) - L(x - h e_i)) / 2h for each checked input element i.
 // Inputs must be float64 (the differences need the precision); int64/bool inputs (ids, masks)
 // and float inputs that do not require grad are passed through unchecked.
+//
+// The inputs are used in place: their grads are reset, and each checked element is perturbed
+// and then restored. So a module is checked by passing its parameters as the inputs and
+// ignoring the argument in f: gradcheck([&](auto&) { return model.forward(x); },
+// model.parameters()).
 #pragma once
 
 #include <cstdint>

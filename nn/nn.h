@@ -1,6 +1,7 @@
 // Everything in nn/, for programs that want it all in one include.
 #pragma once
 
+#include "autograd/autograd.h"
 #include "nn/attention.h"
 #include "nn/checkpoint.h"
 #include "nn/heads.h"

@@ -212,17 +212,18 @@ Tensor MiniTransformer::embed(const Embedding& table, const Tensor& ids) {
 }
 
 MiniTransformer::Memory MiniTransformer::encode(const Tensor& src_ids) {
+  const Tensor x = embed(*src_embed, src_ids);
   const Tensor padding = padding_mask(src_ids, cfg_.pad_id);
-  return {encoder->forward(embed(*src_embed, src_ids), padding), padding};
+  return {encoder->forward(x, padding), padding};
 }
 
 Tensor MiniTransformer::decode(const Tensor& tgt_ids, const Memory& memory) {
   TG_CHECK(tgt_ids.dim() == 2 && tgt_ids.size(0) == memory.states.size(0),
            "MiniTransformer: target ids {} and source batch {} differ", tgt_ids.shape(),
            memory.states.shape());
-  const Tensor x = decoder->forward(embed(*tgt_embed, tgt_ids), memory.states,
-                                    causal_mask(tgt_ids.size(1)), padding_mask(tgt_ids, cfg_.pad_id),
-                                    memory.padding);
+  const Tensor y = embed(*tgt_embed, tgt_ids);
+  const Tensor x = decoder->forward(y, memory.states, causal_mask(tgt_ids.size(1)),
+                                    padding_mask(tgt_ids, cfg_.pad_id), memory.padding);
   if (out_proj) return traced(out_proj->forward(x));
   return traced(matmul(x, transpose(tgt_embed->weight, 0, 1)) + out_bias);
 }

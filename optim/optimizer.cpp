@@ -1,0 +1,182 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <set>
+
+#include "autograd/tape.h"
+
+namespace tapegrad::optim {
+
+Optimizer::Optimizer(std::string type_name, NamedTensors params, double lr)
+    : type_name_(std::move(type_name)), params_(std::move(params)), lr_(lr) {
+  set_lr(lr);
+  std::set<std::string> names;
+  for (const auto& [name, p] : params_) {
+    TG_CHECK(p.requires_grad() && p.is_leaf() && p.is_contiguous(),
+             "{}: parameter '{}' must be a contiguous leaf that requires grad", type_name_, name);
+    TG_CHECK(names.insert(name).second, "{}: parameter '{}' given twice", type_name_, name);
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  TG_CHECK(std::isfinite(lr) && lr >= 0, "{}: learning rate must be finite and >= 0, got {}",
+           type_name_, lr);
+  lr_ = lr;
+}
+
+void Optimizer::add_buffer(const std::string& name) {
+  std::vector<Tensor> per_param;
+  for (const auto& [pname, p] : params_) per_param.push_back(zeros(p.shape(), p.dtype()));
+  buffers_.emplace_back(name, std::move(per_param));
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    const Tensor g = p.grad();
+    if (g.defined()) update(i, p, g);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& [name, p] : params_) p.zero_grad();
+}
+
+NamedTensors Optimizer::state() const {
+  NamedTensors out{{"step", tensor({static_cast<double>(steps_)}, {1}, DType::Int64)}};
+  for (const auto& [bname, per_param] : buffers_) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      out.emplace_back(bname + "." + params_[i].first, per_param[i]);
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& state) {
+  const NamedTensors mine = this->state();
+  TG_CHECK(state.size() == mine.size(), "{}: state has {} tensors, expected {}", type_name_,
+           state.size(), mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const auto& [name, t] = state[i];
+    TG_CHECK(name == mine[i].first && t.shape() == mine[i].second.shape() &&
+                 t.dtype() == mine[i].second.dtype(),
+             "{}: state entry {} is '{}' {} {}, expected '{}' {} {}", type_name_, i, name,
+             t.shape(), t.dtype(), mine[i].first, mine[i].second.shape(), mine[i].second.dtype());
+  }
+  steps_ = static_cast<int64_t>(state[0].second.item());
+  size_t k = 1;
+  for (auto& [bname, per_param] : buffers_) {
+    for (Tensor& b : per_param) b = state[k++].second.clone();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+SGD::SGD(NamedTensors params, const SGDOptions& options)
+    : Optimizer("SGD", std::move(params), options.lr), options_(options) {
+  TG_CHECK(options.momentum >= 0 && options.weight_decay >= 0,
+           "SGD: momentum and weight_decay must be >= 0, got {} and {}", options.momentum,
+           options.weight_decay);
+  TG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+           "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+  if (options.momentum > 0) add_buffer("momentum_buffer");
+}
+
+// g += wd p;  buf = g on the first step, else momentum buf + (1 - dampening) g;
+// g = nesterov ? g + momentum buf : buf;  p -= lr g
+void SGD::update(size_t index, Tensor& param, const Tensor& grad) {
+  const SGDOptions o = options_;
+  const bool first = steps_ == 1;
+  dispatch_floating("SGD", param.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = param.data<T>();
+    const T* g = grad.data<T>();
+    T* buf = o.momentum > 0 ? buffer(0, index).template data<T>() : nullptr;
+    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+      double d = g[i] + o.weight_decay * p[i];
+      if (buf) {
+        buf[i] = static_cast<T>(first ? d : o.momentum * buf[i] + (1 - o.dampening) * d);
+        d = o.nesterov ? d + o.momentum * buf[i] : buf[i];
+      }
+      p[i] = static_cast<T>(p[i] - lr_ * d);
+    }
+  });
+}
+
+Adam::Adam(NamedTensors params, const AdamOptions& options)
+    : Adam("Adam", std::move(params), options, false) {}
+
+Adam::Adam(std::string type_name, NamedTensors params, const AdamOptions& options, bool decoupled)
+    : Optimizer(std::move(type_name), std::move(params), options.lr),
+      options_(options),
+      decoupled_(decoupled) {
+  TG_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
+           "{}: betas must be in [0, 1), got ({}, {})", type_name_, options.beta1, options.beta2);
+  TG_CHECK(options.eps >= 0 && options.weight_decay >= 0,
+           "{}: eps and weight_decay must be >= 0, got {} and {}", type_name_, options.eps,
+           options.weight_decay);
+  add_buffer("exp_avg");
+  add_buffer("exp_avg_sq");
+}
+
+// Adam:  g += wd p                      AdamW: p -= lr wd p
+// m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
+  const AdamOptions o = options_;
+  const auto t = static_cast<double>(steps_);
+  const double step_size = lr_ / (1 - std::pow(o.beta1, t));
+  const double sqrt_bc2 = std::sqrt(1 - std::pow(o.beta2, t));
+  const double decay = decoupled_ ? 1 - lr_ * o.weight_decay : 1.0;
+  const double l2 = decoupled_ ? 0.0 : o.weight_decay;
+  dispatch_floating(type_name_, param.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = param.data<T>();
+    const T* g = grad.data<T>();
+    T* m = buffer(0, index).template data<T>();
+    T* v = buffer(1, index).template data<T>();
+    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+      const double gi = g[i] + l2 * p[i];
+      m[i] = static_cast<T>(o.beta1 * m[i] + (1 - o.beta1) * gi);
+      v[i] = static_cast<T>(o.beta2 * v[i] + (1 - o.beta2) * gi * gi);
+      const double denom = std::sqrt(static_cast<double>(v[i])) / sqrt_bc2 + o.eps;
+      p[i] = static_cast<T>(p[i] * decay - step_size * m[i] / denom);
+    }
+  });
+}
+
+AdamW::AdamW(NamedTensors params, const AdamOptions& options)
+    : Adam("AdamW", std::move(params), options, true) {}
+
+double clip_grad_norm(const NamedTensors& params, double max_norm) {
+  TG_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got {}", max_norm);
+  double total = 0;
+  for (const auto& [name, p] : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* d = g.data<T>();
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) total += static_cast<double>(d[i]) * d[i];
+    });
+  }
+  const double norm = std::sqrt(total);
+  const double coef = max_norm / (norm + 1e-6);  // PyTorch's epsilon
+  if (coef < 1) {
+    NoGradGuard no_grad;
+    for (const auto& [name, p] : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* d = g.data<T>();
+        for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] = static_cast<T>(d[i] * coef);
+      });
+    }
+  }
+  return norm;
+}
+
+}  // namespace tapegrad::optim

@@ -1,0 +1,152 @@
+// Module: names, counts, modes, dtype conversion, summary, shape trace, name errors.
+#include "helpers.h"
+#include "nn/nn.h"
+
+using namespace tapegrad;
+using namespace tapegrad::nn;
+
+namespace {
+std::vector<std::string> names(const NamedTensors& ts) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : ts) out.push_back(n);
+  return out;
+}
+
+MiniTransformerConfig tiny() {
+  return {.src_vocab = 11, .tgt_vocab = 13, .d_model = 8, .heads = 2, .d_ff = 16,
+          .encoder_layers = 1, .decoder_layers = 2, .dropout = 0.0, .max_len = 16};
+}
+
+// A module that registers whatever the test asks for.
+class Bag : public Module {
+ public:
+  Bag() : Module("Bag") {}
+  void add_parameter(const std::string& name) {
+    tensors_.push_back(std::make_unique<Tensor>(zeros({1})));
+    register_parameter(name, *tensors_.back());
+  }
+  void add_child(const std::string& name) { register_module(name, std::make_shared<Bag>()); }
+
+ private:
+  std::vector<std::unique_ptr<Tensor>> tensors_;
+};
+}  // namespace
+
+TEST_CASE("named_parameters gives dotted names in registration order", "[nn]") {
+  Generator gen(0);
+  Linear lin(3, 2, gen);
+  CHECK(names(lin.named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(lin.num_parameters() == 3 * 2 + 2);
+  CHECK(Linear(3, 2, gen, false).num_parameters() == 6);
+
+  MultiHeadAttention mha(8, 2, 0.0, gen);
+  CHECK(names(mha.named_parameters()) ==
+        std::vector<std::string>{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias",
+                                 "v_proj.weight", "v_proj.bias", "out_proj.weight",
+                                 "out_proj.bias"});
+
+  MiniTransformer model(tiny());
+  const auto all = names(model.named_parameters());
+  CHECK(all.front() == "src_embed.weight");
+  CHECK(std::find(all.begin(), all.end(), "decoder.layers.1.cross_attn.q_proj.weight") != all.end());
+  CHECK(std::find(all.begin(), all.end(), "encoder.layers.0.feed_forward.linear2.bias") != all.end());
+  CHECK(all.back() == "out_proj.bias");
+  CHECK(names(model.named_buffers()) == std::vector<std::string>{"positional.pe"});
+  CHECK(model.decoder->layers->path() == "decoder.layers");
+  CHECK((*model.decoder->layers)[1].cross_attn->path() == "decoder.layers.1.cross_attn");
+}
+
+TEST_CASE("a Transformer-base model has the closed-form parameter count", "[nn]") {
+  // The paper's base model: d_model 512, 8 heads, ffn 2048, 6 + 6 layers, a vocabulary of 37000
+  // shared between source and target, output projection tied to the embedding.
+  const int64_t C = 512, F = 2048, V = 37000, L = 6;
+  MiniTransformer base({.src_vocab = V, .tgt_vocab = V, .d_model = C, .heads = 8, .d_ff = F,
+                        .encoder_layers = L, .decoder_layers = L, .max_len = 64,
+                        .share_embeddings = true, .tie_output = true});
+  const int64_t attention = 4 * (C * C + C);
+  const int64_t feed_forward = C * F + F + F * C + C;
+  const int64_t norm = 2 * C;
+  const int64_t encoder_layer = attention + feed_forward + 2 * norm;
+  const int64_t decoder_layer = 2 * attention + feed_forward + 3 * norm;
+  const int64_t expected = V * C                       // the one shared embedding
+                           + L * encoder_layer + L * decoder_layer
+                           + V;                         // output bias (weight tied)
+  CHECK(base.num_parameters() == expected);
+  CHECK(expected == 63'119'496);
+}
+
+TEST_CASE("train and eval reach every descendant", "[nn]") {
+  MiniTransformer model(tiny());
+  CHECK(model.is_training());
+  model.eval();
+  for (auto& [name, m] : model.named_modules()) {
+    INFO(name);
+    CHECK_FALSE(m->is_training());
+  }
+  model.train();
+  CHECK((*model.encoder->layers)[0].self_attn->is_training());
+}
+
+TEST_CASE("to(float64) converts parameters and buffers and keeps them trainable", "[nn]") {
+  MiniTransformer model(tiny());
+  const double before = model.src_embed->weight.at({1, 0});
+  model.to(DType::Float64);
+  for (const auto& [name, t] : model.state()) {
+    INFO(name);
+    CHECK(t.dtype() == DType::Float64);
+  }
+  for (const Tensor& p : model.parameters()) CHECK(p.requires_grad());
+  CHECK(model.src_embed->weight.at({1, 0}) == Approx(before).epsilon(1e-7));
+  const Tensor src = tensor({1, 2, 3}, {1, 3}, DType::Int64);
+  CHECK(model.forward(src, src).dtype() == DType::Float64);
+}
+
+TEST_CASE("zero_grad clears every parameter's gradient", "[nn]") {
+  Generator gen(0);
+  Linear lin(3, 2, gen);
+  sum(lin.forward(ones({4, 3}))).backward();
+  CHECK(lin.weight.grad().defined());
+  lin.zero_grad();
+  CHECK_FALSE(lin.weight.grad().defined());
+  CHECK_FALSE(lin.bias.grad().defined());
+}
+
+TEST_CASE("summary lists the tree with shapes and counts", "[nn]") {
+  Generator gen(0);
+  EncoderLayer layer({.d_model = 8, .heads = 2, .d_ff = 16}, gen);
+  const std::string s = layer.summary();
+  CHECK(s.rfind("EncoderLayer (", 0) == 0);
+  CHECK(s.find("  self_attn: MultiHeadAttention (288 parameters)") != std::string::npos);
+  CHECK(s.find("      weight [8, 8] float32") != std::string::npos);
+  CHECK(s.find("  feed_forward: PositionwiseFeedForward (280 parameters)") != std::string::npos);
+}
+
+TEST_CASE("the shape trace reports each module's output shape only while on", "[nn]") {
+  MiniTransformer model(tiny());
+  const Tensor src = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Int64);
+  const Tensor tgt = tensor({1, 2, 1, 2}, {2, 2}, DType::Int64);
+  std::vector<std::string> lines;
+  {
+    ShapeTrace trace([&](std::string_view line) { lines.emplace_back(line); });
+    model.forward(src, tgt);
+  }
+  const auto has = [&](const std::string& l) {
+    return std::find(lines.begin(), lines.end(), l) != lines.end();
+  };
+  CHECK(has("encoder.layers.0.self_attn MultiHeadAttention: [2, 3, 8]"));
+  CHECK(has("decoder.layers.1 DecoderLayer: [2, 2, 8]"));
+  CHECK(has("(root) MiniTransformer: [2, 2, 13]"));
+  const size_t n = lines.size();
+  model.forward(src, tgt);
+  CHECK(lines.size() == n);
+}
+
+TEST_CASE("module name errors", "[nn][errors]") {
+  Bag bag;
+  bag.add_parameter("w");
+  CHECK_THROWS_WITH(bag.add_parameter(""), "Bag: empty name for a parameter, buffer or module");
+  CHECK_THROWS_WITH(bag.add_parameter("a.b"), "Bag: name 'a.b' contains a dot");
+  CHECK_THROWS_WITH(bag.add_parameter("w"), "Bag: name 'w' is already defined");
+  CHECK_THROWS_WITH(bag.add_child("w"), "Bag: name 'w' is already defined");
+  CHECK_THROWS_WITH(bag.assign("nothing", ones({1})), "Bag: no parameter or buffer named 'nothing'");
+}
