@@ -49,6 +49,29 @@ TEST_CASE("encoder and decoder layers gradcheck, post-norm and pre-norm", "[nn][
   }
 }
 
+TEST_CASE("feed-forward block and layer stacks gradcheck", "[nn][gradcheck]") {
+  Generator gen(7);
+  const LayerConfig cfg{.d_model = 4, .heads = 2, .d_ff = 6, .dropout = 0.0,
+                        .activation = Activation::GELU};
+  PositionwiseFeedForward ff(cfg, gen);
+  ff.to(DType::Float64);
+  std::vector<Tensor> in = ff.parameters();
+  in.push_back(random_leaf({2, 3, 4}, 8));
+  require_gradcheck([&](auto& v) { return ff.forward(v.back()); }, in);
+
+  Encoder enc(cfg, 2, true, gen);
+  enc.to(DType::Float64);
+  const Tensor pad = eq(tensor({0, 0, 1, 0, 0, 0}, {2, 3}), 1);
+  const Tensor x = random_leaf({2, 3, 4}, 9);
+  require_gradcheck([&](auto&) { return enc.forward(x, pad); }, enc.parameters(),
+                    {.max_per_input = 8});
+  Decoder dec(cfg, 2, true, gen);
+  dec.to(DType::Float64);
+  require_gradcheck(
+      [&](auto&) { return dec.forward(random_leaf({2, 2, 4}, 10), x, causal_mask(2), Tensor(), pad); },
+      dec.parameters(), {.max_per_input = 8});
+}
+
 TEST_CASE("the whole MiniTransformer gradchecks with padding and causal masks", "[nn][gradcheck]") {
   MiniTransformer model(tiny());
   model.to(DType::Float64);
