@@ -1,0 +1,34 @@
+// Parallel corpora: pairs of source and target text, read from and written to TSV files
+// (source TAB target, one pair a line, UTF-8).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tapegrad::data {
+
+struct Example {
+  std::string source;
+  std::string target;
+  bool operator==(const Example&) const = default;
+};
+
+struct CorpusOptions {
+  bool strict = false;          // a malformed line is fatal instead of skipped
+  size_t max_line_bytes = 4096; // longer lines are malformed
+};
+
+struct Corpus {
+  std::vector<Example> examples;
+  int64_t skipped = 0;                 // malformed lines skipped (never in strict mode)
+  std::vector<std::string> problems;   // "file:line: what", one per skipped line
+};
+
+// Malformed: no tab, more than one tab, an empty side, invalid UTF-8, a line over the limit.
+// Blank lines are ignored. A file with no valid example is an error (DataError) either way.
+Corpus load_tsv(const std::string& path, const CorpusOptions& options = {});
+// Sources and targets must not contain tabs or newlines.
+void write_tsv(const std::string& path, const std::vector<Example>& examples);
+
+}  // namespace tapegrad::data

@@ -1,0 +1,175 @@
+// data/: vocabularies, TSV corpora and their errors, built-in tasks, teacher-forcing batches.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "data/batch.h"
+#include "data/error.h"
+#include "data/tasks.h"
+#include "data/text.h"
+#include "helpers.h"
+
+using namespace tapegrad;
+using namespace tapegrad::data;
+namespace fs = std::filesystem;
+
+namespace {
+struct TempFile {
+  std::string path = (fs::temp_directory_path() / fmt::format("tapegrad-data-{}", ::getpid())).string();
+  ~TempFile() { fs::remove(path); }
+  const std::string& write(const std::string& content) const {
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  }
+};
+}  // namespace
+
+TEST_CASE("character and word vocabularies", "[data]") {
+  const Vocabulary chars = Vocabulary::build({"héllo", "hi"}, Level::Char);
+  CHECK(chars.size() == 4 + 5);  // specials + h é l o i
+  CHECK(chars.token(5) == "é");
+  CHECK(chars.encode("hoi") == std::vector<int64_t>{4, 7, 8});
+  CHECK(chars.encode("hx") == std::vector<int64_t>{4, Vocabulary::kUnk});
+  const std::vector<int64_t> ids{Vocabulary::kBos, 4, 5, Vocabulary::kEos, 6};
+  CHECK(chars.decode(ids) == "hé");
+  const Vocabulary words = Vocabulary::build({"the cat  sat", "the\tdog"}, Level::Word);
+  CHECK(words.tokenize("the cat  sat") == std::vector<std::string>{"the", "cat", "sat"});
+  const std::vector<int64_t> w{4, 5, 7};
+  CHECK(words.decode(w) == "the cat dog");
+}
+
+TEST_CASE("vocabularies round-trip through their file", "[data]") {
+  TempFile f;
+  const Vocabulary v = Vocabulary::build({"a\\b c", "tab"}, Level::Char);
+  v.save(f.path);
+  const Vocabulary back = Vocabulary::load(f.path);
+  REQUIRE(back.size() == v.size());
+  for (int64_t i = 0; i < v.size(); ++i) CHECK(back.token(i) == v.token(i));
+  CHECK_THROWS_WITH(Vocabulary::load(f.write("nope\n")),
+                    f.path + ":1: expected 'tapegrad-vocab char' or 'tapegrad-vocab word'");
+  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char\n<pad>\n<bos>\n<eos>\n<unk>\na\na\n")),
+                    f.path + ":7: token 'a' repeated");
+  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char\n<pad>\nx\n")),
+                    f.path + ":3: expected special token '<bos>', got 'x'");
+}
+
+TEST_CASE("TSV corpora load and report malformed lines with their line numbers", "[data]") {
+  TempFile f;
+  const std::string good = "4 March 2025\t2025-03-04\n\nMar 5, 2025\t2025-03-05\r\n";
+  const Corpus c = load_tsv(f.write(good));
+  REQUIRE(c.examples.size() == 2);
+  CHECK(c.examples[1] == Example{"Mar 5, 2025", "2025-03-05"});
+  CHECK(c.skipped == 0);
+
+  const std::string bad = "a\tb\nno tab here\nx\ty\tz\n\tempty\nbad \xff byte\tq\n" +
+                          std::string(5000, 'x') + "\ty\nc\td\n";
+  const Corpus skipped = load_tsv(f.write(bad));
+  CHECK(skipped.examples.size() == 2);
+  CHECK(skipped.skipped == 5);
+  CHECK(skipped.problems == std::vector<std::string>{
+                                f.path + ":2: no tab between source and target",
+                                f.path + ":3: 2 tabs; expected one between source and target",
+                                f.path + ":4: empty source or target",
+                                f.path + ":5: invalid UTF-8 at byte 4",
+                                f.path + ":6: line of 5002 bytes exceeds the maximum of 4096"});
+  CHECK_THROWS_WITH(load_tsv(f.path, {.strict = true}), f.path + ":2: no tab between source and target");
+  CHECK_THROWS_WITH(load_tsv(f.write("")), f.path + ": no valid examples (0 lines, 0 malformed)");
+  CHECK_THROWS_WITH(load_tsv(f.write("x\n")), f.path + ": no valid examples (1 lines, 1 malformed)");
+  CHECK_THROWS_WITH(load_tsv(f.path + ".missing"), f.path + ".missing: cannot open");
+}
+
+TEST_CASE("UTF-8 validation", "[data]") {
+  CHECK_FALSE(find_invalid_utf8("plain, é, 日本, 🙂").has_value());
+  CHECK(find_invalid_utf8("ab\xc3") == 2u);           // truncated sequence
+  CHECK(find_invalid_utf8("\xc0\xaf") == 0u);         // overlong
+  CHECK(find_invalid_utf8("x\xed\xa0\x80") == 1u);    // surrogate
+  CHECK(split_chars("aé日") == std::vector<std::string>{"a", "é", "日"});
+}
+
+TEST_CASE("teacher forcing shifts the target by one and pads", "[data]") {
+  const EncodedExample a{{5, 6, 7}, {8, 9}};
+  const EncodedExample b{{5}, {8, 9, 10, 11}};
+  const Batch batch = make_batch({&a, &b});
+  CHECK(batch.src.to_vector<int64_t>() == std::vector<int64_t>{5, 6, 7, 5, 0, 0});
+  // <bos>=1, <eos>=2, <pad>=0
+  CHECK(batch.tgt_in.to_vector<int64_t>() == std::vector<int64_t>{1, 8, 9, 0, 0, 1, 8, 9, 10, 11});
+  CHECK(batch.tgt_out.to_vector<int64_t>() == std::vector<int64_t>{8, 9, 2, 0, 0, 8, 9, 10, 11, 2});
+  CHECK(batch.target_tokens == 3 + 5);
+}
+
+TEST_CASE("make_batches covers every example once, in length buckets", "[data]") {
+  std::vector<EncodedExample> examples;
+  for (int64_t i = 0; i < 1000; ++i) {
+    examples.push_back({std::vector<int64_t>(1 + i % 37, 4), std::vector<int64_t>(1, i)});
+  }
+  Generator gen(3);
+  const auto batches = make_batches(examples, 32, gen);
+  std::multiset<int64_t> seen;
+  int64_t padded = 0;
+  for (const Batch& b : batches) {
+    CHECK(b.src.size(0) <= 32);
+    for (int64_t i = 0; i < b.tgt_out.size(0); ++i) seen.insert(static_cast<int64_t>(b.tgt_out.at({i, 0})));
+    for (int64_t v : b.src.to_vector<int64_t>()) padded += v == 0;
+  }
+  CHECK(seen.size() == 1000);
+  CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == 1000);
+  CHECK(padded < 1000);  // without bucketing about 17,000 pads
+  Generator again(3);
+  CHECK(make_batches(examples, 32, again)[0].src.to_vector<int64_t>() ==
+        batches[0].src.to_vector<int64_t>());
+}
+
+TEST_CASE("built-in tasks are correct, deterministic and held out", "[data]") {
+  CHECK(weekday(2025, 3, 4) == 1);  // a Tuesday
+  CHECK(weekday(2000, 1, 1) == 5);  // a Saturday
+  CHECK(weekday(1970, 1, 1) == 3);
+  CHECK(iso_date(1999, 12, 31) == "1999-12-31");
+  const TaskSplit dates = make_task(Task::Dates, 2000, 200, 1);
+  CHECK(dates.train.size() == 2000);
+  CHECK(dates.valid.size() == 200);
+  std::set<std::string> train_sources;
+  for (const Example& e : dates.train) train_sources.insert(e.source);
+  for (const Example& e : dates.valid) CHECK_FALSE(train_sources.contains(e.source));
+  const std::regex iso(R"(\d{4}-\d{2}-\d{2})");
+  const std::regex weekday_form(R"(([a-z]+) the (\d+)(st|nd|rd|th) of ([a-z]+) (\d{4}))");
+  const std::vector<std::string> months{"january", "february", "march", "april", "may", "june", "july",
+                                        "august", "september", "october", "november", "december"};
+  const std::vector<std::string> days{"monday", "tuesday", "wednesday", "thursday", "friday",
+                                      "saturday", "sunday"};
+  int checked_weekdays = 0;
+  for (const Example& e : dates.train) {
+    REQUIRE(std::regex_match(e.target, iso));
+    std::smatch m;
+    if (std::regex_match(e.source, m, weekday_form)) {
+      const int y = std::stoi(m[5]), d = std::stoi(m[2]);
+      const int mo = static_cast<int>(std::find(months.begin(), months.end(), m[4].str()) - months.begin()) + 1;
+      CHECK(days[weekday(y, mo, d)] == m[1].str());
+      CHECK(e.target == iso_date(y, mo, d));
+      ++checked_weekdays;
+    }
+    if (e.source.size() == 10 && e.source[2] == '/') {  // day first: dd/mm/yyyy
+      CHECK(e.target == e.source.substr(6, 4) + "-" + e.source.substr(3, 2) + "-" + e.source.substr(0, 2));
+    }
+  }
+  CHECK(checked_weekdays > 100);
+  CHECK(make_task(Task::Dates, 50, 5, 1).train == make_task(Task::Dates, 50, 5, 1).train);
+  const TaskSplit rev = make_task(Task::Reverse, 10, 0, 2);
+  for (const Example& e : rev.train) CHECK(std::string(e.source.rbegin(), e.source.rend()) == e.target);
+  const TaskSplit srt = make_task(Task::Sort, 10, 0, 2);
+  for (const Example& e : srt.train) {
+    std::string letters = e.target;
+    std::erase(letters, ' ');
+    CHECK(std::is_sorted(letters.begin(), letters.end()));
+  }
+  CHECK(task_from_name("dates") == Task::Dates);
+  CHECK_FALSE(task_from_name("nope").has_value());
+}
+
+TEST_CASE("a task written to TSV reads back the same", "[data]") {
+  TempFile f;
+  const TaskSplit s = make_task(Task::Dates, 100, 0, 4);
+  write_tsv(f.path, s.train);
+  CHECK(load_tsv(f.path, {.strict = true}).examples == s.train);
+  CHECK_THROWS_WITH(write_tsv(f.path, {{"a\tb", "c"}}), f.path + ": example 'a\tb' contains a tab or newline");
+}
