@@ -17,3 +17,4 @@
 #include "autograd/shape.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "autograd/threads.h"

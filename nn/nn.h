@@ -4,6 +4,7 @@
 #include "autograd/autograd.h"
 #include "nn/attention.h"
 #include "nn/checkpoint.h"
+#include "nn/decoding.h"
 #include "nn/heads.h"
 #include "nn/layers.h"
 #include "nn/module.h"

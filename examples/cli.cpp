@@ -1,0 +1,103 @@
+#include "examples/cli.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tapegrad::examples {
+
+Flags::Flags(int argc, char** argv, std::string usage) : usage_(std::move(usage)) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      positional_.push_back(arg);
+      continue;
+    }
+    arg = arg.substr(2);
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      values_[arg.substr(0, eq)] = arg.substr(eq + 1);
+    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+      values_[arg] = argv[++i];
+    } else {
+      values_[arg] = "";
+    }
+  }
+}
+
+std::string Flags::text(const std::string& name, const std::string& fallback,
+                        const std::string& help) {
+  known_.push_back(name);
+  help_.push_back(fmt::format("  --{:<18} {} (default: {})", name, help,
+                              fallback.empty() ? "none" : fallback));
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  if (it->second.empty()) throw FlagError(fmt::format("--{}: needs a value", name));
+  return it->second;
+}
+
+int64_t Flags::integer(const std::string& name, int64_t fallback, const std::string& help,
+                       int64_t min) {
+  const std::string v = text(name, std::to_string(fallback), help);
+  size_t used = 0;
+  int64_t x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty()) {
+    throw FlagError(fmt::format("--{}: expected an integer, got '{}'", name, v));
+  }
+  if (x < min) throw FlagError(fmt::format("--{}: must be at least {}, got {}", name, min, x));
+  return x;
+}
+
+double Flags::real(const std::string& name, double fallback, const std::string& help, double min,
+                   double max) {
+  const std::string v = text(name, fmt::format("{}", fallback), help);
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || !std::isfinite(x)) {
+    throw FlagError(fmt::format("--{}: expected a number, got '{}'", name, v));
+  }
+  if (x < min || x > max) {
+    throw FlagError(fmt::format("--{}: must be in [{}, {}], got {}", name, min, max, x));
+  }
+  return x;
+}
+
+bool Flags::boolean(const std::string& name, const std::string& help) {
+  known_.push_back(name);
+  help_.push_back(fmt::format("  --{:<18} {}", name, help));
+  auto it = values_.find(name);
+  if (it == values_.end()) return false;
+  if (!it->second.empty()) {
+    // "--flag value" took the next argument: give it back as positional
+    positional_.insert(positional_.begin(), it->second);
+  }
+  return true;
+}
+
+bool Flags::finish() {
+  if (values_.contains("help")) {
+    fmt::print("{}\n\nflags:\n", usage_);
+    for (const std::string& h : help_) fmt::print("{}\n", h);
+    return false;
+  }
+  for (const auto& [name, value] : values_) {
+    if (std::find(known_.begin(), known_.end(), name) == known_.end()) {
+      throw FlagError(fmt::format("--{}: unknown flag (see --help)", name));
+    }
+  }
+  return true;
+}
+
+}  // namespace tapegrad::examples

@@ -1,0 +1,43 @@
+// Command-line flags for the example programs: --name value or --name=value. Each flag is read
+// with its default and help text; finish() rejects anything left over, and --help prints
+// the collected help. Errors name the flag.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tapegrad::examples {
+
+class FlagError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Flags {
+ public:
+  Flags(int argc, char** argv, std::string usage);
+
+  std::string text(const std::string& name, const std::string& fallback, const std::string& help);
+  int64_t integer(const std::string& name, int64_t fallback, const std::string& help,
+                  int64_t min = INT64_MIN);
+  double real(const std::string& name, double fallback, const std::string& help, double min,
+              double max);
+  bool boolean(const std::string& name, const std::string& help);  // present or not
+  bool given(const std::string& name) const { return values_.contains(name); }
+  // Arguments that are not flags, in order.
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Throws on unknown flags. Returns false when --help was asked for (and prints it).
+  bool finish();
+
+ private:
+  std::string usage_;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+  std::vector<std::string> help_;
+  std::vector<std::string> known_;
+};
+
+}  // namespace tapegrad::examples
