@@ -57,7 +57,7 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
   s.out = f.text("out", "", "output directory (default: runs/<task>)");
   s.resume = f.boolean("resume", "continue the run saved in --out");
-  s.steps = f.integer("steps", 2000, "training steps in all", 1);
+  s.steps = f.integer("steps", 3000, "training steps in all", 1);
   s.batch = f.integer("batch", 64, "examples per step", 1);
   s.train_size = f.integer("train-size", 20000, "generated training examples", 1);
   s.valid_size = f.integer("valid-size", 500, "held-out examples", 1);

@@ -19,8 +19,10 @@ EncoderOnlyModel::EncoderOnlyModel(std::string type_name, const EncoderClassifie
                           .dropout = cfg.dropout,
                           .activation = cfg.activation,
                           .norm_first = cfg.norm_first};
-  embed = register_module("embed",
-                          std::make_shared<Embedding>(cfg.vocab, cfg.d_model, gen, cfg.pad_id));
+  // N(0, 1/C) and the sqrt(C) scaling: unit-variance tokens, as in MiniTransformer
+  embed = register_module("embed", std::make_shared<Embedding>(
+                                       cfg.vocab, cfg.d_model, gen, cfg.pad_id,
+                                       1.0 / std::sqrt(static_cast<double>(cfg.d_model))));
   positional = register_module(
       "positional", std::make_shared<PositionalEncoding>(cfg.d_model, cfg.max_len, cfg.dropout, gen));
   encoder = register_module("encoder",

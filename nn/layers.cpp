@@ -41,14 +41,14 @@ Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(gen.
 Tensor Dropout::forward(const Tensor& x) { return traced(dropout(x, p_, is_training(), gen_)); }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
-                     std::optional<int64_t> padding_idx)
+                     std::optional<int64_t> padding_idx, double init_std)
     : Module("Embedding"), padding_idx_(padding_idx) {
   TG_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got [{}, {}]",
            num_embeddings, dim);
   TG_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < num_embeddings),
            "Embedding: padding_idx {} out of range for {} embeddings", *padding_idx,
            num_embeddings);
-  weight = normal({num_embeddings, dim}, 0.0, 1.0, gen);
+  weight = normal({num_embeddings, dim}, 0.0, init_std, gen);
   if (padding_idx) {
     for (int64_t c = 0; c < dim; ++c) weight.set({*padding_idx, c}, 0.0);
   }

@@ -36,12 +36,12 @@ class Dropout : public Module {
   Generator gen_;
 };
 
-// ids int64 [...] -> [..., dim]; weight [num, dim] ~ N(0, 1) with the padding row zero, as
-// torch.nn.Embedding. The padding row receives no gradient.
+// ids int64 [...] -> [..., dim]; weight [num, dim] ~ N(0, init_std^2) with the padding row
+// zero; init_std 1 is torch.nn.Embedding's default. The padding row receives no gradient.
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
-            std::optional<int64_t> padding_idx = std::nullopt);
+            std::optional<int64_t> padding_idx = std::nullopt, double init_std = 1.0);
   Tensor forward(const Tensor& ids) const;
 
   Tensor weight;

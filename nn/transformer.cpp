@@ -182,12 +182,17 @@ MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)
            "MiniTransformer: share_embeddings needs equal vocabularies, got {} and {}",
            cfg.src_vocab, cfg.tgt_vocab);
   Generator gen(cfg.seed);
-  src_embed = register_module(
-      "src_embed", std::make_shared<Embedding>(cfg.src_vocab, cfg.d_model, gen, cfg.pad_id));
+  // Embeddings start at N(0, 1/C), so after the sqrt(C) scaling in embed() tokens have unit
+  // variance, the scale of the positional encoding (fairseq's choice). With PyTorch's N(0, 1)
+  // they would be sqrt(C) times louder and drown out the positions.
+  const double embed_std = 1.0 / std::sqrt(static_cast<double>(cfg.d_model));
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(cfg.src_vocab, cfg.d_model,
+                                                                       gen, cfg.pad_id, embed_std));
   tgt_embed = cfg.share_embeddings
                   ? src_embed
-                  : register_module("tgt_embed", std::make_shared<Embedding>(
-                                                     cfg.tgt_vocab, cfg.d_model, gen, cfg.pad_id));
+                  : register_module("tgt_embed",
+                                    std::make_shared<Embedding>(cfg.tgt_vocab, cfg.d_model, gen,
+                                                                cfg.pad_id, embed_std));
   positional = register_module(
       "positional", std::make_shared<PositionalEncoding>(cfg.d_model, cfg.max_len, cfg.dropout, gen));
   encoder = register_module(
