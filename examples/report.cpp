@@ -64,9 +64,9 @@ std::string loss_curve_svg(const std::vector<CurvePoint>& train, const std::vect
     svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3.5" fill="#d62728"/>)" "\n",
                        x(static_cast<double>(p.step)), y(p.value));
   }
-  svg += fmt::format(R"(<text x="{}" y="18" fill="#1f77b4">training loss</text>)"
+  svg += fmt::format(R"(<text x="{}" y="18" fill="#1f77b4">training loss (label-smoothed, averaged)</text>)"
                      R"(<text x="{}" y="18" fill="#d62728">validation loss</text>)" "\n",
-                     left, left + 120);
+                     left, left + 260);
   return svg + "</svg>\n";
 }
 

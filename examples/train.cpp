@@ -41,7 +41,7 @@ void on_interrupt(int) { g_interrupted = 1; }
 struct Settings {
   std::string task, data, level, out, schedule;
   bool strict, resume;
-  int64_t steps, batch, train_size, valid_size, eval_every, threads, warmup, max_len;
+  int64_t steps, stop_after, batch, train_size, valid_size, eval_every, threads, warmup, max_len;
   double lr, label_smoothing, clip;
   uint64_t seed;
   nn::MiniTransformerConfig model;
@@ -57,7 +57,8 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
   s.out = f.text("out", "", "output directory (default: runs/<task>)");
   s.resume = f.boolean("resume", "continue the run saved in --out");
-  s.steps = f.integer("steps", 3000, "training steps in all", 1);
+  s.steps = f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1);
+  s.stop_after = f.integer("stop-after", 0, "stop after this many steps of this invocation, saving a run to --resume (0: never)", 0);
   s.batch = f.integer("batch", 64, "examples per step", 1);
   s.train_size = f.integer("train-size", 20000, "generated training examples", 1);
   s.valid_size = f.integer("valid-size", 500, "held-out examples", 1);
@@ -274,10 +275,11 @@ int run(const Settings& s) {
       fmt::print(stderr, "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
                  tty ? "\n" : "", step, last.loss, 100 * last.token_accuracy, 100 * last.exact_match);
     }
-    if (g_interrupted) {
+    if (g_interrupted || (s.stop_after > 0 && step - first_step + 1 == s.stop_after && step < s.steps)) {
       save();
-      fmt::print(stderr, "\ninterrupted at step {}: saved {}; continue with --resume\n", step, s.out);
-      return 130;
+      fmt::print(stderr, "\n{} at step {}: saved {}; continue with --resume\n",
+                 g_interrupted ? "interrupted" : "stopped", step, s.out);
+      return g_interrupted ? 130 : 0;
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
