@@ -102,7 +102,7 @@ int train(Model& model, bool tagging, int64_t steps, double lr, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return examples::run_main("classify", [&] {
     examples::Flags f(argc, argv, "classify: encoder-only sequence classification or token tagging\n"
                                   "usage: classify [--tag] [flags]");
     const bool tagging = f.boolean("tag", "token tagging instead of sequence classification");
@@ -119,11 +119,5 @@ int main(int argc, char** argv) {
     }
     nn::SequenceClassifier model(cfg);
     return train(model, false, steps, lr, seed);
-  } catch (const examples::FlagError& e) {
-    fmt::print(stderr, "classify: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "classify: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace tapegrad::examples {
 
@@ -38,37 +39,39 @@ std::string Flags::text(const std::string& name, const std::string& fallback,
   return it->second;
 }
 
-int64_t Flags::integer(const std::string& name, int64_t fallback, const std::string& help,
-                       int64_t min) {
-  const std::string v = text(name, std::to_string(fallback), help);
+namespace {
+// The whole of `text` as a number of type T, or a FlagError naming the flag.
+template <class T>
+T parse_number(const std::string& name, const std::string& text, const char* kind) {
   size_t used = 0;
-  int64_t x = 0;
+  T x{};
   try {
-    x = std::stoll(v, &used);
+    if constexpr (std::is_same_v<T, double>) {
+      x = std::stod(text, &used);
+    } else {
+      x = std::stoll(text, &used);
+    }
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != v.size() || v.empty()) {
-    throw FlagError(fmt::format("--{}: expected an integer, got '{}'", name, v));
+  if (text.empty() || used != text.size()) {
+    throw FlagError(fmt::format("--{}: expected {}, got '{}'", name, kind, text));
   }
+  return x;
+}
+}  // namespace
+
+int64_t Flags::integer(const std::string& name, int64_t fallback, const std::string& help,
+                       int64_t min) {
+  const auto x = parse_number<int64_t>(name, text(name, std::to_string(fallback), help), "an integer");
   if (x < min) throw FlagError(fmt::format("--{}: must be at least {}, got {}", name, min, x));
   return x;
 }
 
 double Flags::real(const std::string& name, double fallback, const std::string& help, double min,
                    double max) {
-  const std::string v = text(name, fmt::format("{}", fallback), help);
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty() || !std::isfinite(x)) {
-    throw FlagError(fmt::format("--{}: expected a number, got '{}'", name, v));
-  }
-  if (x < min || x > max) {
+  const auto x = parse_number<double>(name, text(name, fmt::format("{}", fallback), help), "a number");
+  if (!std::isfinite(x) || x < min || x > max) {
     throw FlagError(fmt::format("--{}: must be in [{}, {}], got {}", name, min, max, x));
   }
   return x;
@@ -98,6 +101,18 @@ bool Flags::finish() {
     }
   }
   return true;
+}
+
+int run_main(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const FlagError& e) {
+    fmt::print(stderr, "{}: {}\n", program, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", program, e.what());
+    return 1;
+  }
 }
 
 }  // namespace tapegrad::examples

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -39,5 +40,9 @@ class Flags {
   std::vector<std::string> help_;
   std::vector<std::string> known_;
 };
+
+// Runs a program's body and turns its exceptions into "program: message" on stderr, with exit
+// code 2 for flag errors and 1 for anything else.
+int run_main(const char* program, const std::function<int()>& body);
 
 }  // namespace tapegrad::examples

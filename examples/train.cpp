@@ -331,14 +331,8 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return examples::run_main("train", [&] {
     const auto settings = parse(argc, argv);
     return settings ? run(*settings) : 0;
-  } catch (const examples::FlagError& e) {
-    fmt::print(stderr, "train: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "train: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -37,7 +37,7 @@ std::string translate(examples::LoadedModel& run, const std::string& source, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return examples::run_main("translate", [&] {
     examples::Flags f(argc, argv, "translate: decode with a trained MiniTransformer\n"
                                   "usage: translate --run DIR [--beam N] [SOURCE ...]  (stdin when no SOURCE)");
     const std::string dir = f.text("run", "runs/dates", "directory written by train");
@@ -56,11 +56,5 @@ int main(int argc, char** argv) {
       }
     }
     return 0;
-  } catch (const examples::FlagError& e) {
-    fmt::print(stderr, "translate: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "translate: {}\n", e.what());
-    return 1;
-  }
+  });
 }
