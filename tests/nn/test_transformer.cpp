@@ -92,7 +92,7 @@ TEST_CASE("the whole MiniTransformer gradchecks with padding and causal masks", 
                     {.max_per_input = 6});
 }
 
-TEST_CASE("changing a padded source token changes nothing", "[nn]") {
+TEST_CASE("extra padding after a source changes nothing", "[nn]") {
   MiniTransformer model(tiny());
   const Tensor tgt = ids({1, 2, 3}, 1);
   const auto a = model.forward(ids({3, 4, 0, 0}, 1), tgt).to_vector<float>();
@@ -101,6 +101,28 @@ TEST_CASE("changing a padded source token changes nothing", "[nn]") {
   // the same sequence padded further gives the same outputs: padding is invisible
   const auto c = model.forward(ids({3, 4, 0, 0, 0, 0}, 1), tgt).to_vector<float>();
   for (size_t i = 0; i < a.size(); ++i) REQUIRE(std::abs(a[i] - c[i]) < 1e-5);
+}
+
+TEST_CASE("what sits at padded source positions never reaches the output", "[nn]") {
+  MiniTransformer model(tiny());
+  const Tensor src = ids({3, 4, 0, 0}, 1), tgt = ids({1, 2, 3}, 1);
+  const auto memory = model.encode(src);
+  const auto before = model.decode(tgt, memory).to_vector<float>();
+  NoGradGuard no_grad;
+  // the encoder's states at the padded positions, overwritten
+  Tensor states = memory.states.clone();
+  for (int64_t c = 0; c < 8; ++c) {
+    states.set({0, 2, c}, 1e3);
+    states.set({0, 3, c}, -1e3);
+  }
+  CHECK(model.decode(tgt, {states, memory.padding}).to_vector<float>() == before);
+  // inside the encoder: the outputs at real positions ignore the inputs at padded ones
+  Generator gen(5);
+  Tensor x = normal({1, 4, 8}, 0, 1, gen);
+  const Tensor out = model.encoder->forward(x, memory.padding);
+  for (int64_t c = 0; c < 8; ++c) x.set({0, 3, c}, 50.0);
+  CHECK(slice(model.encoder->forward(x, memory.padding), 1, 0, 2).to_vector<float>() ==
+        slice(out, 1, 0, 2).to_vector<float>());
 }
 
 TEST_CASE("the output at position t ignores target tokens after t", "[nn]") {
