@@ -12,10 +12,9 @@ namespace tapegrad::data {
 
 namespace {
 // What is wrong with the line, or "" when it is a good example.
-std::string check_line(const std::string& line, const CorpusOptions& options) {
-  if (line.size() > options.max_line_bytes) {
-    return fmt::format("line of {} bytes exceeds the maximum of {}", line.size(),
-                       options.max_line_bytes);
+std::string check_line(const std::string& line, size_t length, const CorpusOptions& options) {
+  if (length > options.max_line_bytes) {
+    return fmt::format("line of {} bytes exceeds the maximum of {}", length, options.max_line_bytes);
   }
   if (const auto bad = find_invalid_utf8(line)) return fmt::format("invalid UTF-8 at byte {}", *bad);
   const auto tabs = std::count(line.begin(), line.end(), '\t');
@@ -30,14 +29,22 @@ std::string check_line(const std::string& line, const CorpusOptions& options) {
 Corpus load_tsv(const std::string& path, const CorpusOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(fmt::format("{}: cannot open", path));
+  return read_tsv(in, path, options);
+}
+
+Corpus read_tsv(std::istream& in, const std::string& path, const CorpusOptions& options) {
   Corpus corpus;
   std::string line;
   int64_t line_no = 0;
-  while (std::getline(in, line)) {
+  while (const auto read = read_line(in, line, options.max_line_bytes + 1)) {
     ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
-    if (line.empty()) continue;
-    const std::string problem = check_line(line, options);
+    size_t length = *read;
+    if (!line.empty() && line.back() == '\r' && length == line.size()) {  // CRLF files
+      line.pop_back();
+      --length;
+    }
+    if (length == 0) continue;
+    const std::string problem = check_line(line, length, options);
     if (!problem.empty()) {
       const std::string where = fmt::format("{}:{}: {}", path, line_no, problem);
       if (options.strict) throw DataError(where);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct Corpus {
 // Malformed: no tab, more than one tab, an empty side, invalid UTF-8, a line over the limit.
 // Blank lines are ignored. A file with no valid example is an error (DataError) either way.
 Corpus load_tsv(const std::string& path, const CorpusOptions& options = {});
+// The same from a stream; `name` stands for the file in messages.
+Corpus read_tsv(std::istream& in, const std::string& name, const CorpusOptions& options = {});
 // Sources and targets must not contain tabs or newlines.
 void write_tsv(const std::string& path, const std::vector<Example>& examples);
 

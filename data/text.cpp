@@ -43,6 +43,18 @@ std::vector<std::string> split_chars(std::string_view text) {
   return out;
 }
 
+std::optional<size_t> read_line(std::istream& in, std::string& line, size_t max_bytes) {
+  line.clear();
+  size_t length = 0;
+  std::streambuf* buf = in.rdbuf();
+  for (int c = buf->sbumpc(); c != std::char_traits<char>::eof(); c = buf->sbumpc()) {
+    if (c == '\n') return length;
+    if (length++ < max_bytes) line += static_cast<char>(c);
+  }
+  if (length == 0) return std::nullopt;
+  return length;
+}
+
 std::vector<std::string> split_words(std::string_view text) {
   std::vector<std::string> out;
   size_t i = 0;

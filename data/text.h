@@ -2,6 +2,7 @@
 // into code points or whitespace-separated words.
 #pragma once
 
+#include <istream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,10 @@ namespace tapegrad::data {
 std::optional<size_t> find_invalid_utf8(std::string_view text);
 // The text's code points, each as its UTF-8 bytes. The text must be valid UTF-8.
 std::vector<std::string> split_chars(std::string_view text);
+// Reads one line (without its '\n') keeping at most max_bytes of it, so a file that is one
+// enormous line cannot make us allocate its size. Returns the line's full length, or nullopt
+// at the end of the stream.
+std::optional<size_t> read_line(std::istream& in, std::string& line, size_t max_bytes);
 // Words separated by runs of spaces and tabs.
 std::vector<std::string> split_words(std::string_view text);
 

@@ -97,8 +97,13 @@ void Vocabulary::save(const std::string& path) const {
 Vocabulary Vocabulary::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(fmt::format("{}: cannot open", path));
+  return read(in, path);
+}
+
+Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
+  constexpr size_t kMaxTokenBytes = 1024;
   std::string line;
-  std::getline(in, line);
+  read_line(in, line, kMaxTokenBytes);
   if (line != "tapegrad-vocab char" && line != "tapegrad-vocab word") {
     throw DataError(fmt::format("{}:1: expected 'tapegrad-vocab char' or 'tapegrad-vocab word'", path));
   }
@@ -107,8 +112,11 @@ Vocabulary Vocabulary::load(const std::string& path) {
   v.tokens_.clear();
   v.ids_.clear();
   int64_t line_no = 1;
-  while (std::getline(in, line)) {
+  while (const auto length = read_line(in, line, kMaxTokenBytes)) {
     ++line_no;
+    if (*length > kMaxTokenBytes) {
+      throw DataError(fmt::format("{}:{}: token of {} bytes is over the limit of {}", path, line_no, *length, kMaxTokenBytes));
+    }
     if (find_invalid_utf8(line)) throw DataError(fmt::format("{}:{}: invalid UTF-8", path, line_no));
     const auto token = unescape(line);
     if (!token || token->empty()) throw DataError(fmt::format("{}:{}: bad token '{}'", path, line_no, line));

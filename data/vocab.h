@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +35,8 @@ class Vocabulary {
   void save(const std::string& path) const;
   // Throws data::DataError naming the file and line.
   static Vocabulary load(const std::string& path);
+  // The same from a stream; `name` stands for the file in messages.
+  static Vocabulary read(std::istream& in, const std::string& name);
 
  private:
   int64_t add(const std::string& token);

@@ -112,6 +112,10 @@ SafetensorsContents load_safetensors(const std::string& path) {
   if (ec) fail(path, fmt::format("cannot read: {}", ec.message()));
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open");
+  return read_safetensors(in, file_size, path);
+}
+
+SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const std::string& path) {
   if (file_size < 8) fail(path, fmt::format("truncated: {} bytes, expected at least 8", file_size));
 
   uint64_t header_len = 0;

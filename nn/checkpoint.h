@@ -7,6 +7,7 @@
 // over the target, so a failure never leaves a half-written checkpoint in its place.
 #pragma once
 
+#include <istream>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // Validates the whole header (lengths, JSON, dtypes, shapes, offsets in range and disjoint)
 // before allocating anything the file asks for.
 SafetensorsContents load_safetensors(const std::string& path);
+// The same from a stream of `size` bytes; `name` stands for the file in error messages.
+SafetensorsContents read_safetensors(std::istream& in, uint64_t size, const std::string& name);
 
 // Saves module.state() (parameters and buffers).
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
