@@ -139,7 +139,9 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const
   };
   std::vector<Entry> entries;
   SafetensorsContents out;
-  for (const auto& [name, v] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();
+    const nlohmann::json& v = item.value();
     if (name == "__metadata__") {
       if (!v.is_object()) fail(path, "__metadata__ is not an object");
       for (const auto& [k, s] : v.items()) {
