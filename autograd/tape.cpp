@@ -1,7 +1,9 @@
 #include "autograd/tape.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
+#include <string>
 
 namespace tapegrad {
 
@@ -24,8 +26,36 @@ struct Tape {
 
 thread_local Tape t_tape;
 thread_local bool t_grad_enabled = true;
+thread_local bool t_anomaly = false;
+
+enum class Finite { Yes, HasNaN, HasInf };
+
+Finite finiteness(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype())) return Finite::Yes;
+  const Tensor c = t.contiguous();
+  return dispatch_floating("anomaly", c.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = c.data<T>();
+    Finite f = Finite::Yes;
+    for (int64_t i = 0, n = c.numel(); i < n; ++i) {
+      if (std::isnan(p[i])) return Finite::HasNaN;
+      if (std::isinf(p[i])) f = Finite::HasInf;
+    }
+    return f;
+  });
+}
+
+std::string shapes_of(const std::vector<Shape>& shapes) {
+  std::vector<std::string> parts;
+  for (const Shape& s : shapes) parts.push_back(fmt::format("{}", s));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
 
 }  // namespace
+
+bool anomaly_enabled() { return t_anomaly; }
+DetectAnomalyGuard::DetectAnomalyGuard() : previous_(t_anomaly) { t_anomaly = true; }
+DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = previous_; }
 
 bool grad_enabled() { return t_grad_enabled; }
 
@@ -43,8 +73,21 @@ Tensor& Grads::operator[](size_t i) {
   return node.grad;
 }
 
-void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward) {
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
+            bool allow_inf) {
   auto entry = std::make_shared<TapeEntry>();
+  if (t_anomaly) [[unlikely]] {
+    for (const Tensor& in : inputs) entry->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+    const Finite f = finiteness(out);
+    const bool inf_in_inputs = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& in) {
+      return finiteness(in) != Finite::Yes;
+    });
+    TG_CHECK(f != Finite::HasNaN, "anomaly: forward of op '{}' (inputs {}) produced NaN", op,
+             shapes_of(entry->input_shapes));
+    TG_CHECK(f != Finite::HasInf || allow_inf || inf_in_inputs,
+             "anomaly: forward of op '{}' (inputs {}) produced Inf from finite inputs", op,
+             shapes_of(entry->input_shapes));
+  }
   entry->op = op;
   entry->seq = t_tape.next_seq++;
   entry->inputs.reserve(inputs.size());
@@ -130,6 +173,19 @@ void backward(const Tensor& root, const Tensor& dout) {
              e->op);
     Grads grads(e->inputs);
     e->backward(e->output->grad, grads);
+    if (t_anomaly && !e->input_shapes.empty()) [[unlikely]] {
+      for (size_t k = 0; k < e->inputs.size(); ++k) {
+        if (!e->inputs[k]) continue;
+        const Finite f = finiteness(e->inputs[k]->grad);
+        const auto& producer = e->inputs[k]->grad_fn;
+        TG_CHECK(f == Finite::Yes,
+                 "anomaly: backward of op '{}' (inputs {}) produced {} in the gradient of input "
+                 "{} {}, which came from {}",
+                 e->op, shapes_of(e->input_shapes), f == Finite::HasNaN ? "NaN" : "Inf", k,
+                 e->inputs[k]->shape,
+                 producer ? fmt::format("op '{}'", producer->op) : std::string("a leaf"));
+      }
+    }
     // Release: the output's gradient has been passed on, the saved buffers are not needed.
     e->output->grad = Tensor();
     e->backward = nullptr;

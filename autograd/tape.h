@@ -54,6 +54,7 @@ struct TapeEntry {
   GradNode* output;                                   // owns this entry, so outlives it
   BackwardFn backward;
   bool released = false;
+  std::vector<Shape> input_shapes;  // kept only in anomaly mode, for its messages
 };
 
 // Grad mode, per thread. NoGradGuard turns recording off for its scope (inference, optimizer
@@ -70,6 +71,25 @@ class NoGradGuard {
   bool previous_;
 };
 
+// Anomaly detection, like torch.autograd.detect_anomaly. While a DetectAnomalyGuard lives on
+// this thread, every recorded op checks its output and every backward step checks the
+// gradients it produced; the first NaN or Inf throws an Error naming the op and its input
+// shapes (for a gradient, also which input and the op that produced that input). An Inf in a
+// forward output counts only when no input held one, so -inf masks flowing through a softmax
+// are not anomalies, and masked_fill with an infinite value is exempt. Off by default; when
+// off it costs one thread-local check per op.
+bool anomaly_enabled();
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard();
+  ~DetectAnomalyGuard();
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // True when an op on these inputs must be recorded: grad mode is on and one requires grad.
 template <class... Ts>
 bool recording(const Ts&... inputs) {
@@ -79,7 +99,9 @@ bool recording(const std::vector<Tensor>& inputs);
 
 // Appends an entry for `op` and makes `out` its non-leaf output. Call only when recording(...)
 // is true. Throws if an input belongs to a graph that an earlier backward() already released.
-void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward);
+// allow_inf exempts an intended infinity in `out` from anomaly detection (masked_fill with -inf).
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
+            bool allow_inf = false);
 
 // Runs the reverse pass from `root` (see Tensor::backward).
 void backward(const Tensor& root, const Tensor& dout);

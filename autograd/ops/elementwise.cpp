@@ -232,7 +232,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
           if (!pm[o[1]]) dx[o[0]] += d[o[0]];
         });
       });
-    });
+    }, std::isinf(value));
   }
   return out;
 }

@@ -150,3 +150,19 @@ TEST_CASE("custom ops can be recorded through the public tape API", "[autograd]"
   sum(y).backward();
   require_values(x.grad(), {3, 3});
 }
+
+TEST_CASE("anomaly mode names the first op that makes a NaN or Inf", "[autograd][errors]") {
+  Tensor x = leaf({1, 0});
+  CHECK_NOTHROW(log(x - 2.0));  // off: NaN passes silently
+  DetectAnomalyGuard anomaly;
+  CHECK_THROWS_WITH(log(x - 2.0), "anomaly: forward of op 'log' (inputs [2]) produced NaN");
+  CHECK_THROWS_WITH(exp(x * 1000.0), "anomaly: forward of op 'exp' (inputs [2]) produced Inf from finite inputs");
+  // -inf masks are intended: masked_fill with -inf and the softmax that reads it pass
+  const Tensor mask = eq(tensor({0, 1}, {2}), 1);
+  CHECK_NOTHROW(sum(softmax(masked_fill(x, mask, -INFINITY), 0)));
+  // backward: d sqrt(y) / dy = 0.5 / sqrt(y) is Inf at y = 0
+  Tensor y = sqrt(mul(x, 1.0));
+  CHECK_THROWS_WITH(sum(y).backward(),
+                    "anomaly: backward of op 'sqrt' (inputs [2]) produced Inf in the gradient of "
+                    "input 0 [2], which came from op 'mul'");
+}
