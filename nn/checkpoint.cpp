@@ -21,6 +21,7 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit Hugging Face's reader uses
+thread_local bool t_fail_before_rename = false;
 
 const char* dtype_code(DType d) {
   switch (d) {
@@ -98,6 +99,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   if (::close(fd) != 0) {
     ::unlink(tmp.c_str());
     fail(tmp, fmt::format("close failed: {}", std::strerror(errno)));
+  }
+  if (t_fail_before_rename) {
+    t_fail_before_rename = false;
+    ::unlink(tmp.c_str());
+    fail(path, "save failed before the rename (injected by fail_next_save_before_rename)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
@@ -210,6 +216,8 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const
   }
   return out;
 }
+
+void fail_next_save_before_rename() { t_fail_before_rename = true; }
 
 void save(const Module& module, const std::string& path, const Metadata& metadata) {
   save_safetensors(path, module.state(), metadata);

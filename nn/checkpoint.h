@@ -37,6 +37,10 @@ SafetensorsContents load_safetensors(const std::string& path);
 // The same from a stream of `size` bytes; `name` stands for the file in error messages.
 SafetensorsContents read_safetensors(std::istream& in, uint64_t size, const std::string& name);
 
+// For tests of checkpoint safety: the next save on this thread fails after its temporary file
+// is fully written and synced, just before the rename, as a crash at that point would.
+void fail_next_save_before_rename();
+
 // Saves module.state() (parameters and buffers).
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
 // Loads into module.state() and returns the file's metadata. Every missing, unexpected,

@@ -31,8 +31,8 @@ EncoderOnlyModel::EncoderOnlyModel(std::string type_name, const EncoderClassifie
 }
 
 std::pair<Tensor, Tensor> EncoderOnlyModel::encode(const Tensor& ids) {
-  TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(1) > 0,
-           "{}: token ids must be int64 [B, S] with S > 0, got {} {}", type_name(), ids.dtype(),
+  TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
+           "{}: token ids must be int64 [B, S] with B, S > 0, got {} {}", type_name(), ids.dtype(),
            ids.shape());
   const Tensor padding = padding_mask(ids, cfg_.pad_id);
   const Tensor x = positional->forward(embed->forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)));

@@ -210,8 +210,8 @@ MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)
 
 // ids [B, L] -> positional(embedding(ids) * sqrt(C)) [B, L, C] (section 3.4 of the paper)
 Tensor MiniTransformer::embed(const Embedding& table, const Tensor& ids) {
-  TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(1) > 0,
-           "MiniTransformer: token ids must be int64 [B, L] with L > 0, got {} {}", ids.dtype(),
+  TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
+           "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got {} {}", ids.dtype(),
            ids.shape());
   return positional->forward(table.forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)));
 }

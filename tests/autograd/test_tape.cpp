@@ -166,3 +166,22 @@ TEST_CASE("anomaly mode names the first op that makes a NaN or Inf", "[autograd]
                     "anomaly: backward of op 'sqrt' (inputs [2]) produced Inf in the gradient of "
                     "input 0 [2], which came from op 'mul'");
 }
+
+TEST_CASE("zero-size tensors flow through every op family forward and backward", "[autograd]") {
+  Tensor e = zeros({0, 4}, DType::Float64);
+  e.set_requires_grad(true);
+  Tensor w = ones({4}, DType::Float64);
+  w.set_requires_grad(true);
+  const std::vector<Tensor> outs = {
+      add(e, w), exp(e), sum(e, {0}), mean(e, {1}), softmax(e, -1), log_softmax(e, 0),
+      layer_norm(e, w, w), matmul(e, ones({4, 2}, DType::Float64)), transpose(e, 0, 1),
+      concat({e, e}, 0), slice(e, 1, 1, 3), masked_fill(e, eq(zeros({4}), 1), 1.0),
+      cross_entropy(e, zeros({0}, DType::Int64)), embedding(zeros({3, 4}, DType::Float64), zeros({0}, DType::Int64))};
+  for (const Tensor& o : outs) {
+    INFO(fmt::format("{}", o.shape()));
+    if (o.requires_grad()) sum(o).backward();
+  }
+  require_values(sum(e), {0});
+  require_values(w.grad(), {0, 0, 0, 0});
+  CHECK(e.grad().shape() == Shape{0, 4});
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resume is exact: 30 steps of a 60-step run, save, then the rest after --resume gives
+# Determinism and exact resume. Resume is exact: 30 steps of a 60-step run, save, then the rest after --resume gives
 # bit-identical files to 60 uninterrupted steps with the same seed. Step 30 is mid-epoch (an
 # epoch here is 8 batches) and dropout is on, so the data order and every dropout generator
 # have to be restored.
@@ -11,7 +11,13 @@ args=(--task copy --train-size 500 --valid-size 50 --eval-every 1000 --d-model 3
 "$train" "${args[@]}" --steps 60 --out "$dir/straight" > /dev/null 2>&1
 "$train" "${args[@]}" --steps 60 --stop-after 30 --out "$dir/resumed" > /dev/null 2>&1
 "$train" "${args[@]}" --steps 60 --out "$dir/resumed" --resume > /dev/null 2>&1
-for f in model.safetensors optimizer.safetensors src.vocab tgt.vocab; do
+for f in model.safetensors optimizer.safetensors src.vocab tgt.vocab loss.tsv; do
   cmp "$dir/straight/$f" "$dir/resumed/$f"
 done
 echo "resume: bit-identical after 30 + 30 steps"
+# determinism: the same run again gives the same loss sequence and checkpoint
+"$train" "${args[@]}" --steps 60 --out "$dir/again" > /dev/null 2>&1
+for f in model.safetensors optimizer.safetensors loss.tsv; do
+  cmp "$dir/straight/$f" "$dir/again/$f"
+done
+echo "determinism: two runs with one seed are bit-identical"

@@ -142,6 +142,22 @@ TEST_CASE("bad files give clear errors", "[nn][errors]") {
   CHECK(error_of() == p + ": metadata 'k' is not a string");
 }
 
+TEST_CASE("a save that fails between writing and renaming keeps the old checkpoint", "[nn]") {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  MiniTransformer a(tiny(1)), b(tiny(2));
+  save(a, path);
+  fail_next_save_before_rename();
+  CHECK_THROWS_WITH(save(b, path), path + ": save failed before the rename (injected by "
+                                          "fail_next_save_before_rename)");
+  MiniTransformer c(tiny(3));
+  load(c, path);  // still a's checkpoint, whole
+  CHECK(c.src_embed->weight.to_vector<float>() == a.src_embed->weight.to_vector<float>());
+  save(b, path);  // the injection was for one save only
+  load(c, path);
+  CHECK(c.src_embed->weight.to_vector<float>() == b.src_embed->weight.to_vector<float>());
+}
+
 TEST_CASE("a failed save leaves the previous checkpoint in place", "[nn]") {
   TempDir dir;
   const std::string path = dir.file("keep.safetensors");
