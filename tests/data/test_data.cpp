@@ -1,7 +1,6 @@
 // data/: vocabularies, TSV corpora and their errors, built-in tasks, teacher-forcing batches.
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 
 #include "data/batch.h"
@@ -96,6 +95,9 @@ TEST_CASE("teacher forcing shifts the target by one and pads", "[data]") {
   CHECK(batch.tgt_in.to_vector<int64_t>() == std::vector<int64_t>{1, 8, 9, 0, 0, 1, 8, 9, 10, 11});
   CHECK(batch.tgt_out.to_vector<int64_t>() == std::vector<int64_t>{8, 9, 2, 0, 0, 8, 9, 10, 11, 2});
   CHECK(batch.target_tokens == 3 + 5);
+  CHECK_THROWS_WITH(make_batch({}), "make_batch: no examples");
+  const EncodedExample empty{{}, {8}};
+  CHECK_THROWS_WITH(make_batch({&empty}), "make_batch: an example has an empty source");
 }
 
 TEST_CASE("make_batches covers every example once, in length buckets", "[data]") {
@@ -131,20 +133,26 @@ TEST_CASE("built-in tasks are correct, deterministic and held out", "[data]") {
   std::set<std::string> train_sources;
   for (const Example& e : dates.train) train_sources.insert(e.source);
   for (const Example& e : dates.valid) CHECK_FALSE(train_sources.contains(e.source));
-  const std::regex iso(R"(\d{4}-\d{2}-\d{2})");
-  const std::regex weekday_form(R"(([a-z]+) the (\d+)(st|nd|rd|th) of ([a-z]+) (\d{4}))");
+  const auto is_iso = [](const std::string& s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      if ((i == 4 || i == 7) ? s[i] != '-' : !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+    }
+    return s.size() == 10;
+  };
   const std::vector<std::string> months{"january", "february", "march", "april", "may", "june", "july",
                                         "august", "september", "october", "november", "december"};
   const std::vector<std::string> days{"monday", "tuesday", "wednesday", "thursday", "friday",
                                       "saturday", "sunday"};
   int checked_weekdays = 0;
   for (const Example& e : dates.train) {
-    REQUIRE(std::regex_match(e.target, iso));
-    std::smatch m;
-    if (std::regex_match(e.source, m, weekday_form)) {
-      const int y = std::stoi(m[5]), d = std::stoi(m[2]);
-      const int mo = static_cast<int>(std::find(months.begin(), months.end(), m[4].str()) - months.begin()) + 1;
-      CHECK(days[weekday(y, mo, d)] == m[1].str());
+    REQUIRE(is_iso(e.target));
+    // "<weekday> the <ordinal> of <month> <year>"
+    const std::vector<std::string> w = split_words(e.source);
+    if (w.size() == 6 && w[1] == "the" && w[3] == "of") {
+      const int y = std::stoi(w[5]), d = std::stoi(w[2]);
+      const int mo = static_cast<int>(std::find(months.begin(), months.end(), w[4]) - months.begin()) + 1;
+      REQUIRE(mo <= 12);
+      CHECK(days[weekday(y, mo, d)] == w[0]);
       CHECK(e.target == iso_date(y, mo, d));
       ++checked_weekdays;
     }
