@@ -24,7 +24,9 @@ namespace tapegrad {
 class Generator;
 struct GradNode;
 
-// A flat, 64-byte aligned, uninitialised buffer.
+// A flat, 64-byte aligned, uninitialised buffer. Buffers come from a caching allocator: a freed
+// buffer is kept for the next request of the same rounded size, so a training step, which
+// allocates the same shapes every time, stops paying for fresh pages (page faults) and malloc.
 class Storage {
  public:
   explicit Storage(size_t nbytes);
@@ -42,6 +44,10 @@ class Storage {
 
 // Bytes held by all live Storage objects of the process: the memory tests watch this.
 size_t storage_bytes_in_use();
+// Bytes of freed buffers kept by the cache for reuse (at most 1 GiB; the oldest go first).
+size_t storage_bytes_cached();
+// Returns every cached buffer to the system.
+void release_cached_storage();
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;

@@ -1,0 +1,157 @@
+// bench: the four workloads of the performance issue, timed on this machine.
+//
+//   ./build/bench/bench --workload encoder-forward   (or encoder-train, mini-train-small,
+//                                                      mini-train-base, sgemm)
+// Each run prints one line of key=value pairs: median seconds per iteration after warm-up,
+// tokens/s, achieved matmul GFLOP/s (flops counted analytically), peak RSS. One workload per
+// process, so peak RSS is that workload's. bench/compare_pytorch.py runs these and the same
+// workloads in PyTorch and prints the table.
+#include <cblas.h>
+#include <fmt/core.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "autograd/autograd.h"
+#include "examples/cli.h"
+#include "nn/nn.h"
+#include "optim/optimizer.h"
+
+using namespace tapegrad;
+
+namespace {
+
+struct Result {
+  double seconds;  // median per iteration
+  int64_t tokens;  // per iteration
+  double flops;    // matmul flops per iteration
+};
+
+double median_seconds(const std::function<void()>& iteration, int warmup, int iterations) {
+  for (int i = 0; i < warmup; ++i) iteration();
+  std::vector<double> times;
+  for (int i = 0; i < iterations; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    iteration();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Forward matmul flops of one encoder layer over B sequences of length T.
+double encoder_layer_flops(double B, double T, double C, double F) {
+  const double N = B * T;
+  return 8 * N * C * C + 4 * B * T * T * C + 4 * N * C * F;
+}
+
+// Forward matmul flops of one decoder layer: T target positions attending to S source ones.
+double decoder_layer_flops(double B, double T, double S, double C, double F) {
+  const double self = 8 * B * T * C * C + 4 * B * T * T * C;
+  const double cross = 4 * B * T * C * C + 4 * B * S * C * C + 4 * B * T * S * C;
+  return self + cross + 4 * B * T * C * F;
+}
+
+Result encoder(bool train, int iterations) {
+  const int64_t B = 30, T = 200, C = 512, F = 2048, L = 5;
+  Generator gen(0);
+  nn::Encoder enc({.d_model = C, .heads = 8, .d_ff = F, .dropout = 0.1}, L, false, gen);
+  const Tensor x = normal({B, T, C}, 0, 1, gen);
+  const double forward = L * encoder_layer_flops(B, T, C, F);
+  if (!train) {
+    enc.eval();
+    const double s = median_seconds([&] {
+      NoGradGuard no_grad;
+      enc.forward(x);
+    }, 1, iterations);
+    return {s, B * T, forward};
+  }
+  optim::Adam adam(enc.named_parameters(), {});
+  const double s = median_seconds([&] {
+    Tensor loss = mean(enc.forward(x));
+    loss.backward();
+    adam.step();
+    adam.zero_grad();
+  }, 1, iterations);
+  return {s, B * T, 3 * forward};  // backward: two matmuls per forward matmul
+}
+
+Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int iterations) {
+  const int64_t B = 32;
+  nn::MiniTransformer model({.src_vocab = V, .tgt_vocab = V, .d_model = C, .heads = 8, .d_ff = F,
+                             .encoder_layers = L, .decoder_layers = L, .dropout = 0.1,
+                             .max_len = len});
+  optim::Adam adam(model.named_parameters(), {});
+  Generator gen(1);
+  const Tensor src = uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64);
+  const Tensor tgt = uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64);
+  const double s = median_seconds([&] {
+    Tensor loss = cross_entropy(reshape(model.forward(src, tgt), {B * len, V}), reshape(tgt, {-1}));
+    loss.backward();
+    adam.step();
+    adam.zero_grad();
+  }, 3, iterations);
+  const double forward = L * encoder_layer_flops(B, len, C, F) +
+                         L * decoder_layer_flops(B, len, len, C, F) + 2.0 * B * len * C * V;
+  return {s, 2 * B * len, 3 * forward};
+}
+
+// OpenBLAS sgemm alone on the shapes the workloads use: the machine's matmul rate.
+void sgemm_roofline() {
+  struct Shape3 {
+    const char* what;
+    int M, N, K;
+  };
+  const Shape3 shapes[] = {{"encoder projection [6000,512]x[512,512]", 6000, 512, 512},
+                           {"encoder ffn [6000,512]x[512,2048]", 6000, 2048, 512},
+                           {"attention head [200,64]x[64,200]", 200, 200, 64},
+                           {"mini-base ffn [2048,512]x[512,2048]", 2048, 2048, 512},
+                           {"mini-small projection [384,64]x[64,64]", 384, 64, 64}};
+  for (const Shape3& s : shapes) {
+    std::vector<float> a(static_cast<size_t>(s.M) * s.K, 0.5f), b(static_cast<size_t>(s.K) * s.N, 0.25f),
+        c(static_cast<size_t>(s.M) * s.N);
+    const double flops = 2.0 * s.M * s.N * s.K;
+    const int reps = std::max(1, static_cast<int>(2e9 / flops));
+    const double sec = median_seconds([&] {
+      for (int r = 0; r < reps; ++r) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.M, s.N, s.K, 1.0f, a.data(), s.K,
+                    b.data(), s.N, 0.0f, c.data(), s.N);
+      }
+    }, 1, 5);
+    fmt::print("sgemm shape=\"{}\" gflops={:.1f}\n", s.what, flops * reps / sec / 1e9);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return examples::run_main("bench", [&] {
+    examples::Flags f(argc, argv, "bench: time one workload\nusage: bench --workload NAME");
+    const std::string w = f.text("workload", "mini-train-small",
+                                 "encoder-forward, encoder-train, mini-train-small, mini-train-base or sgemm");
+    const int64_t iterations = f.integer("iterations", 5, "timed iterations after warm-up", 1);
+    const int64_t threads = f.integer("threads", 2, "OpenBLAS threads", 1);
+    if (!f.finish()) return 0;
+    set_num_threads(static_cast<int>(threads));
+    if (w == "sgemm") {
+      sgemm_roofline();
+      return 0;
+    }
+    Result r{};
+    const int n = static_cast<int>(iterations);
+    if (w == "encoder-forward") r = encoder(false, n);
+    else if (w == "encoder-train") r = encoder(true, n);
+    else if (w == "mini-train-small") r = mini_train(100, 64, 256, 2, 12, n);
+    else if (w == "mini-train-base") r = mini_train(8000, 512, 2048, 3, 64, n);
+    else throw examples::FlagError(fmt::format("--workload: unknown workload '{}'", w));
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    fmt::print("workload={} seconds={:.6f} tokens_per_s={:.0f} gflops={:.1f} peak_rss_mb={:.0f}\n", w,
+               r.seconds, static_cast<double>(r.tokens) / r.seconds, r.flops / r.seconds / 1e9,
+               static_cast<double>(usage.ru_maxrss) / 1024);
+    return 0;
+  });
+}

@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""Runs the four benchmark workloads in tapegrad (build/bench/bench) and in PyTorch eager
+(Debian's python3-torch) on this machine and prints one table.
+
+    /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
+
+PyTorch gets its best thread setting: each workload runs in a fresh process once with torch's
+own threads at 1 and once at 2 (OpenBLAS at 2 both times), and the faster is kept. The matmul
+floor is the workload's matmul flops at the best sgemm rate measured in the same run.
+"""
+import argparse
+import math
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base"]
+
+
+def torch_worker(workload, iterations):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MHA(nn.Module):
+        def __init__(self, C, H, p):
+            super().__init__()
+            self.H, self.D = H, C // H
+            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(C, C) for _ in range(4))
+            self.dropout = nn.Dropout(p)
+
+        def forward(self, q, k, v, key_padding=None, attn_mask=None):
+            B, T, C = q.shape
+            S = k.shape[1]
+            q = self.q_proj(q).view(B, T, self.H, self.D).transpose(1, 2)
+            k = self.k_proj(k).view(B, S, self.H, self.D).transpose(1, 2)
+            v = self.v_proj(v).view(B, S, self.H, self.D).transpose(1, 2)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.D)
+            if key_padding is not None:
+                scores = scores.masked_fill(key_padding[:, None, None, :], float("-inf"))
+            if attn_mask is not None:
+                scores = scores.masked_fill(attn_mask, float("-inf"))
+            ctx = self.dropout(F.softmax(scores, -1)) @ v
+            return self.out_proj(ctx.transpose(1, 2).reshape(B, T, C))
+
+    class FF(nn.Module):
+        def __init__(self, C, Fd, p):
+            super().__init__()
+            self.linear1, self.linear2, self.dropout = nn.Linear(C, Fd), nn.Linear(Fd, C), nn.Dropout(p)
+
+        def forward(self, x):
+            return self.linear2(self.dropout(F.relu(self.linear1(x))))
+
+    class EncLayer(nn.Module):
+        def __init__(self, C, H, Fd, p):
+            super().__init__()
+            self.self_attn, self.ff = MHA(C, H, p), FF(C, Fd, p)
+            self.norm1, self.norm2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.d1, self.d2 = nn.Dropout(p), nn.Dropout(p)
+
+        def forward(self, x, pad=None):
+            x = self.norm1(x + self.d1(self.self_attn(x, x, x, pad)))
+            return self.norm2(x + self.d2(self.ff(x)))
+
+    class DecLayer(nn.Module):
+        def __init__(self, C, H, Fd, p):
+            super().__init__()
+            self.self_attn, self.cross_attn, self.ff = MHA(C, H, p), MHA(C, H, p), FF(C, Fd, p)
+            self.norm1, self.norm2, self.norm3 = nn.LayerNorm(C), nn.LayerNorm(C), nn.LayerNorm(C)
+            self.d1, self.d2, self.d3 = nn.Dropout(p), nn.Dropout(p), nn.Dropout(p)
+
+        def forward(self, x, mem, causal, tpad, spad):
+            x = self.norm1(x + self.d1(self.self_attn(x, x, x, tpad, causal)))
+            x = self.norm2(x + self.d2(self.cross_attn(x, mem, mem, spad)))
+            return self.norm3(x + self.d3(self.ff(x)))
+
+    class Mini(nn.Module):
+        def __init__(self, V, C, H, Fd, L, max_len, p=0.1):
+            super().__init__()
+            self.C = C
+            self.src_embed, self.tgt_embed = nn.Embedding(V, C, padding_idx=0), nn.Embedding(V, C, padding_idx=0)
+            pos = torch.arange(max_len)[:, None]
+            i = torch.arange(C)[None, :]
+            angle = pos / torch.pow(10000, (2 * (i // 2)) / C)
+            pe = torch.where(i % 2 == 0, torch.sin(angle), torch.cos(angle))
+            self.register_buffer("pe", pe.float())
+            self.drop = nn.Dropout(p)
+            self.enc = nn.ModuleList(EncLayer(C, H, Fd, p) for _ in range(L))
+            self.dec = nn.ModuleList(DecLayer(C, H, Fd, p) for _ in range(L))
+            self.out_proj = nn.Linear(C, V)
+
+        def embed(self, table, ids):
+            return self.drop(table(ids) * math.sqrt(self.C) + self.pe[: ids.shape[1]])
+
+        def forward(self, src, tgt):
+            spad, tpad = src == 0, tgt == 0
+            T = tgt.shape[1]
+            causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+            m = self.embed(self.src_embed, src)
+            for layer in self.enc:
+                m = layer(m, spad)
+            x = self.embed(self.tgt_embed, tgt)
+            for layer in self.dec:
+                x = layer(x, m, causal, tpad, spad)
+            return self.out_proj(x)
+
+    def timed(step, warmup, n):
+        for _ in range(warmup):
+            step()
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    torch.manual_seed(0)
+    if workload.startswith("encoder"):
+        enc = nn.Sequential(*[EncLayer(512, 8, 2048, 0.1) for _ in range(5)])
+        x = torch.randn(30, 200, 512)
+        if workload == "encoder-forward":
+            enc.eval()
+
+            def step():
+                with torch.no_grad():
+                    enc(x)
+        else:
+            opt = torch.optim.Adam(enc.parameters())
+
+            def step():
+                enc(x).mean().backward()
+                opt.step()
+                opt.zero_grad()
+        return timed(step, 1, iterations)
+    V, C, Fd, L, n = (100, 64, 256, 2, 12) if workload == "mini-train-small" else (8000, 512, 2048, 3, 64)
+    model = Mini(V, C, 8, Fd, L, n)
+    opt = torch.optim.Adam(model.parameters())
+    src = torch.randint(1, V, (32, n))
+    tgt = torch.randint(1, V, (32, n))
+
+    def step():
+        F.cross_entropy(model(src, tgt).reshape(-1, V), tgt.reshape(-1)).backward()
+        opt.step()
+        opt.zero_grad()
+    return timed(step, 3, iterations)
+
+
+def run(cmd, env=None):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default="build/bench/bench")
+    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        import torch
+        torch.set_num_threads(int(os.environ["TORCH_THREADS"]))
+        seconds = torch_worker(args.worker[0], int(args.worker[1]))
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"seconds={seconds:.6f} peak_rss_mb={rss:.0f}")
+        return
+
+    sgemm = run([args.bench, "--workload", "sgemm"])
+    print(sgemm, end="")
+    peak = max(float(g) for g in re.findall(r"gflops=([\d.]+)", sgemm))
+    rows = []
+    for w in WORKLOADS:
+        ours = dict(kv.split("=") for kv in run([args.bench, "--workload", w, "--iterations", str(args.iterations)]).split()[1:])
+        best = None
+        for torch_threads in (1, 2):
+            env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS=str(torch_threads),
+                       TORCH_THREADS=str(torch_threads))
+            out = run([sys.executable, __file__, "--worker", w, str(args.iterations)], env)
+            res = dict(kv.split("=") for kv in out.split())
+            res["threads"] = torch_threads
+            if best is None or float(res["seconds"]) < float(best["seconds"]):
+                best = res
+        flops = float(ours["gflops"]) * float(ours["seconds"])  # GFLOP per iteration
+        floor = flops / peak
+        rows.append((w, float(ours["seconds"]), float(best["seconds"]), best["threads"], floor,
+                     ours["peak_rss_mb"], best["peak_rss_mb"]))
+        print(f"done {w}", file=sys.stderr)
+    print(f"\nsgemm peak on these shapes: {peak:.1f} GFLOP/s\n")
+    print("| workload | tapegrad s/iter | PyTorch s/iter (torch threads) | speedup | matmul floor s | tapegrad / floor | PyTorch / floor | peak RSS MB tapegrad / PyTorch |")
+    print("|---|---|---|---|---|---|---|---|")
+    for w, ours, theirs, th, floor, rss_ours, rss_theirs in rows:
+        print(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {theirs / ours:.2f}x | {floor:.4f} | "
+              f"{ours / floor:.2f} | {theirs / floor:.2f} | {rss_ours} / {rss_theirs} |")
+
+
+if __name__ == "__main__":
+    main()
