@@ -25,15 +25,17 @@ namespace tapegrad {
 
 namespace {
 std::atomic<size_t> g_bytes_in_use{0};
+std::atomic<size_t> g_peak_in_use{0};
 constexpr std::align_val_t kAlignment{64};
 
 // The caching allocator behind Storage. Sizes are rounded up (to 64 bytes, or to 1/16 of their
 // power of two above 4 KiB) so near-equal requests share buckets; each bucket is a stack of
-// freed buffers. AddressSanitizer is told that cached buffers are off limits, so a use after
-// free is still caught.
+// freed buffers. The cache holds at most the program's peak of live bytes plus 256 MiB, so
+// memory stays under about twice the peak; a buffer that does not fit is freed. AddressSanitizer
+// is told that cached buffers are off limits, so a use after free is still caught.
 class BufferCache {
  public:
-  static constexpr size_t kMaxCached = size_t{1} << 30;
+  static constexpr size_t kSlack = size_t{256} << 20;
 
   static size_t rounded(size_t n) {
     n = std::max<size_t>(n, 64);
@@ -57,14 +59,11 @@ class BufferCache {
     return ::operator new(bytes, kAlignment);
   }
 
-  void give(void* p, size_t bytes) {
+  void give(void* p, size_t bytes, size_t peak_in_use) {
     std::lock_guard lock(mutex_);
-    if (cached_ + bytes > kMaxCached) {
-      release_locked();
-      if (bytes > kMaxCached) {
-        ::operator delete(p, kAlignment);
-        return;
-      }
+    if (cached_ + bytes > peak_in_use + kSlack) {
+      ::operator delete(p, kAlignment);
+      return;
     }
     poison(p, bytes);
     free_[bytes].push_back(p);
@@ -122,11 +121,14 @@ BufferCache& buffer_cache() {
 
 Storage::Storage(size_t nbytes)
     : data_(buffer_cache().take(BufferCache::rounded(nbytes))), nbytes_(nbytes) {
-  g_bytes_in_use += nbytes_;
+  const size_t now = g_bytes_in_use += nbytes_;
+  size_t peak = g_peak_in_use.load();
+  while (now > peak && !g_peak_in_use.compare_exchange_weak(peak, now)) {
+  }
 }
 
 Storage::~Storage() {
-  buffer_cache().give(data_, BufferCache::rounded(nbytes_));
+  buffer_cache().give(data_, BufferCache::rounded(nbytes_), g_peak_in_use.load());
   g_bytes_in_use -= nbytes_;
 }
 

@@ -44,7 +44,8 @@ class Storage {
 
 // Bytes held by all live Storage objects of the process: the memory tests watch this.
 size_t storage_bytes_in_use();
-// Bytes of freed buffers kept by the cache for reuse (at most 1 GiB; the oldest go first).
+// Bytes of freed buffers kept by the cache for reuse: at most the peak of storage_bytes_in_use()
+// plus 256 MiB.
 size_t storage_bytes_cached();
 // Returns every cached buffer to the system.
 void release_cached_storage();

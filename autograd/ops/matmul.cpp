@@ -85,7 +85,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  Tensor out = zeros(out_shape, a.dtype());
+  // beta = 0 overwrites the output, so it needs no zeroing unless K == 0 (no gemm runs)
+  Tensor out = K == 0 ? zeros(out_shape, a.dtype()) : empty(out_shape, a.dtype());
   if (out.numel() == 0) return out;
 
   // Fold [..., M, K] @ [K, N] into one [prod(...) * M, K] @ [K, N] gemm.
