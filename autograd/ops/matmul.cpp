@@ -26,6 +26,7 @@ struct Layout {
 std::optional<Layout> blas_layout(const Tensor& t) {
   const int64_t rows = t.size(-2), cols = t.size(-1);
   const int64_t rs = t.strides()[t.dim() - 2], cs = t.strides()[t.dim() - 1];
+  if (rows == 0 || cols == 0) return Layout{false, std::max<int64_t>(1, cols)};  // no gemm reads it
   if ((cs == 1 || cols == 1) && rs >= std::max<int64_t>(1, cols)) return Layout{false, rs};
   if ((rs == 1 || rows == 1) && cs >= std::max<int64_t>(1, rows)) return Layout{true, cs};
   if (rows == 1 && cols == 1) return Layout{false, 1};
