@@ -185,3 +185,18 @@ TEST_CASE("zero-size tensors flow through every op family forward and backward",
   require_values(w.grad(), {0, 0, 0, 0});
   CHECK(e.grad().shape() == Shape{0, 4});
 }
+
+TEST_CASE("freed storage is cached and reused by the next tensor of that size", "[autograd]") {
+  release_cached_storage();
+  CHECK(storage_bytes_cached() == 0);
+  const void* first = nullptr;
+  {
+    Tensor a = empty({1000});
+    first = a.data<float>();
+  }
+  CHECK(storage_bytes_cached() >= 4000);
+  Tensor b = empty({999});  // rounds to the same bucket
+  CHECK(b.data<float>() == first);
+  CHECK(storage_bytes_cached() == 0);
+  release_cached_storage();
+}
