@@ -79,12 +79,12 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
   if (t_anomaly) [[unlikely]] {
     for (const Tensor& in : inputs) entry->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
     const Finite f = finiteness(out);
-    const bool inf_in_inputs = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& in) {
-      return finiteness(in) != Finite::Yes;
-    });
     TG_CHECK(f != Finite::HasNaN, "anomaly: forward of op '{}' (inputs {}) produced NaN", op,
              shapes_of(entry->input_shapes));
-    TG_CHECK(f != Finite::HasInf || allow_inf || inf_in_inputs,
+    // inputs are scanned only when the output holds an Inf
+    TG_CHECK(f != Finite::HasInf || allow_inf ||
+                 std::any_of(inputs.begin(), inputs.end(),
+                             [](const Tensor& in) { return finiteness(in) != Finite::Yes; }),
              "anomaly: forward of op '{}' (inputs {}) produced Inf from finite inputs", op,
              shapes_of(entry->input_shapes));
   }
