@@ -13,22 +13,37 @@ uint64_t splitmix64(uint64_t& x) {
   return z ^ (z >> 31);
 }
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// One xoshiro256** step on s: returns the output and advances the state.
+uint64_t xoshiro_step(std::array<uint64_t, 4>& s) {
+  const uint64_t result = rotl(s[1] * 5, 7) * 9;
+  const uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
 }  // namespace
 
 void Generator::manual_seed(uint64_t seed) {
   for (uint64_t& word : s_) word = splitmix64(seed);
 }
 
-uint64_t Generator::next_u64() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
+uint64_t Generator::next_u64() { return xoshiro_step(s_); }
+
+void Generator::fill_u32(uint32_t* out, int64_t n) {
+  std::array<uint64_t, 4> s = s_;  // a local copy stays in registers
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    const uint64_t r = xoshiro_step(s);
+    out[i] = static_cast<uint32_t>(r);
+    out[i + 1] = static_cast<uint32_t>(r >> 32);
+  }
+  if (i < n) out[i] = static_cast<uint32_t>(xoshiro_step(s) >> 32);
+  s_ = s;
 }
 
 double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }

@@ -16,6 +16,8 @@ class Generator {
   void manual_seed(uint64_t seed);
 
   uint64_t next_u64();
+  // n uniform 32-bit words, two per 64-bit draw: the fast path for dropout masks.
+  void fill_u32(uint32_t* out, int64_t n);
   // Uniform in [0, 1), with 53 random bits.
   double uniform();
   // Standard normal, by the Box-Muller transform.

@@ -131,18 +131,20 @@ void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
   const double sqrt_bc2 = std::sqrt(1 - std::pow(o.beta2, t));
   const double decay = decoupled_ ? 1 - lr_ * o.weight_decay : 1.0;
   const double l2 = decoupled_ ? 0.0 : o.weight_decay;
+  // In the parameter's precision, as PyTorch does: float32 loops vectorise.
   dispatch_floating(type_name_, param.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    const T b1 = o.beta1, b2 = o.beta2, eps = o.eps, wd = l2, keep = decay;
+    const T step = step_size, inv_sqrt_bc2 = 1 / sqrt_bc2;
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     T* m = buffer(0, index).template data<T>();
     T* v = buffer(1, index).template data<T>();
     for (int64_t i = 0, n = param.numel(); i < n; ++i) {
-      const double gi = g[i] + l2 * p[i];
-      m[i] = static_cast<T>(o.beta1 * m[i] + (1 - o.beta1) * gi);
-      v[i] = static_cast<T>(o.beta2 * v[i] + (1 - o.beta2) * gi * gi);
-      const double denom = std::sqrt(static_cast<double>(v[i])) / sqrt_bc2 + o.eps;
-      p[i] = static_cast<T>(p[i] * decay - step_size * m[i] / denom);
+      const T gi = g[i] + wd * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      p[i] = p[i] * keep - step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
     }
   });
 }

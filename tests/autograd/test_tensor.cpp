@@ -50,6 +50,17 @@ TEST_CASE("seeded generators reproduce their draws", "[autograd]") {
   CHECK(std::abs(v - 1) < 0.03);  // standard error 0.0045
 }
 
+TEST_CASE("fill_u32 splits each 64-bit draw into two words and continues the stream", "[autograd]") {
+  Generator words_gen(11), draws(11);
+  std::vector<uint32_t> w(5);
+  words_gen.fill_u32(w.data(), 5);
+  const uint64_t d0 = draws.next_u64(), d1 = draws.next_u64(), d2 = draws.next_u64();
+  CHECK(w == std::vector<uint32_t>{static_cast<uint32_t>(d0), static_cast<uint32_t>(d0 >> 32),
+                                   static_cast<uint32_t>(d1), static_cast<uint32_t>(d1 >> 32),
+                                   static_cast<uint32_t>(d2 >> 32)});  // an odd tail takes the high half
+  CHECK(words_gen.next_u64() == draws.next_u64());
+}
+
 TEST_CASE("to and clone copy while detach shares", "[autograd]") {
   Tensor x = tensor({1.5, -2.5}, {2});
   Tensor d = x.to(DType::Float64);
