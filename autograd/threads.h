@@ -1,10 +1,48 @@
-// The threading plan: matrix products run on OpenBLAS's threads, everything else on the calling
-// thread, so the two never compete for cores. set_num_threads sets OpenBLAS's thread count.
+// The threading plan: one pool of threads runs everything parallel in tapegrad, matrix
+// products included. OpenBLAS is kept at one thread and each of our threads calls it on its
+// own share of a product (a range of batch items, or of output rows), so OpenBLAS's threads
+// never spin against ours; elementwise, softmax, layer norm and optimizer loops split the same
+// way. The split of a loop depends only on its size, its grain and the thread count, never on
+// timing, so a run is reproducible for a given thread count.
+//
+// Workers spin briefly between loops (a training step issues them back to back) and then
+// sleep, so an idle program does not burn a core.
 #pragma once
+
+#include <cstdint>
+#include <type_traits>
 
 namespace tapegrad {
 
+// The pool's size, counting the calling thread. The default is the machine's core count.
 void set_num_threads(int threads);
 int num_threads();
+
+namespace detail {
+using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+// How many chunks parallel_for splits n items into: 1 for small loops and inside a chunk.
+int chunk_count(int64_t n, int64_t grain);
+void run_chunks(int64_t n, int chunks, ChunkFn fn, void* ctx);
+}  // namespace detail
+
+// Elements of a simple loop (a few flops each) worth handing to another thread: about the
+// work that pays for waking it.
+constexpr int64_t kGrainElements = 1 << 14;
+
+// Runs f(begin, end) over contiguous ranges covering [0, n), each of at least `grain` items
+// (the work that pays for waking a thread, about 10^5 flops), one range per thread; returns
+// when all are done. Ranges never overlap, so f may write its own range without locks. An
+// exception thrown by f is rethrown here. A parallel_for inside f runs serially.
+template <class F>
+void parallel_for(int64_t n, int64_t grain, F&& f) {
+  const int chunks = detail::chunk_count(n, grain);
+  if (chunks <= 1) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+  using Fn = std::remove_reference_t<F>;
+  detail::run_chunks(
+      n, chunks, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); }, &f);
+}
 
 }  // namespace tapegrad

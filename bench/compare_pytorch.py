@@ -3,6 +3,7 @@
 (Debian's python3-torch) on this machine and prints one table.
 
     /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
+                                              [--workloads mini-train-small,encoder-forward]
 
 PyTorch gets its best thread setting: each workload runs in a fresh process once with torch's
 own threads at 1 and once at 2 (OpenBLAS at 2 both times), and the faster is kept. The matmul
@@ -157,6 +158,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default="build/bench/bench")
     ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -171,7 +173,9 @@ def main():
     print(sgemm, end="")
     peak = max(float(g) for g in re.findall(r"gflops=([\d.]+)", sgemm))
     rows = []
-    for w in WORKLOADS:
+    for w in args.workloads.split(","):
+        if w not in WORKLOADS:
+            sys.exit(f"--workloads: unknown workload '{w}'")
         ours = dict(kv.split("=") for kv in run([args.bench, "--workload", w, "--iterations", str(args.iterations)]).split()[1:])
         best = None
         for torch_threads in (1, 2):

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "autograd/tape.h"
+#include "autograd/threads.h"
 
 namespace tapegrad::optim {
 
@@ -140,12 +141,14 @@ void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
     const T* g = grad.data<T>();
     T* m = buffer(0, index).template data<T>();
     T* v = buffer(1, index).template data<T>();
-    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
-      const T gi = g[i] + wd * p[i];
-      m[i] = b1 * m[i] + (1 - b1) * gi;
-      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-      p[i] = p[i] * keep - step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
-    }
+    parallel_for(param.numel(), kGrainElements, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const T gi = g[i] + wd * p[i];
+        m[i] = b1 * m[i] + (1 - b1) * gi;
+        v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+        p[i] = p[i] * keep - step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+      }
+    });
   });
 }
 

@@ -26,7 +26,9 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = out.data<T>();
-    for (int64_t i = 0; i < n; ++i) py[i] = static_cast<T>(f(px[i]));
+    parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) py[i] = static_cast<T>(f(px[i]));
+    });
   });
   if (recording(x)) {
     Tensor saved = saves == Saves::Input ? x.detach() : saves == Saves::Output ? out.detach()
@@ -36,12 +38,14 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df) {
         using T = decltype(tag);
         T* dx = g[0].data<T>();
         const T* d = dout.data<T>();
-        if (saved.defined()) {
-          const T* s = saved.data<T>();
-          for (int64_t i = 0; i < n; ++i) dx[i] += d[i] * static_cast<T>(df(s[i]));
-        } else {
-          for (int64_t i = 0; i < n; ++i) dx[i] += d[i] * static_cast<T>(df(T{0}));
-        }
+        const T* s = saved.defined() ? saved.data<T>() : nullptr;
+        parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
+          if (s) {
+            for (int64_t i = b; i < e; ++i) dx[i] += d[i] * static_cast<T>(df(s[i]));
+          } else {
+            for (int64_t i = b; i < e; ++i) dx[i] += d[i] * static_cast<T>(df(T{0}));
+          }
+        });
       });
     });
   }
@@ -64,8 +68,8 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
-    for_each_offset<3>(shape, {&out.strides(), &sa, &sb},
-                       [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
+    parallel_for_each_offset<3>(shape, {&out.strides(), &sa, &sb}, kGrainElements,
+                                [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
   });
   if (recording(a, b)) {
     const Tensor sa = kSavesInputs ? a.detach() : Tensor();
@@ -83,19 +87,23 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
           if (!g.wants(i)) continue;
           T* dx = g[i].data<T>();
           const Shape& sg = i == 0 ? sga : sgb;
+          // Threads split the loop unless they would share gradient elements (a sum over
+          // the dim this operand was broadcast along).
+          const int64_t d0 = split_dim(shape);
+          const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
           if constexpr (kSavesInputs) {
             const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
             const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
             const T* pa = sa.data<T>();
             const T* pb = sb.data<T>();
-            for_each_offset<4>(shape, {&sg, &so, &ssa, &ssb}, [&](const auto& o) {
+            parallel_for_each_offset<4>(shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
               const T partial = i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
               dx[o[0]] += d[o[1]] * partial;
             });
           } else {
             const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
-            for_each_offset<2>(shape, {&sg, &so},
-                               [&](const auto& o) { dx[o[0]] += d[o[1]] * partial; });
+            parallel_for_each_offset<2>(shape, {&sg, &so}, grain,
+                                        [&](const auto& o) { dx[o[0]] += d[o[1]] * partial; });
           }
         }
       });
@@ -217,8 +225,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     const bool* pm = mask.data<bool>();
     T* po = out.data<T>();
     const auto v = static_cast<T>(value);
-    for_each_offset<3>(x.shape(), {&out.strides(), &x.strides(), &sm},
-                       [&](const auto& o) { po[o[0]] = pm[o[2]] ? v : px[o[1]]; });
+    parallel_for_each_offset<3>(x.shape(), {&out.strides(), &x.strides(), &sm}, kGrainElements,
+                                [&](const auto& o) { po[o[0]] = pm[o[2]] ? v : px[o[1]]; });
   });
   if (recording(x)) {
     // dx = dout where the mask is false, 0 where it is true
@@ -228,9 +236,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
         T* dx = g[0].data<T>();
         const T* d = dout.data<T>();
         const bool* pm = mask.data<bool>();
-        for_each_offset<2>(dout.shape(), {&dout.strides(), &sm}, [&](const auto& o) {
-          if (!pm[o[1]]) dx[o[0]] += d[o[0]];
-        });
+        parallel_for_each_offset<2>(dout.shape(), {&dout.strides(), &sm}, kGrainElements,
+                                    [&](const auto& o) {
+                                      if (!pm[o[1]]) dx[o[0]] += d[o[0]];
+                                    });
       });
     }, std::isinf(value));
   }
@@ -252,8 +261,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
-    for_each_offset<4>(shape, {&out.strides(), &sc, &sa, &sb},
-                       [&](const auto& o) { po[o[0]] = pc[o[1]] ? pa[o[2]] : pb[o[3]]; });
+    parallel_for_each_offset<4>(shape, {&out.strides(), &sc, &sa, &sb}, kGrainElements,
+                                [&](const auto& o) { po[o[0]] = pc[o[1]] ? pa[o[2]] : pb[o[3]]; });
   });
   if (recording(a, b)) {
     // da = dout where cond, db = dout where not cond; each summed to its operand's shape

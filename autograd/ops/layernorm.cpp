@@ -4,9 +4,11 @@
 // Glossary: N rows (all leading dims flattened), C features per row.
 #include "autograd/ops/layernorm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/tape.h"
+#include "autograd/threads.h"
 
 namespace tapegrad {
 
@@ -38,13 +40,12 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
 }
 
 // With xhat = (x - mean) * rstd and y = xhat * w + b:
-//   dbias   += sum_n dy
-//   dweight += sum_n dy * xhat
 //   dx      += rstd * (dxhat - mean_c(dxhat) - xhat * mean_c(dxhat * xhat)),  dxhat = dy * w
 // The dx line is d/dx of xhat through both the mean and the variance (llm.c derives it).
+// dout, inp (N,C), weight (C) or null, mean, rstd (N) -> dinp (N,C)
 template <class T>
-void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                        const T* weight, const T* mean, const T* rstd, int64_t N, int64_t C) {
+void layernorm_backward_input(T* dinp, const T* dout, const T* inp, const T* weight,
+                              const T* mean, const T* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const T* dy = dout + n * C;
     const T* x = inp + n * C;
@@ -61,11 +62,33 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
     for (int64_t c = 0; c < C; ++c) {
       const T xhat = (x[c] - m) * s;
       const T dxhat = weight ? dy[c] * weight[c] : dy[c];
-      if (dbias) dbias[c] += dy[c];
-      if (dweight) dweight[c] += dy[c] * xhat;
-      if (dinp) dinp[n * C + c] += s * (dxhat - dnorm_mean - xhat * dnorm_norm_mean);
+      dinp[n * C + c] += s * (dxhat - dnorm_mean - xhat * dnorm_norm_mean);
     }
   }
+}
+
+//   dbias   += sum_n dy
+//   dweight += sum_n dy * xhat
+// for the columns c0..c1, summed over the rows in order (so a column's sum never depends on
+// how the columns are split between threads).
+// dout, inp (N,C), mean, rstd (N) -> dweight (C) or null, dbias (C) or null
+template <class T>
+void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp, const T* mean,
+                               const T* rstd, int64_t N, int64_t C, int64_t c0, int64_t c1) {
+  for (int64_t n = 0; n < N; ++n) {
+    const T* dy = dout + n * C;
+    const T* x = inp + n * C;
+    const T m = mean[n], s = rstd[n];
+    for (int64_t c = c0; c < c1; ++c) {
+      if (dbias) dbias[c] += dy[c];
+      if (dweight) dweight[c] += dy[c] * (x[c] - m) * s;
+    }
+  }
+}
+
+// Rows (or columns of N rows) per thread.
+int64_t grain(int64_t elements_per_item) {
+  return kGrainElements / std::max<int64_t>(1, elements_per_item) + 1;
 }
 
 }  // namespace
@@ -90,9 +113,13 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   Tensor mean = empty({N}, x.dtype()), rstd = empty({N}, x.dtype());
   dispatch_floating("layer_norm", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    layernorm_forward<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
-                         w.defined() ? w.data<T>() : nullptr, b.defined() ? b.data<T>() : nullptr,
-                         N, C, eps);
+    T *po = out.data<T>(), *pm = mean.data<T>(), *ps = rstd.data<T>();
+    const T* px = x.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    const T* pb = b.defined() ? b.data<T>() : nullptr;
+    parallel_for(N, grain(C), [&](int64_t n0, int64_t n1) {
+      layernorm_forward<T>(po + n0 * C, pm + n0, ps + n0, px + n0 * C, pw, pb, n1 - n0, C, eps);
+    });
   });
   const bool with_w = w.defined(), with_b = b.defined();
   std::vector<Tensor> inputs{x};
@@ -108,9 +135,20 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                T* dx = g.wants(0) ? g[0].data<T>() : nullptr;
                T* dw = with_w && g.wants(iw) ? g[iw].data<T>() : nullptr;
                T* db = with_b && g.wants(ib) ? g[ib].data<T>() : nullptr;
-               layernorm_backward<T>(dx, dw, db, dout.data<T>(), x.data<T>(),
-                                     with_w ? w.data<T>() : nullptr, mean.data<T>(),
-                                     rstd.data<T>(), N, C);
+               const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(),
+                       *ps = rstd.data<T>();
+               const T* pw = with_w ? w.data<T>() : nullptr;
+               if (dx) {
+                 parallel_for(N, grain(C), [&](int64_t n0, int64_t n1) {
+                   layernorm_backward_input<T>(dx + n0 * C, dy + n0 * C, px + n0 * C, pw,
+                                               pm + n0, ps + n0, n1 - n0, C);
+                 });
+               }
+               if (dw || db) {
+                 parallel_for(C, grain(N), [&](int64_t c0, int64_t c1) {
+                   layernorm_backward_params<T>(dw, db, dy, px, pm, ps, N, C, c0, c1);
+                 });
+               }
              });
            });
   }

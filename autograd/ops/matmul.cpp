@@ -1,4 +1,5 @@
-// matmul: C = op(A) op(B), one BLAS call per batch element (or one in all when folded).
+// matmul: C = op(A) op(B), one BLAS call per batch element (or one in all when folded), or
+// for tiny products our own small kernel.
 //
 // Each operand's last two dims must be a BLAS matrix: row-major with unit column stride
 // (no transpose, ld = row stride) or its transpose (unit row stride, ld = column stride). Any
@@ -8,10 +9,14 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <array>
 #include <optional>
+#include <vector>
 
 #include "autograd/strided.h"
 #include "autograd/tape.h"
+#include "autograd/threads.h"
 
 namespace tapegrad {
 
@@ -33,9 +38,52 @@ std::optional<Layout> blas_layout(const Tensor& t) {
   return std::nullopt;
 }
 
+// Products this small (attention heads of a small model: 12x12x8) cost more in a BLAS call's
+// setup than in arithmetic, and BLAS calls from two threads contend on OpenBLAS's buffer lock.
+constexpr int64_t kSmallFlops = 1 << 15, kSmallN = 64, kSmallPack = 4096;
+bool is_small(int64_t M, int64_t N, int64_t K) {
+  return M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack;
+}
+
+// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, for is_small shapes. op(B) is packed into a
+// row-major block whose rows are padded with zeros to a multiple of 8 columns; each row of C
+// is then built 8 columns at a time in registers, acc[j] += A[i,k] * B[k,j], a fixed-width
+// inner loop the compiler turns into vector FMAs.
+template <class T>
+void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  constexpr int64_t W = 8;
+  const int64_t NP = (N + W - 1) / W * W;
+  T packed[kSmallPack + kSmallN * W];
+  const int64_t b_row = tb ? 1 : ldb, b_col = tb ? ldb : 1;
+  for (int64_t k = 0; k < K; ++k) {
+    T* row = packed + k * NP;
+    for (int64_t j = 0; j < N; ++j) row[j] = B[k * b_row + j * b_col];
+    for (int64_t j = N; j < NP; ++j) row[j] = 0;
+  }
+  const int64_t a_row = ta ? 1 : lda, a_col = ta ? lda : 1;
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    for (int64_t j0 = 0; j0 < NP; j0 += W) {
+      T acc[W] = {};
+      for (int64_t k = 0; k < K; ++k) {
+        const T a = A[i * a_row + k * a_col];
+        const T* b = packed + k * NP + j0;
+        for (int64_t j = 0; j < W; ++j) acc[j] += a * b[j];
+      }
+      const int64_t width = std::min(W, N - j0);
+      for (int64_t j = 0; j < width; ++j) c[j0 + j] = beta == T{0} ? acc[j] : beta * c[j0 + j] + acc[j];
+    }
+  }
+}
+
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
           const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (is_small(M, N, K)) {
+    small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   const auto opa = ta ? CblasTrans : CblasNoTrans;
   const auto opb = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
@@ -53,14 +101,40 @@ Shape batch_strides(const Shape& shape, const Shape& strides, const Shape& batch
 }
 
 // C[i] = op(A[i]) op(B[i]) + beta C[i] for every i of the batch. Each matrix operand is given
-// by its base pointer, layout and batch strides.
+// by its base pointer, layout and batch strides. The threads split the batch items when each
+// item has its own C, else the rows of C (every thread then walks the whole batch over its
+// rows, which keeps a sum over a broadcast batch in one thread per row and in order).
 template <class T>
 void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
                   const T* A, Layout la, const Shape& sa,               //
                   const T* B, Layout lb, const Shape& sb,               //
                   T beta, T* C, int64_t ldc, const Shape& sc) {
-  for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) {
-    gemm<T>(la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1], lb.ld, beta, C + o[2], ldc);
+  std::vector<std::array<int64_t, 3>> items;
+  items.reserve(numel(batch));
+  for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) { items.push_back(o); });
+  bool shared_c = false;  // a batch dim along which C does not move: items sum into one C
+  for (size_t d = 0; d < batch.size(); ++d) shared_c = shared_c || (batch[d] > 1 && sc[d] == 0);
+  constexpr double kGrainFlops = 1 << 17;  // about a microsecond of one core's gemm
+  const double flops = std::max(1.0, 2.0 * static_cast<double>(M) * N * K);
+  const auto items_count = static_cast<int64_t>(items.size());
+  if (items_count > 1 && !shared_c) {
+    parallel_for(items_count, static_cast<int64_t>(kGrainFlops / flops) + 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const auto& o = items[i];
+        gemm<T>(la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1], lb.ld, beta, C + o[2], ldc);
+      }
+    });
+    return;
+  }
+  const double row_flops = flops / static_cast<double>(std::max<int64_t>(1, M)) *
+                           static_cast<double>(items_count);
+  parallel_for(M, static_cast<int64_t>(kGrainFlops / row_flops) + 1, [&](int64_t r0, int64_t r1) {
+    // Rows r0..r1 of op(A): rows of A, or columns of A when it is stored transposed.
+    const int64_t a_step = la.trans ? r0 : r0 * la.ld;
+    for (const auto& o : items) {
+      gemm<T>(la.trans, lb.trans, r1 - r0, N, K, A + o[0] + a_step, la.ld, B + o[1], lb.ld, beta,
+              C + o[2] + r0 * ldc, ldc);
+    }
   });
 }
 

@@ -3,10 +3,12 @@
 // row is a contiguous run.
 #include "autograd/ops/softmax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "autograd/tape.h"
+#include "autograd/threads.h"
 
 namespace tapegrad {
 
@@ -24,10 +26,13 @@ Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
   return r;
 }
 
-// inp, out (outer, D, inner); log selects log_softmax
+// Outer indices per thread.
+int64_t grain(Rows r) { return kGrainElements / std::max<int64_t>(1, r.D * r.inner) + 1; }
+
+// inp, out (outer, D, inner); log selects log_softmax. Runs the outer indices o0..o1.
 template <class T>
-void softmax_forward(T* out, const T* inp, Rows r, bool log) {
-  for (int64_t o = 0; o < r.outer; ++o) {
+void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       const T* x = inp + o * r.D * r.inner + i;
       T* y = out + o * r.D * r.inner + i;
@@ -61,8 +66,9 @@ void softmax_forward(T* out, const T* inp, Rows r, bool log) {
 // row sums to 1) and, for log_softmax, by an all-zero row (a real one has max 0 and others < 0
 // unless D == 1, where the gradient is zero anyway).
 template <class T>
-void softmax_backward(T* dinp, const T* dout, const T* out, Rows r, bool log) {
-  for (int64_t o = 0; o < r.outer; ++o) {
+void softmax_backward(T* dinp, const T* dout, const T* out, Rows r, bool log, int64_t o0,
+                      int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       const int64_t base = o * r.D * r.inner + i;
       const T* y = out + base;
@@ -87,13 +93,18 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    softmax_forward<T>(out.data<T>(), x.data<T>(), r, log);
+    parallel_for(r.outer, grain(r), [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
+      softmax_forward<T>(po, pi, r, log, b, e);
+    });
   });
   if (recording(x)) {
     record(op, {x}, out, [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
       dispatch_floating(op, dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        softmax_backward<T>(g[0].data<T>(), dout.data<T>(), y.data<T>(), r, log);
+        parallel_for(r.outer, grain(r), [&, dx = g[0].data<T>(), dy = dout.data<T>(),
+                                         py = y.data<T>()](int64_t b, int64_t e) {
+          softmax_backward<T>(dx, dy, py, r, log, b, e);
+        });
       });
     });
   }

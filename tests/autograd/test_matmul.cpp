@@ -1,4 +1,4 @@
-// matmul through BLAS against the naive reference, on odd shapes, transposed views and
+// matmul through BLAS and through the small kernel against the naive reference, on odd shapes, transposed views and
 // broadcast batches; gradchecks; errors.
 #include "autograd/autograd.h"
 #include "helpers.h"
@@ -22,7 +22,7 @@ TEST_CASE("matmul of a 2x2 by hand", "[autograd]") {
   require_values(matmul(a, transpose(b, 0, 1)), {17, 23, 39, 53});
 }
 
-TEST_CASE("BLAS matmul agrees with the naive reference on odd shapes", "[autograd]") {
+TEST_CASE("matmul agrees with the naive reference on odd shapes", "[autograd]") {
   Generator gen(5);
   auto r = [&](const Shape& s) { return uniform(s, -1, 1, gen); };
   // float32 sums of up to 13 products of values in [-1, 1]: 1e-5 covers the rounding.
@@ -42,6 +42,11 @@ TEST_CASE("BLAS matmul agrees with the naive reference on odd shapes", "[autogra
   require_matches_reference(permute(r({7, 2, 3}), {1, 0, 2}), r({3, 5}), tol);
   // a slice with a row stride larger than its width
   require_matches_reference(slice(r({4, 9}), 1, 2, 5), r({3, 2}), tol);
+  // big enough for BLAS (the shapes above take the small kernel), in every layout
+  const double big_tol = 2e-5;  // sums of 70 products
+  require_matches_reference(r({2, 40, 70}), r({70, 50}), big_tol);
+  require_matches_reference(transpose(r({2, 70, 40}), 1, 2), r({2, 70, 50}), big_tol);
+  require_matches_reference(r({40, 70}), transpose(r({3, 50, 70}), 1, 2), big_tol);
   // empty inner dim: zeros
   require_values(matmul(zeros({2, 0}), zeros({0, 3})), {0, 0, 0, 0, 0, 0});
   CHECK(matmul(zeros({0, 3}), zeros({3, 2})).shape() == Shape{0, 2});

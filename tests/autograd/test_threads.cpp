@@ -1,0 +1,108 @@
+// The thread pool: parallel_for's ranges, its serial cases, its errors; and the promise that
+// a result never depends on the thread count.
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+#include "autograd/autograd.h"
+#include "helpers.h"
+
+using namespace tapegrad;
+
+namespace {
+// Sets the pool's size for one test and puts the previous size back.
+struct ThreadCount {
+  explicit ThreadCount(int n) : previous(num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(previous); }
+  int previous;
+};
+}  // namespace
+
+TEST_CASE("parallel_for covers every index once in at most one range per thread", "[autograd]") {
+  ThreadCount threads(3);
+  const int64_t n = 100000;
+  std::vector<int> hits(n, 0);
+  std::atomic<int> ranges{0};
+  parallel_for(n, 1000, [&](int64_t b, int64_t e) {
+    ++ranges;
+    for (int64_t i = b; i < e; ++i) ++hits[i];
+  });
+  CHECK(ranges == 3);
+  CHECK(std::count(hits.begin(), hits.end(), 1) == n);
+}
+
+TEST_CASE("parallel_for runs small and nested loops on the calling thread", "[autograd]") {
+  ThreadCount threads(2);
+  const auto caller = std::this_thread::get_id();
+  int calls = 0;
+  parallel_for(10, 100, [&](int64_t b, int64_t e) {  // 10 items, grain 100: one range
+    ++calls;
+    CHECK(b == 0);
+    CHECK(e == 10);
+    CHECK(std::this_thread::get_id() == caller);
+  });
+  CHECK(calls == 1);
+  std::atomic<int> inner{0};
+  parallel_for(2, 1, [&](int64_t, int64_t) {
+    const auto outer = std::this_thread::get_id();
+    parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+      CHECK(std::this_thread::get_id() == outer);
+      inner += static_cast<int>(e - b);
+    });
+  });
+  CHECK(inner == 2000);
+  parallel_for(0, 1, [&](int64_t, int64_t) { FAIL("an empty loop runs nothing"); });
+}
+
+TEST_CASE("an exception thrown in a worker's range reaches the caller", "[autograd][errors]") {
+  ThreadCount threads(2);
+  CHECK_THROWS_WITH(parallel_for(1000, 1,
+                                 [](int64_t b, int64_t) {
+                                   if (b > 0) throw std::runtime_error("range starting at 500");
+                                 }),
+                    "range starting at 500");
+  std::atomic<int64_t> after{0};  // the pool still works
+  parallel_for(4, 1, [&](int64_t b, int64_t e) { after += e - b; });
+  CHECK(after == 4);
+  CHECK_THROWS_WITH(set_num_threads(0), "set_num_threads: thread count must be positive, got 0");
+}
+
+TEST_CASE("results and gradients are reproducible and agree across thread counts", "[autograd]") {
+  // One pass through every op that splits its work: big (BLAS, rows split) and small (own
+  // kernel, batch split) matmuls, a batched matmul whose weight gradient sums over the batch,
+  // softmax, layer norm, broadcast add, masked_fill, dropout and a copy of a permuted view.
+  auto run = [](int n) {
+    ThreadCount threads(n);
+    Generator gen(21);
+    Tensor x = uniform({6, 40, 64}, -1, 1, gen), w = uniform({96, 64}, -1, 1, gen);
+    Tensor bias = uniform({96}, -1, 1, gen), gamma = uniform({96}, 0.5, 1.5, gen);
+    Tensor v = uniform({12, 8}, -1, 1, gen);
+    for (Tensor* t : {&x, &w, &bias, &gamma, &v}) t->set_requires_grad(true);
+    Tensor h = layer_norm(matmul(x, transpose(w, 0, 1)) + bias, gamma, Tensor());
+    Tensor heads = permute(reshape(h, {6, 40, 8, 12}), {0, 2, 1, 3});  // [6, 8, 40, 12]
+    Tensor scores = matmul(heads, transpose(heads, -2, -1));             // [6, 8, 40, 40]
+    std::vector<double> blocked(40 * 40);
+    for (size_t i = 0; i < blocked.size(); ++i) blocked[i] = i % 7 == 3;
+    scores = masked_fill(scores, tensor(blocked, {40, 40}, DType::Bool), -1e9);
+    Tensor p = dropout(softmax(scores, -1), 0.1, true, gen);
+    Tensor out = matmul(matmul(p, heads), v);  // v's gradient sums over the batch
+    Tensor loss = sum(permute(out, {0, 2, 1, 3}).contiguous() * transpose(out.detach(), 1, 2));
+    loss.backward();
+    std::vector<std::vector<float>> r{loss.to_vector<float>()};
+    for (Tensor* t : {&x, &w, &bias, &gamma, &v}) r.push_back(t->grad().to_vector<float>());
+    return r;
+  };
+  // The split depends only on sizes and the thread count: the same count gives the same bits.
+  const auto one = run(1), three = run(3);
+  CHECK(run(3) == three);
+  // Across counts, our kernels give the same bits too, but OpenBLAS rounds a block of rows
+  // differently from the whole matrix, so the values agree to float rounding.
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO("result " << i << " (loss, then the gradients of x, w, bias, gamma, v)");
+    REQUIRE(one[i].size() == three[i].size());
+    for (size_t j = 0; j < one[i].size(); ++j) {
+      REQUIRE(three[i][j] == Approx(one[i][j]).epsilon(1e-4).margin(1e-3));
+    }
+  }
+}
