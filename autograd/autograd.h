@@ -18,3 +18,4 @@
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
 #include "autograd/threads.h"
+#include "autograd/vmath.h"

@@ -4,53 +4,56 @@
 // Glossary: N rows, C classes.
 #include "autograd/ops/loss.h"
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <vector>
 
 #include "autograd/tape.h"
+#include "autograd/threads.h"
+#include "autograd/vmath.h"
 
 namespace tapegrad {
 
 namespace {
 
-// logits (N,C), targets (N) -> returns the summed loss; lse (N) the row log-sum-exps.
+// logits (N,C), targets (N) -> loss (N) each row's loss (0 where ignored), lse (N) the row
+// log-sum-exps. Runs rows n0..n1.
 // loss_n = (1 - eps) (lse - z_y) + eps/C sum_c (lse - z_c)
 template <class T>
-double cross_entropy_forward(T* lse, const T* logits, const int64_t* targets, int64_t N,
-                             int64_t C, int64_t ignore_index, double eps) {
-  double total = 0;
-  for (int64_t n = 0; n < N; ++n) {
+void cross_entropy_forward(double* loss, T* lse, const T* logits, const int64_t* targets,
+                           int64_t C, int64_t ignore_index, double eps, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
     const T* z = logits + n * C;
-    T maxv = -std::numeric_limits<T>::infinity();
-    for (int64_t c = 0; c < C; ++c) maxv = std::max(maxv, z[c]);
+    const T maxv = lane_max(z, C);
     double sum = 0, zsum = 0;
     for (int64_t c = 0; c < C; ++c) {
-      sum += std::exp(static_cast<double>(z[c] - maxv));
+      sum += static_cast<double>(vexp(z[c] - maxv));
       zsum += z[c];
     }
     const double l = maxv + std::log(sum);
     lse[n] = static_cast<T>(l);
-    if (targets[n] == ignore_index) continue;
-    total += (1 - eps) * (l - z[targets[n]]) + eps / static_cast<double>(C) * (C * l - zsum);
+    loss[n] = targets[n] == ignore_index
+                  ? 0.0
+                  : (1 - eps) * (l - z[targets[n]]) + eps / static_cast<double>(C) * (C * l - zsum);
   }
-  return total;
 }
 
 // dlogits_nc += dloss / count * (softmax_nc - q_nc),  q = (1 - eps) onehot(y) + eps / C
+// Rows n0..n1.
 template <class T>
 void cross_entropy_backward(T* dlogits, T dloss, const T* logits, const T* lse,
-                            const int64_t* targets, int64_t N, int64_t C, int64_t ignore_index,
-                            double eps, int64_t count) {
+                            const int64_t* targets, int64_t C, int64_t ignore_index, double eps,
+                            int64_t count, int64_t n0, int64_t n1) {
   if (count == 0) return;  // every target ignored: the loss is a constant 0
   const T scale = dloss / static_cast<T>(count);
   const auto smooth = static_cast<T>(eps / static_cast<double>(C));
-  for (int64_t n = 0; n < N; ++n) {
+  for (int64_t n = n0; n < n1; ++n) {
     if (targets[n] == ignore_index) continue;
     const T* z = logits + n * C;
     T* dz = dlogits + n * C;
     for (int64_t c = 0; c < C; ++c) {
       const T q = smooth + (c == targets[n] ? static_cast<T>(1 - eps) : T{0});
-      dz[c] += scale * (std::exp(z[c] - lse[n]) - q);
+      dz[c] += scale * (vexp(z[c] - lse[n]) - q);
     }
   }
 }
@@ -84,8 +87,14 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
   Tensor out = empty({}, logits.dtype());
   dispatch_floating("cross_entropy", logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const double total = cross_entropy_forward<T>(lse.data<T>(), logits.data<T>(), y, N, C,
-                                                  options.ignore_index, eps);
+    std::vector<double> loss(N);
+    T* pl = lse.data<T>();
+    const T* pz = logits.data<T>();
+    parallel_for(N, kGrainElements / std::max<int64_t>(1, C) + 1, [&](int64_t n0, int64_t n1) {
+      cross_entropy_forward<T>(loss.data(), pl, pz, y, C, options.ignore_index, eps, n0, n1);
+    });
+    double total = 0;  // summed in row order: the same bits for any thread count
+    for (const double l : loss) total += l;
     *out.data<T>() = static_cast<T>(count > 0 ? total / static_cast<double>(count) : 0.0);
   });
   if (recording(logits)) {
@@ -94,9 +103,14 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
             ignore = options.ignore_index](const Tensor& dout, Grads& g) {
              dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
                using T = decltype(tag);
-               cross_entropy_backward<T>(g[0].data<T>(), *dout.data<T>(), logits.data<T>(),
-                                         lse.data<T>(), targets.data<int64_t>(), N, C, ignore,
-                                         eps, count);
+               T* dz = g[0].data<T>();
+               const T dloss = *dout.data<T>();
+               parallel_for(N, kGrainElements / std::max<int64_t>(1, C) + 1,
+                            [&](int64_t n0, int64_t n1) {
+                              cross_entropy_backward<T>(dz, dloss, logits.data<T>(), lse.data<T>(),
+                                                        targets.data<int64_t>(), C, ignore, eps,
+                                                        count, n0, n1);
+                            });
              });
            });
   }

@@ -9,6 +9,7 @@
 
 #include "autograd/tape.h"
 #include "autograd/threads.h"
+#include "autograd/vmath.h"
 
 namespace tapegrad {
 
@@ -30,30 +31,38 @@ Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
 int64_t grain(Rows r) { return kGrainElements / std::max<int64_t>(1, r.D * r.inner) + 1; }
 
 // inp, out (outer, D, inner); log selects log_softmax. Runs the outer indices o0..o1.
-template <class T>
+// kUnit says inner == 1 (a row is a contiguous run), the common case, compiled on its own so
+// the exp, sum and max loops become vector code.
+template <class T, bool kUnit>
 void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t o1) {
+  const int64_t s = kUnit ? 1 : r.inner;
   for (int64_t o = o0; o < o1; ++o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       const T* x = inp + o * r.D * r.inner + i;
       T* y = out + o * r.D * r.inner + i;
       T maxv = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < r.D; ++j) maxv = std::max(maxv, x[j * r.inner]);
+      if constexpr (kUnit) {
+        maxv = lane_max(x, r.D);
+      } else {
+        for (int64_t j = 0; j < r.D; ++j) maxv = std::max(maxv, x[j * s]);
+      }
       if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked row
-        for (int64_t j = 0; j < r.D; ++j) y[j * r.inner] = 0;
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] = 0;
         continue;
       }
+      for (int64_t j = 0; j < r.D; ++j) y[j * s] = vexp(x[j * s] - maxv);
       T sum = 0;
-      for (int64_t j = 0; j < r.D; ++j) {
-        const T e = std::exp(x[j * r.inner] - maxv);
-        sum += e;
-        if (!log) y[j * r.inner] = e;
+      if constexpr (kUnit) {
+        sum = lane_sum(y, r.D);
+      } else {
+        for (int64_t j = 0; j < r.D; ++j) sum += y[j * s];
       }
       if (log) {
         const T lse = maxv + std::log(sum);
-        for (int64_t j = 0; j < r.D; ++j) y[j * r.inner] = x[j * r.inner] - lse;
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] = x[j * s] - lse;
       } else {
         const T inv = 1 / sum;
-        for (int64_t j = 0; j < r.D; ++j) y[j * r.inner] *= inv;
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] *= inv;
       }
     }
   }
@@ -94,7 +103,11 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     parallel_for(r.outer, grain(r), [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
-      softmax_forward<T>(po, pi, r, log, b, e);
+      if (r.inner == 1) {
+        softmax_forward<T, true>(po, pi, r, log, b, e);
+      } else {
+        softmax_forward<T, false>(po, pi, r, log, b, e);
+      }
     });
   });
   if (recording(x)) {

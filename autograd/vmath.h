@@ -1,0 +1,84 @@
+// exp for the inner loops of kernels (softmax, cross-entropy). libm's expf is a call per
+// element that no compiler vectorises; this float version is branch-free arithmetic that
+// becomes vector code. Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two parts
+// so n ln2 is exact), e^r by a degree-6 polynomial, 2^n written into the exponent bits.
+// Within 2 ulp of std::exp (tests/autograd/test_softmax.cpp checks it); results below
+// FLT_MIN, which would be denormals, are 0; exp(-inf) is 0 and exp(NaN) is NaN.
+// float64 keeps std::exp: it serves the gradchecks, where precision is the point.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace tapegrad {
+
+inline float exp_poly(float x) {
+  constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kLow = -87.3f, kHigh = 88.72f;  // e^kLow ~ FLT_MIN; e^kHigh ~ FLT_MAX
+  constexpr float kRound = 12582912.0f;           // 1.5 * 2^23: adding it rounds to an integer
+  const float xc = std::min(std::max(x, kLow), kHigh);
+  const float n = (xc * kLog2e + kRound) - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * (r * r) + r + 1.0f;
+  // 2^n in two halves, so n = 128 (x near kHigh) does not overflow the exponent field.
+  const auto half = static_cast<int32_t>(n) / 2;
+  const float s1 = std::bit_cast<float>((half + 127) << 23);
+  const float s2 = std::bit_cast<float>((static_cast<int32_t>(n) - half + 127) << 23);
+  const float y = er * s1 * s2;
+  const float out_of_range = x < kLow ? 0.0f : std::numeric_limits<float>::infinity();
+  const float in_range = x == xc ? y : out_of_range;
+  return x != x ? x : in_range;  // NaN stays NaN
+}
+
+template <class T>
+T vexp(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return exp_poly(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+// Sum and max of a contiguous run in 8 independent lanes, combined at the end: a plain
+// running sum is a dependency chain the compiler may not reorder (that would change the
+// rounding), while 8 lanes are 8 chains it turns into one vector. The order is fixed, so the
+// result is reproducible.
+template <class T>
+T lane_sum(const T* x, int64_t n) {
+  constexpr int64_t L = 8;
+  T acc[L] = {};
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    for (int64_t k = 0; k < L; ++k) acc[k] += x[j + k];
+  }
+  T total = 0;
+  for (; j < n; ++j) total += x[j];
+  for (int64_t k = 0; k < L; ++k) total += acc[k];
+  return total;
+}
+
+template <class T>
+T lane_max(const T* x, int64_t n) {
+  constexpr int64_t L = 8;
+  T acc[L];
+  std::fill(acc, acc + L, -std::numeric_limits<T>::infinity());
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    for (int64_t k = 0; k < L; ++k) acc[k] = acc[k] < x[j + k] ? x[j + k] : acc[k];
+  }
+  T best = -std::numeric_limits<T>::infinity();
+  for (; j < n; ++j) best = best < x[j] ? x[j] : best;
+  for (int64_t k = 0; k < L; ++k) best = best < acc[k] ? acc[k] : best;
+  return best;
+}
+
+}  // namespace tapegrad
