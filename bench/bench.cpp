@@ -99,8 +99,10 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int i
   return {s, 2 * B * len, 3 * forward};
 }
 
-// OpenBLAS sgemm alone on the shapes the workloads use: the machine's matmul rate.
-void sgemm_roofline() {
+// OpenBLAS sgemm alone, on its own `threads` threads, on the shapes the workloads use: the
+// machine's matmul rate. (tapegrad keeps OpenBLAS at one thread and splits products itself.)
+void sgemm_roofline(int threads) {
+  openblas_set_num_threads(threads);
   struct Shape3 {
     const char* what;
     int M, N, K;
@@ -133,11 +135,11 @@ int main(int argc, char** argv) {
     const std::string w = f.text("workload", "mini-train-small",
                                  "encoder-forward, encoder-train, mini-train-small, mini-train-base or sgemm");
     const int64_t iterations = f.integer("iterations", 5, "timed iterations after warm-up", 1);
-    const int64_t threads = f.integer("threads", 2, "OpenBLAS threads", 1);
+    const int64_t threads = f.integer("threads", 2, "threads", 1);
     if (!f.finish()) return 0;
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {
-      sgemm_roofline();
+      sgemm_roofline(static_cast<int>(threads));
       return 0;
     }
     Result r{};

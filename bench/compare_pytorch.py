@@ -5,8 +5,10 @@
     /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
                                               [--workloads mini-train-small,encoder-forward]
 
-PyTorch gets its best thread setting: each workload runs in a fresh process once with torch's
-own threads at 1 and once at 2 (OpenBLAS at 2 both times), and the faster is kept. The matmul
+PyTorch gets its best setting: each workload runs in a fresh process once with torch's own
+threads at 1 and once at 2 (OpenBLAS at 2 both times), and the encoder workloads run both as
+written out like ours and as nn.TransformerEncoder (whose eval forward is a fused fast path);
+the fastest is kept. The matmul
 floor is the workload's matmul flops at the best sgemm rate measured in the same run.
 """
 import argparse
@@ -121,7 +123,11 @@ def torch_worker(workload, iterations):
 
     torch.manual_seed(0)
     if workload.startswith("encoder"):
-        enc = nn.Sequential(*[EncLayer(512, 8, 2048, 0.1) for _ in range(5)])
+        if os.environ["TORCH_VARIANT"] == "builtin":  # nn.TransformerEncoder and its fused eval path
+            layer = nn.TransformerEncoderLayer(512, 8, 2048, 0.1, batch_first=True)
+            enc = nn.TransformerEncoder(layer, 5, enable_nested_tensor=False)
+        else:
+            enc = nn.Sequential(*[EncLayer(512, 8, 2048, 0.1) for _ in range(5)])
         x = torch.randn(30, 200, 512)
         if workload == "encoder-forward":
             enc.eval()
@@ -178,21 +184,23 @@ def main():
             sys.exit(f"--workloads: unknown workload '{w}'")
         ours = dict(kv.split("=") for kv in run([args.bench, "--workload", w, "--iterations", str(args.iterations)]).split()[1:])
         best = None
-        for torch_threads in (1, 2):
-            env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS=str(torch_threads),
-                       TORCH_THREADS=str(torch_threads))
-            out = run([sys.executable, __file__, "--worker", w, str(args.iterations)], env)
-            res = dict(kv.split("=") for kv in out.split())
-            res["threads"] = torch_threads
-            if best is None or float(res["seconds"]) < float(best["seconds"]):
-                best = res
+        variants = ("written", "builtin") if w.startswith("encoder") else ("written",)
+        for variant in variants:
+            for torch_threads in (1, 2):
+                env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS=str(torch_threads),
+                           TORCH_THREADS=str(torch_threads), TORCH_VARIANT=variant)
+                out = run([sys.executable, __file__, "--worker", w, str(args.iterations)], env)
+                res = dict(kv.split("=") for kv in out.split())
+                res["setting"] = f"{torch_threads}{', built-in' if variant == 'builtin' else ''}"
+                if best is None or float(res["seconds"]) < float(best["seconds"]):
+                    best = res
         flops = float(ours["gflops"]) * float(ours["seconds"])  # GFLOP per iteration
         floor = flops / peak
-        rows.append((w, float(ours["seconds"]), float(best["seconds"]), best["threads"], floor,
+        rows.append((w, float(ours["seconds"]), float(best["seconds"]), best["setting"], floor,
                      ours["peak_rss_mb"], best["peak_rss_mb"]))
         print(f"done {w}", file=sys.stderr)
     print(f"\nsgemm peak on these shapes: {peak:.1f} GFLOP/s\n")
-    print("| workload | tapegrad s/iter | PyTorch s/iter (torch threads) | speedup | matmul floor s | tapegrad / floor | PyTorch / floor | peak RSS MB tapegrad / PyTorch |")
+    print("| workload | tapegrad s/iter | PyTorch s/iter (torch threads, model) | speedup | matmul floor s | tapegrad / floor | PyTorch / floor | peak RSS MB tapegrad / PyTorch |")
     print("|---|---|---|---|---|---|---|---|")
     for w, ours, theirs, th, floor, rss_ours, rss_theirs in rows:
         print(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {theirs / ours:.2f}x | {floor:.4f} | "

@@ -46,12 +46,14 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
 
   // project, then split heads: [B, T, C] -> [B, T, H, D] -> [B, H, T, D] (views, no copies)
   auto heads = [&](const Tensor& x, int64_t L) { return permute(view(x, {B, L, H_, D}), {0, 2, 1, 3}); };
-  const Tensor q = heads(q_proj->forward(query), T);
+  // q is scaled by 1/sqrt(D) before the product rather than the scores after it: the same
+  // scores, with a pass over [B, T, C] instead of one over [B, H, T, S], less whenever S > D.
+  const Tensor q = heads(q_proj->forward(query) * (1.0 / std::sqrt(static_cast<double>(D))), T);
   const Tensor k = heads(k_proj->forward(key), S);
   const Tensor v = heads(v_proj->forward(value), S);
 
-  // scores = q k^T / sqrt(D)   [B, H, T, S]
-  Tensor scores = matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  // scores = (q / sqrt(D)) k^T   [B, H, T, S]
+  Tensor scores = matmul(q, transpose(k, -2, -1));
   if (masks.key_padding.defined()) {
     TG_CHECK(masks.key_padding.shape() == Shape({B, S}),
              "MultiHeadAttention: key_padding mask {} must be [B, S] = [{}, {}]",
