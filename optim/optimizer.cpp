@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -31,14 +32,35 @@ void Optimizer::add_buffer(const std::string& name) {
   buffers_.emplace_back(name, std::move(per_param));
 }
 
+// All parameters' elements laid end to end, split between threads in one parallel loop: a
+// model of many small tensors (biases, norms) keeps both cores busy, and the split is the same
+// for any set of sizes, so it does not depend on which thread finishes first.
 void Optimizer::step() {
   NoGradGuard no_grad;
   ++steps_;
+  struct Slice {
+    size_t index;
+    int64_t start;  // of this parameter in the concatenation
+    Tensor grad;
+  };
+  std::vector<Slice> slices;
+  int64_t total = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    const Tensor g = p.grad();
-    if (g.defined()) update(i, p, g);
+    Tensor g = params_[i].second.grad();
+    if (!g.defined()) continue;
+    slices.push_back({i, total, g});
+    total += g.numel();
   }
+  parallel_for(total, kGrainElements, [&](int64_t b, int64_t e) {
+    // the first slice that ends after b
+    auto it = std::upper_bound(slices.begin(), slices.end(), b,
+                               [](int64_t x, const Slice& s) { return x < s.start + s.grad.numel(); });
+    for (; it != slices.end() && it->start < e; ++it) {
+      const int64_t n = it->grad.numel();
+      update(it->index, params_[it->index].second, it->grad, std::max<int64_t>(b - it->start, 0),
+             std::min<int64_t>(e - it->start, n));
+    }
+  });
 }
 
 void Optimizer::zero_grad() {
@@ -87,7 +109,7 @@ SGD::SGD(NamedTensors params, const SGDOptions& options)
 
 // g += wd p;  buf = g on the first step, else momentum buf + (1 - dampening) g;
 // g = nesterov ? g + momentum buf : buf;  p -= lr g
-void SGD::update(size_t index, Tensor& param, const Tensor& grad) {
+void SGD::update(size_t index, Tensor& param, const Tensor& grad, int64_t begin, int64_t end) {
   const SGDOptions o = options_;
   const bool first = steps_ == 1;
   dispatch_floating("SGD", param.dtype(), [&](auto tag) {
@@ -95,7 +117,7 @@ void SGD::update(size_t index, Tensor& param, const Tensor& grad) {
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     T* buf = o.momentum > 0 ? buffer(0, index).template data<T>() : nullptr;
-    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       double d = g[i] + o.weight_decay * p[i];
       if (buf) {
         buf[i] = static_cast<T>(first ? d : o.momentum * buf[i] + (1 - o.dampening) * d);
@@ -125,7 +147,7 @@ Adam::Adam(std::string type_name, NamedTensors params, const AdamOptions& option
 // Adam:  g += wd p                      AdamW: p -= lr wd p
 // m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
+void Adam::update(size_t index, Tensor& param, const Tensor& grad, int64_t begin, int64_t end) {
   const AdamOptions o = options_;
   const auto t = static_cast<double>(steps_);
   const double step_size = lr_ / (1 - std::pow(o.beta1, t));
@@ -141,14 +163,12 @@ void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
     const T* g = grad.data<T>();
     T* m = buffer(0, index).template data<T>();
     T* v = buffer(1, index).template data<T>();
-    parallel_for(param.numel(), kGrainElements, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const T gi = g[i] + wd * p[i];
-        m[i] = b1 * m[i] + (1 - b1) * gi;
-        v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-        p[i] = p[i] * keep - step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
-      }
-    });
+    for (int64_t i = begin; i < end; ++i) {
+      const T gi = g[i] + wd * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      p[i] = p[i] * keep - step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+    }
   });
 }
 

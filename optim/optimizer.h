@@ -36,8 +36,11 @@ class Optimizer {
   void load_state(const NamedTensors& state);
 
  protected:
-  // Updates one parameter; `index` selects its buffers.
-  virtual void update(size_t index, Tensor& param, const Tensor& grad) = 0;
+  // Updates elements [begin, end) of one parameter; `index` selects its buffers. step() splits
+  // the elements of all parameters between threads, so one call may get part of a parameter;
+  // an update must touch only its own elements.
+  virtual void update(size_t index, Tensor& param, const Tensor& grad, int64_t begin,
+                      int64_t end) = 0;
   // Per-parameter buffers, named (e.g. "exp_avg"), zero-initialised like the parameter.
   void add_buffer(const std::string& name);
   Tensor& buffer(size_t buffer_index, size_t param_index) {
@@ -67,7 +70,8 @@ class SGD : public Optimizer {
   SGD(NamedTensors params, const SGDOptions& options);
 
  private:
-  void update(size_t index, Tensor& param, const Tensor& grad) override;
+  void update(size_t index, Tensor& param, const Tensor& grad, int64_t begin,
+              int64_t end) override;
   SGDOptions options_;
 };
 
@@ -88,7 +92,8 @@ class Adam : public Optimizer {
   Adam(std::string type_name, NamedTensors params, const AdamOptions& options, bool decoupled);
 
  private:
-  void update(size_t index, Tensor& param, const Tensor& grad) override;
+  void update(size_t index, Tensor& param, const Tensor& grad, int64_t begin,
+              int64_t end) override;
   AdamOptions options_;
   bool decoupled_;
 };

@@ -2,6 +2,7 @@
 // python3-torch 1.13, float64), clipping, schedules, state round trips, errors.
 #include <cmath>
 #include <functional>
+#include <memory>
 
 #include "helpers.h"
 #include "optim/optimizer.h"
@@ -88,6 +89,42 @@ TEST_CASE("Adam and AdamW follow PyTorch's trajectories", "[optim]") {
                  {0.005047955953973976, -1.4189962028354122, 0.9533581559703102,
                   1.4189931071061452, -0.18870922616290142, -1.1473146732831252},
                  1e-13);
+}
+
+TEST_CASE("a step split between threads mid-parameter updates every element once", "[optim]") {
+  // Sizes that put range boundaries inside parameters (grain 16384 elements, 3 threads), plus
+  // a parameter with no gradient, which is skipped.
+  auto run = [](int threads, bool adam) {
+    const int previous = num_threads();
+    set_num_threads(threads);
+    Generator gen(8);
+    NamedTensors params;
+    for (const Shape& s : {Shape{100, 300}, Shape{7}, Shape{5}, Shape{250, 90}}) {
+      params.emplace_back(fmt::format("p{}", params.size()), uniform(s, -1, 1, gen));
+      params.back().second.set_requires_grad(true);
+    }
+    for (size_t i : {0, 1, 3}) sum(params[i].second * params[i].second).backward();
+    std::unique_ptr<Optimizer> opt;
+    if (adam) {
+      opt = std::make_unique<AdamW>(params, AdamOptions{.lr = 0.1, .weight_decay = 0.01});
+    } else {
+      opt = std::make_unique<SGD>(params, SGDOptions{.lr = 0.1, .momentum = 0.9});
+    }
+    opt->step();
+    opt->step();
+    std::vector<std::vector<float>> out;
+    for (const auto& [name, p] : params) out.push_back(p.to_vector<float>());
+    set_num_threads(previous);
+    return out;
+  };
+  for (bool adam : {false, true}) {
+    const auto serial = run(1, adam), split = run(3, adam);
+    CHECK(serial == split);
+    Generator gen(8);  // the parameter without a gradient is untouched
+    (void)uniform({100, 300}, -1, 1, gen);
+    (void)uniform({7}, -1, 1, gen);
+    CHECK(serial[2] == uniform({5}, -1, 1, gen).to_vector<float>());
+  }
 }
 
 TEST_CASE("clip_grad_norm scales to the norm and returns the norm before", "[optim]") {
