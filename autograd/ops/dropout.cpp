@@ -4,34 +4,39 @@
 #include <cmath>
 
 #include "autograd/tape.h"
+#include "autograd/threads.h"
 
 namespace tapegrad {
 
 namespace {
 
+// Each block of kBlock elements draws its words from its own generator, seeded from one draw
+// of the caller's generator and the block's index (the counter-based idea of Philox): threads
+// make blocks in any order, and the mask does not depend on the thread count.
+constexpr int64_t kBlock = 2048;
+Generator block_generator(uint64_t key, int64_t block) {
+  return Generator(key ^ (static_cast<uint64_t>(block) * 0x9e3779b97f4a7c15ULL));
+}
+
 // The keep mask's bools as bytes (0 or 1): GCC vectorises byte loads, not bool ones.
 uint8_t* mask_bytes(const Tensor& keep) { return reinterpret_cast<uint8_t*>(keep.data<bool>()); }
 
-// inp (N) -> out (N), keep (N): keep[i] = u_i >= p, out = keep ? x / (1 - p) : 0.
-// u_i is a 32-bit uniform word compared with p * 2^32, so a draw costs half a generator step;
-// the words come in blocks that stay in L1, and the masking loop has no branch, so it
-// vectorises. At p = 1 the scale is 0 and every output is 0 whatever the words.
+// One block: inp (n) -> out (n), keep (n): keep[i] = u_i >= p, out = keep ? x / (1 - p) : 0.
+// u_i is a 32-bit uniform word compared with p * 2^32, so a draw costs half a generator step,
+// and the masking loop has no branch, so it vectorises. At p = 1 the scale is 0 and every
+// output is 0 whatever the words.
 template <class T>
-void dropout_forward(T* __restrict out, uint8_t* __restrict keep, const T* __restrict inp, int64_t N,
-                     double p, Generator& gen) {
+void dropout_forward(T* __restrict out, uint8_t* __restrict keep, const T* __restrict inp,
+                     int64_t n, double p, Generator& gen) {
   const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T{0};
   const auto threshold = static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
-  constexpr int64_t kBlock = 1024;
   uint32_t words[kBlock];
-  for (int64_t start = 0; start < N; start += kBlock) {
-    const int64_t n = std::min(kBlock, N - start);
-    gen.fill_u32(words, n);
-    for (int64_t i = 0; i < n; ++i) {
-      const bool k = words[i] >= threshold;
-      const T kept = inp[start + i] * scale;
-      keep[start + i] = k;
-      out[start + i] = k ? kept : T{0};
-    }
+  gen.fill_u32(words, n);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool k = words[i] >= threshold;
+    const T kept = inp[i] * scale;
+    keep[i] = k;
+    out[i] = k ? kept : T{0};
   }
 }
 
@@ -55,15 +60,29 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
   const int64_t N = x.numel();
   Tensor out = empty(x.shape(), x.dtype());
   Tensor keep = empty(x.shape(), DType::Bool);
+  const uint64_t key = gen.next_u64();
   dispatch_floating("dropout", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    dropout_forward<T>(out.data<T>(), mask_bytes(keep), x.data<T>(), N, p, gen);
+    T* po = out.data<T>();
+    uint8_t* pk = mask_bytes(keep);
+    const T* px = x.data<T>();
+    parallel_for((N + kBlock - 1) / kBlock, kGrainElements / kBlock + 1, [&](int64_t b, int64_t e) {
+      for (int64_t block = b; block < e; ++block) {
+        Generator g = block_generator(key, block);
+        const int64_t start = block * kBlock;
+        dropout_forward<T>(po + start, pk + start, px + start, std::min(kBlock, N - start), p, g);
+      }
+    });
   });
   if (recording(x)) {
     record("dropout", {x}, out, [keep, N, p](const Tensor& dout, Grads& g) {
       dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        dropout_backward<T>(g[0].data<T>(), dout.data<T>(), mask_bytes(keep), N, p);
+        T* dx = g[0].data<T>();
+        const T* dy = dout.data<T>();
+        parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
+          dropout_backward<T>(dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
+        });
       });
     });
   }

@@ -73,6 +73,17 @@ TEST_CASE("dropout is the identity in eval mode and reproducible with a seed", "
   Generator a(9), b(9);
   CHECK(dropout(x, 0.5, true, a).to_vector<double>() ==
         dropout(x, 0.5, true, b).to_vector<double>());
+  // Blocks of the mask come from their own streams: the thread count does not change them.
+  const Tensor big = ones({50000});
+  auto mask_with = [&](int threads) {
+    const int previous = num_threads();
+    set_num_threads(threads);
+    Generator g(4);
+    const std::vector<float> m = dropout(big, 0.3, true, g).to_vector<float>();
+    set_num_threads(previous);
+    return m;
+  };
+  CHECK(mask_with(1) == mask_with(3));
 }
 
 TEST_CASE("dropout's gradient uses the forward's mask", "[autograd][gradcheck]") {
