@@ -74,7 +74,7 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.label_smoothing = f.real("label-smoothing", 0.1, "label smoothing epsilon", 0, 1);
   s.clip = f.real("clip", 1.0, "global gradient-norm clip (0: off)", 0, 1e9);
   s.seed = static_cast<uint64_t>(f.integer("seed", 0, "seed for data, init and dropout", 0));
-  s.threads = f.integer("threads", 2, "OpenBLAS threads", 1);
+  s.threads = f.integer("threads", 2, "threads for products and kernels (set_num_threads)", 1);
   s.max_len = f.integer("max-len", 128, "longest source or target sequence in tokens", 2);
   s.model.d_model = f.integer("d-model", 64, "model width", 1);
   s.model.heads = f.integer("heads", 4, "attention heads", 1);
