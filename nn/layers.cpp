@@ -28,10 +28,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool w
 Tensor Linear::forward(const Tensor& x) const {
   TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
            "Linear: input of shape {} does not end in in_features {}", x.shape(), weight.size(1));
-  // weight^T is a transposed view: BLAS reads it with a transpose flag.
-  Tensor y = matmul(x.dim() == 1 ? unsqueeze(x, 0) : x, transpose(weight, 0, 1));
-  if (bias.defined()) y = y + bias;
-  return traced(x.dim() == 1 ? squeeze(y, 0) : y);
+  return traced(linear(x, weight, bias));
 }
 
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(gen.next_u64()) {

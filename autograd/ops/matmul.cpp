@@ -212,6 +212,83 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
+namespace {
+
+// rows (N) copies of bias (OC) -> out (N, OC)
+template <class T>
+void bias_rows_forward(T* out, const T* bias, int64_t N, int64_t OC) {
+  parallel_for(N, kGrainElements / std::max<int64_t>(1, OC) + 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) std::copy(bias, bias + OC, out + n * OC);
+  });
+}
+
+// dbias (OC) += sum_n dout (N, OC), each column summed over the rows in order
+template <class T>
+void bias_rows_backward(T* dbias, const T* dout, int64_t N, int64_t OC) {
+  parallel_for(OC, kGrainElements / std::max<int64_t>(1, N) + 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = dout + n * OC;
+      for (int64_t c = c0; c < c1; ++c) dbias[c] += row[c];
+    }
+  });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
+  TG_CHECK(x_in.dim() >= 1, "linear: input must have rank >= 1, got shape {}", x_in.shape());
+  TG_CHECK(weight.dim() == 2 && weight.size(1) == x_in.size(-1),
+           "linear: weight must be [OC, {}] for input {}, got {}", x_in.size(-1), x_in.shape(),
+           weight.shape());
+  TG_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)},
+           "linear: bias must be [{}] for weight {}, got {}", weight.size(0), weight.shape(),
+           bias.shape());
+  TG_CHECK(x_in.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x_in.dtype()),
+           "linear: dtypes differ: input {}, weight {}{}", x_in.dtype(), weight.dtype(),
+           bias.defined() ? fmt::format(", bias {}", bias.dtype()) : "");
+  const Tensor x = x_in.contiguous(), w = weight.contiguous();
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const int64_t C = w.size(1), OC = w.size(0), N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  Shape out_shape = x.shape();
+  out_shape.back() = OC;
+  // Every element is written by the bias copy or the gemm, except with neither (C == 0).
+  Tensor out = b.defined() || C > 0 ? empty(out_shape, x.dtype()) : zeros(out_shape, x.dtype());
+  dispatch_floating("linear", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (b.defined()) bias_rows_forward<T>(out.data<T>(), b.data<T>(), N, OC);
+    if (N == 0 || OC == 0 || C == 0) return;
+    // out [N, OC] (+)= x [N, C] @ w^T, w read with the transpose flag
+    batched_gemm<T>({}, N, OC, C, x.data<T>(), {false, C}, {}, w.data<T>(), {true, C}, {},
+                    b.defined() ? T{1} : T{0}, out.data<T>(), OC, {});
+  });
+  std::vector<Tensor> inputs{x, w};
+  if (b.defined()) inputs.push_back(b);
+  if (recording(inputs)) {
+    record("linear", inputs, out,
+           [x = x.detach(), w = w.detach(), with_bias = b.defined(), N, C, OC](const Tensor& dout,
+                                                                               Grads& g) {
+             if (N == 0 || OC == 0) return;
+             dispatch_floating("linear", dout.dtype(), [&](auto tag) {
+               using T = decltype(tag);
+               const T* dy = dout.data<T>();
+               // dx [N, C] += dout [N, OC] @ w [OC, C]
+               if (g.wants(0) && C > 0) {
+                 batched_gemm<T>({}, N, C, OC, dy, {false, OC}, {}, w.data<T>(), {false, C}, {},
+                                 T{1}, g[0].data<T>(), C, {});
+               }
+               // dw [OC, C] += dout^T @ x [N, C]
+               if (g.wants(1) && C > 0) {
+                 batched_gemm<T>({}, OC, C, N, dy, {true, OC}, {}, x.data<T>(), {false, C}, {},
+                                 T{1}, g[1].data<T>(), C, {});
+               }
+               // dbias [OC] += sum over rows of dout
+               if (with_bias && g.wants(2)) bias_rows_backward<T>(g[2].data<T>(), dy, N, OC);
+             });
+           });
+  }
+  return out;
+}
+
 Tensor matmul_reference(const Tensor& a, const Tensor& b) {
   TG_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2),
            "matmul_reference: cannot multiply shapes {} and {}", a.shape(), b.shape());

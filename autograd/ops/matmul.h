@@ -11,6 +11,11 @@ namespace tapegrad {
 // into one large gemm ([B*T, C] @ [C, OC]).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// x [..., C] @ weight [OC, C]^T + bias [OC] -> [..., OC]: a Linear layer as one op. The
+// output rows start as copies of the bias and the gemm adds into them (beta = 1), so the bias
+// costs no pass of its own, and backward is two gemms and a column sum. bias may be undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 // The naive triple loop, in double precision, forward only: the reference the BLAS path is
 // tested against.
 Tensor matmul_reference(const Tensor& a, const Tensor& b);

@@ -98,3 +98,46 @@ TEST_CASE("matmul errors", "[autograd][errors]") {
   CHECK_THROWS_WITH(matmul(arange(4).to(DType::Int64), ones({2, 2})),
                     "matmul: operands need rank >= 2, got shapes [4] and [2, 2]");
 }
+
+TEST_CASE("linear is x @ w^T + b, by hand and against matmul", "[autograd]") {
+  // [1, 2] @ [[1, 0], [1, 1], [0, 2]]^T + [10, 20, 30] = [11, 23, 34]
+  const Tensor w = tensor({1, 0, 1, 1, 0, 2}, {3, 2});
+  require_values(linear(tensor({1, 2}, {2}), w, tensor({10, 20, 30}, {3})), {11, 23, 34});
+  require_values(linear(tensor({1, 2}, {1, 2}), w, Tensor()), {1, 3, 4});
+  Generator gen(9);
+  for (const Shape& xs : {Shape{5, 7}, Shape{2, 3, 7}, Shape{40, 70}}) {
+    const Tensor x = uniform(xs, -1, 1, gen);
+    Shape ws{xs.back() == 7 ? 6 : 50, xs.back()};
+    const Tensor wt = uniform(ws, -1, 1, gen), b = uniform({ws[0]}, -1, 1, gen);
+    INFO("x " << fmt::format("{}", xs));
+    require_values(linear(x, wt, b), (matmul(x, transpose(wt, 0, 1)) + b).to_vector<double>(),
+                   2e-5);
+  }
+  // an empty inner dim leaves the bias alone
+  require_values(linear(zeros({2, 0}), zeros({2, 0}), tensor({1, 2}, {2})), {1, 2, 1, 2});
+  require_values(linear(zeros({2, 0}), zeros({2, 0}), Tensor()), {0, 0, 0, 0});
+}
+
+TEST_CASE("linear gradcheck with and without a bias", "[autograd][gradcheck]") {
+  require_gradcheck([](auto& in) { return linear(in[0], in[1], in[2]); },
+                    {random_leaf({2, 3, 4}, 31), random_leaf({5, 4}, 32), random_leaf({5}, 33)});
+  require_gradcheck([](auto& in) { return linear(in[0], in[1], Tensor()); },
+                    {random_leaf({4}, 34), random_leaf({3, 4}, 35)});
+  // big enough for BLAS, and (with 2 or more threads) to split the rows and bias columns
+  require_gradcheck([](auto& in) { return linear(in[0], in[1], in[2]); },
+                    {random_leaf({600, 16}, 36), random_leaf({128, 16}, 37), random_leaf({128}, 38)},
+                    {.max_per_input = 60});
+}
+
+TEST_CASE("linear errors", "[autograd][errors]") {
+  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 5}), Tensor()),
+                    "linear: weight must be [OC, 3] for input [2, 3], got [4, 5]");
+  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 3}), ones({3})),
+                    "linear: bias must be [4] for weight [4, 3], got [3]");
+  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 3}, DType::Float64), Tensor()),
+                    "linear: dtypes differ: input float32, weight float64");
+  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 3}), ones({4}, DType::Float64)),
+                    "linear: dtypes differ: input float32, weight float32, bias float64");
+  CHECK_THROWS_WITH(linear(ones({}), ones({4, 3}), Tensor()),
+                    "linear: input must have rank >= 1, got shape []");
+}
