@@ -140,25 +140,33 @@ int default_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-std::unique_ptr<Pool>& pool_slot() {
-  static std::unique_ptr<Pool> pool;
-  return pool;
+// The pool, created on first use. Readers take the pointer without a lock (every op asks for
+// it); creating and replacing it happen under the mutex.
+std::mutex g_pool_mutex;
+std::unique_ptr<Pool> g_pool;
+std::atomic<Pool*> g_pool_ptr{nullptr};
+
+void replace_pool(int threads) {
+  openblas_set_num_threads(1);  // each of our threads runs its own share of a product
+  g_pool_ptr.store(nullptr, std::memory_order_release);
+  g_pool.reset();
+  g_pool = std::make_unique<Pool>(threads);
+  g_pool_ptr.store(g_pool.get(), std::memory_order_release);
 }
 
 Pool& pool() {
-  std::unique_ptr<Pool>& p = pool_slot();
-  if (!p) set_num_threads(default_threads());
-  return *p;
+  if (Pool* p = g_pool_ptr.load(std::memory_order_acquire)) return *p;
+  std::lock_guard lock(g_pool_mutex);
+  if (!g_pool) replace_pool(default_threads());
+  return *g_pool;
 }
 
 }  // namespace
 
 void set_num_threads(int threads) {
   TG_CHECK(threads > 0, "set_num_threads: thread count must be positive, got {}", threads);
-  openblas_set_num_threads(1);  // each of our threads runs its own share of a product
-  std::unique_ptr<Pool>& p = pool_slot();
-  p.reset();
-  p = std::make_unique<Pool>(threads);
+  std::lock_guard lock(g_pool_mutex);
+  replace_pool(threads);
 }
 
 int num_threads() { return pool().threads(); }

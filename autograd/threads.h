@@ -15,6 +15,7 @@
 namespace tapegrad {
 
 // The pool's size, counting the calling thread. The default is the machine's core count.
+// Set it between pieces of work, not while another thread of the program runs one.
 void set_num_threads(int threads);
 int num_threads();
 
