@@ -80,8 +80,8 @@ void parallel_for_each_offset(const Shape& shape, const std::array<const Shape*,
     for_each_offset<N>(shape, strides, f);
     return;
   }
-  const int64_t per_index = numel(shape) / shape[d];
-  parallel_for(shape[d], grain / std::max<int64_t>(1, per_index) + 1, [&](int64_t b, int64_t e) {
+  const int64_t per_index = std::max<int64_t>(1, numel(shape) / shape[d]);
+  parallel_for(shape[d], grain / per_index + 1, [&](int64_t b, int64_t e) {
     Shape part = shape;
     part[d] = e - b;
     std::array<int64_t, N> base{};

@@ -30,6 +30,11 @@ void run_chunks(int64_t n, int chunks, ChunkFn fn, void* ctx);
 // work that pays for waking it.
 constexpr int64_t kGrainElements = 1 << 14;
 
+// The grain, in items, of a loop whose every item (a row, a block) holds `elements` elements.
+inline int64_t grain_of_items(int64_t elements) {
+  return kGrainElements / (elements > 0 ? elements : 1) + 1;
+}
+
 // Runs f(begin, end) over contiguous ranges covering [0, n), each of at least `grain` items
 // (the work that pays for waking a thread, about 10^5 flops), one range per thread; returns
 // when all are done. Ranges never overlap, so f may write its own range without locks. An

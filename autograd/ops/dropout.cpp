@@ -66,7 +66,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
     T* po = out.data<T>();
     uint8_t* pk = mask_bytes(keep);
     const T* px = x.data<T>();
-    parallel_for((N + kBlock - 1) / kBlock, kGrainElements / kBlock + 1, [&](int64_t b, int64_t e) {
+    parallel_for((N + kBlock - 1) / kBlock, grain_of_items(kBlock), [&](int64_t b, int64_t e) {
       for (int64_t block = b; block < e; ++block) {
         Generator g = block_generator(key, block);
         const int64_t start = block * kBlock;

@@ -4,7 +4,6 @@
 // Glossary: N rows (all leading dims flattened), C features per row.
 #include "autograd/ops/layernorm.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "autograd/tape.h"
@@ -86,11 +85,6 @@ void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp
   }
 }
 
-// Rows (or columns of N rows) per thread.
-int64_t grain(int64_t elements_per_item) {
-  return kGrainElements / std::max<int64_t>(1, elements_per_item) + 1;
-}
-
 }  // namespace
 
 Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
@@ -117,7 +111,7 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
     const T* px = x.data<T>();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
     const T* pb = b.defined() ? b.data<T>() : nullptr;
-    parallel_for(N, grain(C), [&](int64_t n0, int64_t n1) {
+    parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
       layernorm_forward<T>(po + n0 * C, pm + n0, ps + n0, px + n0 * C, pw, pb, n1 - n0, C, eps);
     });
   });
@@ -139,13 +133,13 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        *ps = rstd.data<T>();
                const T* pw = with_w ? w.data<T>() : nullptr;
                if (dx) {
-                 parallel_for(N, grain(C), [&](int64_t n0, int64_t n1) {
+                 parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
                    layernorm_backward_input<T>(dx + n0 * C, dy + n0 * C, px + n0 * C, pw,
                                                pm + n0, ps + n0, n1 - n0, C);
                  });
                }
                if (dw || db) {
-                 parallel_for(C, grain(N), [&](int64_t c0, int64_t c1) {
+                 parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
                    layernorm_backward_params<T>(dw, db, dy, px, pm, ps, N, C, c0, c1);
                  });
                }

@@ -4,7 +4,6 @@
 // Glossary: N rows, C classes.
 #include "autograd/ops/loss.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -90,7 +89,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
     std::vector<double> loss(N);
     T* pl = lse.data<T>();
     const T* pz = logits.data<T>();
-    parallel_for(N, kGrainElements / std::max<int64_t>(1, C) + 1, [&](int64_t n0, int64_t n1) {
+    parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
       cross_entropy_forward<T>(loss.data(), pl, pz, y, C, options.ignore_index, eps, n0, n1);
     });
     double total = 0;  // summed in row order: the same bits for any thread count
@@ -105,7 +104,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
                using T = decltype(tag);
                T* dz = g[0].data<T>();
                const T dloss = *dout.data<T>();
-               parallel_for(N, kGrainElements / std::max<int64_t>(1, C) + 1,
+               parallel_for(N, grain_of_items(C),
                             [&](int64_t n0, int64_t n1) {
                               cross_entropy_backward<T>(dz, dloss, logits.data<T>(), lse.data<T>(),
                                                         targets.data<int64_t>(), C, ignore, eps,

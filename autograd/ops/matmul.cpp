@@ -217,7 +217,7 @@ namespace {
 // rows (N) copies of bias (OC) -> out (N, OC)
 template <class T>
 void bias_rows_forward(T* out, const T* bias, int64_t N, int64_t OC) {
-  parallel_for(N, kGrainElements / std::max<int64_t>(1, OC) + 1, [&](int64_t n0, int64_t n1) {
+  parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) std::copy(bias, bias + OC, out + n * OC);
   });
 }
@@ -225,7 +225,7 @@ void bias_rows_forward(T* out, const T* bias, int64_t N, int64_t OC) {
 // dbias (OC) += sum_n dout (N, OC), each column summed over the rows in order
 template <class T>
 void bias_rows_backward(T* dbias, const T* dout, int64_t N, int64_t OC) {
-  parallel_for(OC, kGrainElements / std::max<int64_t>(1, N) + 1, [&](int64_t c0, int64_t c1) {
+  parallel_for(OC, grain_of_items(N), [&](int64_t c0, int64_t c1) {
     for (int64_t n = 0; n < N; ++n) {
       const T* row = dout + n * OC;
       for (int64_t c = c0; c < c1; ++c) dbias[c] += row[c];

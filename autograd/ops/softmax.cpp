@@ -27,9 +27,6 @@ Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
   return r;
 }
 
-// Outer indices per thread.
-int64_t grain(Rows r) { return kGrainElements / std::max<int64_t>(1, r.D * r.inner) + 1; }
-
 // inp, out (outer, D, inner); log selects log_softmax. Runs the outer indices o0..o1.
 // kUnit says inner == 1 (a row is a contiguous run), the common case, compiled on its own so
 // the exp, sum and max loops become vector code.
@@ -102,7 +99,7 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(r.outer, grain(r), [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
+    parallel_for(r.outer, grain_of_items(r.D * r.inner), [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
       if (r.inner == 1) {
         softmax_forward<T, true>(po, pi, r, log, b, e);
       } else {
@@ -114,7 +111,7 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
     record(op, {x}, out, [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
       dispatch_floating(op, dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        parallel_for(r.outer, grain(r), [&, dx = g[0].data<T>(), dy = dout.data<T>(),
+        parallel_for(r.outer, grain_of_items(r.D * r.inner), [&, dx = g[0].data<T>(), dy = dout.data<T>(),
                                          py = y.data<T>()](int64_t b, int64_t e) {
           softmax_backward<T>(dx, dy, py, r, log, b, e);
         });
