@@ -1,5 +1,7 @@
-// LayerNorm as one fused kernel each way (after llm.c's layernorm_forward/backward). The
-// forward saves the per-row mean and rstd = 1 / sqrt(var + eps); backward needs nothing else.
+// LayerNorm as fused kernels (after llm.c's layernorm_forward/backward). The forward saves
+// the per-row mean and rstd = 1 / sqrt(var + eps); backward needs nothing else. Backward is
+// two kernels so each splits between threads without sharing a sum: the input's gradient by
+// rows, the weight's and bias's by columns.
 //
 // Glossary: N rows (all leading dims flattened), C features per row.
 #include "autograd/ops/layernorm.h"

@@ -1,4 +1,5 @@
-// Matrix products through BLAS (cblas_sgemm / cblas_dgemm).
+// Matrix products: through BLAS (cblas_sgemm / cblas_dgemm), or our small kernel for tiny
+// ones, split between the pool's threads; and the fused Linear op built on them.
 #pragma once
 
 #include "autograd/tensor.h"
