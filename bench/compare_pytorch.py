@@ -8,8 +8,8 @@
 PyTorch gets its best setting: each workload runs in a fresh process once with torch's own
 threads at 1 and once at 2 (OpenBLAS at 2 both times), and the encoder workloads run both as
 written out like ours and as nn.TransformerEncoder (whose eval forward is a fused fast path);
-the fastest is kept. The matmul
-floor is the workload's matmul flops at the best sgemm rate measured in the same run.
+the fastest is kept. The matmul floor is the workload's matmul flops at the best sgemm rate
+(OpenBLAS on two threads) measured in the same run.
 """
 import argparse
 import math
