@@ -53,21 +53,27 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
   const Tensor v = heads(v_proj->forward(value), S);
 
   // scores = (q / sqrt(D)) k^T   [B, H, T, S]
-  Tensor scores = matmul(q, transpose(k, -2, -1));
+  const Tensor scores = matmul(q, transpose(k, -2, -1));
+  // blocked = padding | attn, broadcast only as far as the masks need (e.g. [B, 1, T, S])
+  Tensor blocked;
   if (masks.key_padding.defined()) {
-    TG_CHECK(masks.key_padding.shape() == Shape({B, S}),
-             "MultiHeadAttention: key_padding mask {} must be [B, S] = [{}, {}]",
-             masks.key_padding.shape(), B, S);
-    scores = masked_fill(scores, reshape(masks.key_padding, {B, 1, 1, S}), -INFINITY);
+    TG_CHECK(masks.key_padding.shape() == Shape({B, S}) &&
+                 masks.key_padding.dtype() == DType::Bool,
+             "MultiHeadAttention: key_padding mask {} {} must be bool [B, S] = [{}, {}]",
+             masks.key_padding.dtype(), masks.key_padding.shape(), B, S);
+    blocked = reshape(masks.key_padding, {B, 1, 1, S});
   }
   if (masks.attn.defined()) {
+    TG_CHECK(masks.attn.dtype() == DType::Bool, "MultiHeadAttention: attn mask must be bool, got {}",
+             masks.attn.dtype());
     TG_CHECK(broadcast_shapes("MultiHeadAttention", masks.attn.shape(), scores.shape()) ==
                  scores.shape(),
              "MultiHeadAttention: attn mask {} does not broadcast to the scores [B, H, T, S] = {}",
              masks.attn.shape(), scores.shape());
-    scores = masked_fill(scores, masks.attn, -INFINITY);
+    blocked = blocked.defined() ? logical_or(blocked, masks.attn) : masks.attn;
   }
-  const Tensor weights = softmax(scores, -1);
+  // softmax with the blocked positions as -inf, in one pass
+  const Tensor weights = blocked.defined() ? masked_softmax(scores, blocked) : softmax(scores, -1);
   if (keep_weights_) last_weights_ = weights.detach();
 
   // mix the values, merge heads: [B, H, T, D] -> [B, T, H, D] -> [B, T, C]

@@ -311,4 +311,19 @@ Tensor ne(const Tensor& x, double value) {
   return compare(x, [value](double v) { return v != value; });
 }
 
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  TG_CHECK(a.dtype() == DType::Bool && b.dtype() == DType::Bool,
+           "logical_or: operands must be bool, got {} and {}", a.dtype(), b.dtype());
+  const Shape shape = broadcast_shapes("logical_or", a.shape(), b.shape());
+  const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
+  const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
+  Tensor out = empty(shape, DType::Bool);
+  const bool* pa = a.data<bool>();
+  const bool* pb = b.data<bool>();
+  bool* po = out.data<bool>();
+  for_each_offset<3>(shape, {&out.strides(), &sa, &sb},
+                     [&](const auto& o) { po[o[0]] = pa[o[1]] || pb[o[2]]; });
+  return out;
+}
+
 }  // namespace tapegrad

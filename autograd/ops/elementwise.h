@@ -37,6 +37,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // Comparisons with a scalar, for building masks (ids == pad_id). Not differentiable.
 Tensor eq(const Tensor& x, double value);
 Tensor ne(const Tensor& x, double value);
+// a || b for bool masks that broadcast together (a padding mask with a causal one).
+Tensor logical_or(const Tensor& a, const Tensor& b);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

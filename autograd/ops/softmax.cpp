@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "autograd/strided.h"
 #include "autograd/tape.h"
 #include "autograd/threads.h"
 #include "autograd/vmath.h"
@@ -62,6 +64,33 @@ void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t
         for (int64_t j = 0; j < r.D; ++j) y[j * s] *= inv;
       }
     }
+  }
+}
+
+// inp, out (N, D), mask (N, D) read at mask + row[n] + j * col (bytes, 1 = blocked): softmax of
+// each row with its blocked positions as -inf. Rows n0..n1.
+template <class T>
+void masked_softmax_forward(T* out, const T* inp, const uint8_t* mask, const int64_t* row,
+                            int64_t col, int64_t D, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const T* x = inp + n * D;
+    const uint8_t* m = mask + row[n];
+    T* y = out + n * D;
+    T maxv = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < D; ++j) {
+      const T v = m[j * col] ? -std::numeric_limits<T>::infinity() : x[j];
+      maxv = maxv < v ? v : maxv;
+    }
+    if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked row
+      for (int64_t j = 0; j < D; ++j) y[j] = 0;
+      continue;
+    }
+    for (int64_t j = 0; j < D; ++j) {
+      const T e = vexp(x[j] - maxv);
+      y[j] = m[j * col] ? T{0} : e;
+    }
+    const T inv = 1 / lane_sum(y, D);
+    for (int64_t j = 0; j < D; ++j) y[j] *= inv;
   }
 }
 
@@ -124,6 +153,48 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", x, dim, false); }
+Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
+  TG_CHECK(input.dim() >= 1, "masked_softmax: input must have rank >= 1, got shape {}",
+           input.shape());
+  TG_CHECK(mask.dtype() == DType::Bool, "masked_softmax: mask must be bool, got {}", mask.dtype());
+  TG_CHECK(broadcast_shapes("masked_softmax", input.shape(), mask.shape()) == input.shape(),
+           "masked_softmax: mask of shape {} does not broadcast to the input's shape {}",
+           mask.shape(), input.shape());
+  const Tensor x = input.contiguous();
+  const Rows r = rows_of("masked_softmax", x, -1);
+  // Where each row's mask starts, and its step along the row (0 when broadcast along it).
+  const Shape sm = broadcast_strides(mask.shape(), mask.strides(), x.shape());
+  const Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
+  const Shape rows_strides(sm.begin(), sm.end() - 1);
+  std::vector<int64_t> row_start;
+  row_start.reserve(r.outer);
+  for_each_offset<1>(rows_shape, {&rows_strides}, [&](const auto& o) { row_start.push_back(o[0]); });
+  const int64_t col = sm.back();
+  const auto* pm = reinterpret_cast<const uint8_t*>(mask.data<bool>());
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating("masked_softmax", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
+      masked_softmax_forward<T>(po, px, pm, row_start.data(), col, r.D, b, e);
+    });
+  });
+  if (recording(x)) {
+    // The backward is softmax's: a blocked position has y = 0, so it gets no gradient.
+    record("masked_softmax", {x}, out, [y = out.detach(), r](const Tensor& dout, Grads& g) {
+      dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        parallel_for(r.outer, grain_of_items(r.D), [&, dx = g[0].data<T>(), dy = dout.data<T>(),
+                                                    py = y.data<T>()](int64_t b, int64_t e) {
+          softmax_backward<T>(dx, dy, py, r, false, b, e);
+        });
+      });
+    });
+  }
+  return out;
+}
+
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_op("log_softmax", x, dim, true);
 }

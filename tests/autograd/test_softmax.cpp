@@ -100,3 +100,53 @@ TEST_CASE("lane sums and maxima agree with the plain loops", "[autograd]") {
     CHECK(lane_max(x.data(), n) == maxv);
   }
 }
+
+TEST_CASE("masked_softmax equals softmax of the masked_fill, with broadcast masks", "[autograd]") {
+  Generator gen(61);
+  const Tensor x = uniform({2, 3, 4, 5}, -3, 3, gen);
+  std::vector<double> causal(4 * 5), pad(2 * 5);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j) causal[i * 5 + j] = j > i + 1;
+  pad[4] = pad[5 + 3] = pad[5 + 4] = 1;
+  const Tensor c = tensor(causal, {4, 5}, DType::Bool);
+  const Tensor p = reshape(tensor(pad, {2, 5}, DType::Bool), {2, 1, 1, 5});
+  for (const Tensor& m : {c, p, logical_or(p, c), zeros({5}, DType::Bool)}) {
+    INFO("mask " << fmt::format("{}", m.shape()));
+    require_values(masked_softmax(x, m),
+                   softmax(masked_fill(x, m, -INFINITY), -1).to_vector<double>(), 1e-6);
+  }
+  // a fully blocked row gives zeros
+  const Tensor all = ones({5}, DType::Bool);
+  require_values(masked_softmax(x, all), std::vector<double>(x.numel(), 0.0));
+}
+
+TEST_CASE("masked_softmax gradcheck with padding, causal and fully masked rows", "[autograd][gradcheck]") {
+  Tensor m = zeros({4, 4}, DType::Bool);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = i + 1; j < 4; ++j) m.set({i, j}, 1);
+  for (int64_t j = 0; j < 4; ++j) m.set({2, j}, 1);  // row 2 fully masked
+  require_gradcheck([&](auto& in) { return masked_softmax(in[0], m); },
+                    {random_leaf({2, 4, 4}, 62)});
+  const Tensor pad = reshape(tensor({0, 0, 1, 1, 0, 0, 0, 1}, {2, 4}, DType::Bool), {2, 1, 4});
+  require_gradcheck([&](auto& in) { return masked_softmax(in[0], pad); },
+                    {random_leaf({2, 3, 4}, 63)});
+}
+
+TEST_CASE("masked_softmax and logical_or errors", "[autograd][errors]") {
+  CHECK_THROWS_WITH(masked_softmax(ones({2, 3}), ones({3})),
+                    "masked_softmax: mask must be bool, got float32");
+  CHECK_THROWS_WITH(masked_softmax(ones({2, 3}), zeros({2, 2, 3}, DType::Bool)),
+                    "masked_softmax: mask of shape [2, 2, 3] does not broadcast to the input's "
+                    "shape [2, 3]");
+  CHECK_THROWS_WITH(masked_softmax(ones({}), zeros({}, DType::Bool)),
+                    "masked_softmax: input must have rank >= 1, got shape []");
+  CHECK_THROWS_WITH(logical_or(zeros({2}, DType::Bool), ones({2})),
+                    "logical_or: operands must be bool, got bool and float32");
+  CHECK_THROWS_WITH(logical_or(zeros({2}, DType::Bool), zeros({3}, DType::Bool)),
+                    "logical_or: shapes [2] and [3] cannot be broadcast");
+}
+
+TEST_CASE("logical_or broadcasts", "[autograd]") {
+  const Tensor a = tensor({0, 1}, {2, 1}, DType::Bool), b = tensor({0, 0, 1}, {3}, DType::Bool);
+  require_values(logical_or(a, b), {0, 0, 1, 1, 1, 1});
+}
