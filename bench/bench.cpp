@@ -63,37 +63,50 @@ Result encoder(bool train, int iterations) {
   const double forward = L * encoder_layer_flops(B, T, C, F);
   if (!train) {
     enc.eval();
-    const double s = median_seconds([&] {
-      NoGradGuard no_grad;
-      enc.forward(x);
-    }, 1, iterations);
+    const double s = median_seconds(
+        [&] {
+          NoGradGuard no_grad;
+          enc.forward(x);
+        },
+        1, iterations);
     return {s, B * T, forward};
   }
   optim::Adam adam(enc.named_parameters(), {});
-  const double s = median_seconds([&] {
-    Tensor loss = mean(enc.forward(x));
-    loss.backward();
-    adam.step();
-    adam.zero_grad();
-  }, 1, iterations);
+  const double s = median_seconds(
+      [&] {
+        Tensor loss = mean(enc.forward(x));
+        loss.backward();
+        adam.step();
+        adam.zero_grad();
+      },
+      1, iterations);
   return {s, B * T, 3 * forward};  // backward: two matmuls per forward matmul
 }
 
 Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int iterations) {
   const int64_t B = 32;
-  nn::MiniTransformer model({.src_vocab = V, .tgt_vocab = V, .d_model = C, .heads = 8, .d_ff = F,
-                             .encoder_layers = L, .decoder_layers = L, .dropout = 0.1,
+  nn::MiniTransformer model({.src_vocab = V,
+                             .tgt_vocab = V,
+                             .d_model = C,
+                             .heads = 8,
+                             .d_ff = F,
+                             .encoder_layers = L,
+                             .decoder_layers = L,
+                             .dropout = 0.1,
                              .max_len = len});
   optim::Adam adam(model.named_parameters(), {});
   Generator gen(1);
   const Tensor src = uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64);
   const Tensor tgt = uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64);
-  const double s = median_seconds([&] {
-    Tensor loss = cross_entropy(reshape(model.forward(src, tgt), {B * len, V}), reshape(tgt, {-1}));
-    loss.backward();
-    adam.step();
-    adam.zero_grad();
-  }, 3, iterations);
+  const double s = median_seconds(
+      [&] {
+        Tensor loss =
+            cross_entropy(reshape(model.forward(src, tgt), {B * len, V}), reshape(tgt, {-1}));
+        loss.backward();
+        adam.step();
+        adam.zero_grad();
+      },
+      3, iterations);
   const double forward = L * encoder_layer_flops(B, len, C, F) +
                          L * decoder_layer_flops(B, len, len, C, F) + 2.0 * B * len * C * V;
   return {s, 2 * B * len, 3 * forward};
@@ -113,16 +126,18 @@ void sgemm_roofline(int threads) {
                            {"mini-base ffn [2048,512]x[512,2048]", 2048, 2048, 512},
                            {"mini-small projection [384,64]x[64,64]", 384, 64, 64}};
   for (const Shape3& s : shapes) {
-    std::vector<float> a(static_cast<size_t>(s.M) * s.K, 0.5f), b(static_cast<size_t>(s.K) * s.N, 0.25f),
-        c(static_cast<size_t>(s.M) * s.N);
+    std::vector<float> a(static_cast<size_t>(s.M) * s.K, 0.5f),
+        b(static_cast<size_t>(s.K) * s.N, 0.25f), c(static_cast<size_t>(s.M) * s.N);
     const double flops = 2.0 * s.M * s.N * s.K;
     const int reps = std::max(1, static_cast<int>(2e9 / flops));
-    const double sec = median_seconds([&] {
-      for (int r = 0; r < reps; ++r) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.M, s.N, s.K, 1.0f, a.data(), s.K,
-                    b.data(), s.N, 0.0f, c.data(), s.N);
-      }
-    }, 1, 5);
+    const double sec = median_seconds(
+        [&] {
+          for (int r = 0; r < reps; ++r) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.M, s.N, s.K, 1.0f, a.data(),
+                        s.K, b.data(), s.N, 0.0f, c.data(), s.N);
+          }
+        },
+        1, 5);
     fmt::print("sgemm shape=\"{}\" gflops={:.1f}\n", s.what, flops * reps / sec / 1e9);
   }
 }
@@ -132,8 +147,9 @@ void sgemm_roofline(int threads) {
 int main(int argc, char** argv) {
   return examples::run_main("bench", [&] {
     examples::Flags f(argc, argv, "bench: time one workload\nusage: bench --workload NAME");
-    const std::string w = f.text("workload", "mini-train-small",
-                                 "encoder-forward, encoder-train, mini-train-small, mini-train-base or sgemm");
+    const std::string w =
+        f.text("workload", "mini-train-small",
+               "encoder-forward, encoder-train, mini-train-small, mini-train-base or sgemm");
     const int64_t iterations = f.integer("iterations", 5, "timed iterations after warm-up", 1);
     const int64_t threads = f.integer("threads", 2, "threads (set_num_threads)", 1);
     if (!f.finish()) return 0;
@@ -144,15 +160,20 @@ int main(int argc, char** argv) {
     }
     Result r{};
     const int n = static_cast<int>(iterations);
-    if (w == "encoder-forward") r = encoder(false, n);
-    else if (w == "encoder-train") r = encoder(true, n);
-    else if (w == "mini-train-small") r = mini_train(100, 64, 256, 2, 12, n);
-    else if (w == "mini-train-base") r = mini_train(8000, 512, 2048, 3, 64, n);
-    else throw examples::FlagError(fmt::format("--workload: unknown workload '{}'", w));
+    if (w == "encoder-forward")
+      r = encoder(false, n);
+    else if (w == "encoder-train")
+      r = encoder(true, n);
+    else if (w == "mini-train-small")
+      r = mini_train(100, 64, 256, 2, 12, n);
+    else if (w == "mini-train-base")
+      r = mini_train(8000, 512, 2048, 3, 64, n);
+    else
+      throw examples::FlagError(fmt::format("--workload: unknown workload '{}'", w));
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    fmt::print("workload={} seconds={:.6f} tokens_per_s={:.0f} gflops={:.1f} peak_rss_mb={:.0f}\n", w,
-               r.seconds, static_cast<double>(r.tokens) / r.seconds, r.flops / r.seconds / 1e9,
+    fmt::print("workload={} seconds={:.6f} tokens_per_s={:.0f} gflops={:.1f} peak_rss_mb={:.0f}\n",
+               w, r.seconds, static_cast<double>(r.tokens) / r.seconds, r.flops / r.seconds / 1e9,
                static_cast<double>(usage.ru_maxrss) / 1024);
     return 0;
   });

@@ -53,8 +53,9 @@ struct Settings {
 };
 
 std::optional<Settings> parse(int argc, char** argv) {
-  examples::Flags f(argc, argv, "train: teacher-forced MiniTransformer training\n"
-                                "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
+  examples::Flags f(argc, argv,
+                    "train: teacher-forced MiniTransformer training\n"
+                    "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
   Settings s;
   s.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   s.data = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
@@ -63,13 +64,16 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.out = f.text("out", "", "output directory (default: runs/<task>)");
   s.resume = f.boolean("resume", "continue the run saved in --out");
   s.steps = f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1);
-  s.stop_after = f.integer("stop-after", 0, "stop after this many steps of this invocation, saving a run to --resume (0: never)", 0);
+  s.stop_after = f.integer(
+      "stop-after", 0,
+      "stop after this many steps of this invocation, saving a run to --resume (0: never)", 0);
   s.batch = f.integer("batch", 64, "examples per step", 1);
   s.train_size = f.integer("train-size", 20000, "generated training examples", 1);
   s.valid_size = f.integer("valid-size", 500, "held-out examples", 1);
   s.eval_every = f.integer("eval-every", 500, "steps between validations", 1);
   s.lr = f.real("lr", 2e-3, "peak learning rate", 0, 10);
-  s.schedule = f.text("schedule", "cosine", "cosine (warmup + cosine decay), noam (the paper's) or constant");
+  s.schedule = f.text("schedule", "cosine",
+                      "cosine (warmup + cosine decay), noam (the paper's) or constant");
   s.warmup = f.integer("warmup", 200, "warmup steps", 0);
   s.label_smoothing = f.real("label-smoothing", 0.1, "label smoothing epsilon", 0, 1);
   s.clip = f.real("clip", 1.0, "global gradient-norm clip (0: off)", 0, 1e9);
@@ -84,20 +88,27 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 1);
   s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
   if (!f.finish()) return std::nullopt;
-  if (!f.positional().empty()) throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
+  if (!f.positional().empty())
+    throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
   if (s.data.empty() && !data::task_from_name(s.task)) {
-    throw examples::FlagError(fmt::format("--task: unknown task '{}' (dates, copy, reverse, sort)", s.task));
+    throw examples::FlagError(
+        fmt::format("--task: unknown task '{}' (dates, copy, reverse, sort)", s.task));
   }
-  if (!s.data.empty() && f.given("task")) throw examples::FlagError("--task and --data exclude each other");
-  if (s.level != "char" && s.level != "word") throw examples::FlagError(fmt::format("--level: expected char or word, got '{}'", s.level));
+  if (!s.data.empty() && f.given("task"))
+    throw examples::FlagError("--task and --data exclude each other");
+  if (s.level != "char" && s.level != "word")
+    throw examples::FlagError(fmt::format("--level: expected char or word, got '{}'", s.level));
   if (s.schedule != "cosine" && s.schedule != "noam" && s.schedule != "constant") {
-    throw examples::FlagError(fmt::format("--schedule: expected cosine, noam or constant, got '{}'", s.schedule));
+    throw examples::FlagError(
+        fmt::format("--schedule: expected cosine, noam or constant, got '{}'", s.schedule));
   }
   if (s.model.d_model % s.model.heads != 0) {
-    throw examples::FlagError(fmt::format("--d-model {} is not divisible by --heads {}", s.model.d_model, s.model.heads));
+    throw examples::FlagError(
+        fmt::format("--d-model {} is not divisible by --heads {}", s.model.d_model, s.model.heads));
   }
   if (s.schedule == "cosine" && s.warmup >= s.steps) {
-    throw examples::FlagError(fmt::format("--warmup {} must be below --steps {}", s.warmup, s.steps));
+    throw examples::FlagError(
+        fmt::format("--warmup {} must be below --steps {}", s.warmup, s.steps));
   }
   if (s.out.empty()) s.out = "runs/" + (s.data.empty() ? s.task : fs::path(s.data).stem().string());
   s.model.max_len = s.max_len;
@@ -107,7 +118,8 @@ std::optional<Settings> parse(int argc, char** argv) {
 
 std::string duration(double seconds) {
   const auto s = static_cast<int64_t>(seconds);
-  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, s / 60 % 60)
+                   : fmt::format("{}m{:02d}s", s / 60, s % 60);
 }
 
 struct Metrics {
@@ -125,13 +137,16 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
   double loss_sum = 0;
   for (size_t start = 0; start < valid.size(); start += batch_size) {
     std::vector<const data::EncodedExample*> members;
-    for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i) members.push_back(&valid[i]);
+    for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
+      members.push_back(&valid[i]);
     const data::Batch b = data::make_batch(members);
     const Tensor logits = model.forward(b.src, b.tgt_in);
     const int64_t V = logits.size(2);
     const Tensor flat_targets = reshape(b.tgt_out, {-1});
     loss_sum += cross_entropy(reshape(logits, {-1, V}), flat_targets,
-                              {.ignore_index = data::Vocabulary::kPad}).item() * static_cast<double>(b.target_tokens);
+                              {.ignore_index = data::Vocabulary::kPad})
+                    .item() *
+                static_cast<double>(b.target_tokens);
     const auto predicted = argmax(logits, -1).to_vector<int64_t>();
     const auto expected = flat_targets.to_vector<int64_t>();
     for (size_t i = 0; i < expected.size(); ++i) {
@@ -156,7 +171,8 @@ int run(const Settings& s) {
   // data
   std::vector<data::Example> train, valid;
   if (s.data.empty()) {
-    const auto split = data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
+    const auto split =
+        data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
     train = split.train;
     valid = split.valid;
   } else {
@@ -167,7 +183,9 @@ int run(const Settings& s) {
     Generator split_gen(s.seed);
     for (size_t i = train.size(); i > 1; --i) std::swap(train[i - 1], train[split_gen.below(i)]);
     const auto n_valid = std::min<size_t>(static_cast<size_t>(s.valid_size), train.size() / 10);
-    if (n_valid == 0) throw data::DataError(fmt::format("{}: too few examples ({}) to hold any out", s.data, train.size()));
+    if (n_valid == 0)
+      throw data::DataError(
+          fmt::format("{}: too few examples ({}) to hold any out", s.data, train.size()));
     valid.assign(train.end() - static_cast<std::ptrdiff_t>(n_valid), train.end());
     train.resize(train.size() - n_valid);
   }
@@ -202,17 +220,22 @@ int run(const Settings& s) {
   for (const auto* set : {&train_set, &valid_set}) {
     for (size_t i = 0; i < set->size(); ++i) {
       const auto& e = (*set)[i];
-      if (e.source.empty() || static_cast<int64_t>(std::max(e.source.size(), e.target.size() + 1)) > model->config().max_len) {
-        throw data::DataError(fmt::format("{} example {} ('{}') is empty or longer than --max-len {} tokens",
-                                          set == &train_set ? "training" : "validation", i + 1,
-                                          (set == &train_set ? train : valid)[i].source, model->config().max_len));
+      if (e.source.empty() || static_cast<int64_t>(std::max(e.source.size(), e.target.size() + 1)) >
+                                  model->config().max_len) {
+        throw data::DataError(
+            fmt::format("{} example {} ('{}') is empty or longer than --max-len {} tokens",
+                        set == &train_set ? "training" : "validation", i + 1,
+                        (set == &train_set ? train : valid)[i].source, model->config().max_len));
       }
     }
   }
   optim::Adam adam(model->named_parameters(), {.lr = s.lr, .beta2 = 0.98, .eps = 1e-9});
   std::unique_ptr<optim::Schedule> schedule;
-  if (s.schedule == "cosine") schedule = std::make_unique<optim::WarmupCosineSchedule>(s.lr, s.warmup, s.steps, s.lr / 100);
-  if (s.schedule == "noam") schedule = std::make_unique<optim::NoamSchedule>(model->config().d_model, std::max<int64_t>(1, s.warmup), s.lr / 1e-3);
+  if (s.schedule == "cosine")
+    schedule = std::make_unique<optim::WarmupCosineSchedule>(s.lr, s.warmup, s.steps, s.lr / 100);
+  if (s.schedule == "noam")
+    schedule = std::make_unique<optim::NoamSchedule>(model->config().d_model,
+                                                     std::max<int64_t>(1, s.warmup), s.lr / 1e-3);
   if (s.schedule == "constant") schedule = std::make_unique<optim::ConstantSchedule>(s.lr);
 
   Generator data_gen(s.seed + 1);
@@ -225,7 +248,8 @@ int run(const Settings& s) {
     fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
   }
   fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
-             model->num_parameters(), train.size(), valid.size(), src_vocab.size(), tgt_vocab.size());
+             model->num_parameters(), train.size(), valid.size(), src_vocab.size(),
+             tgt_vocab.size());
 
   // training
   std::signal(SIGINT, on_interrupt);
@@ -255,8 +279,9 @@ int run(const Settings& s) {
     }
     const data::Batch& b = epoch[epoch_index++];
     const Tensor logits = model->forward(b.src, b.tgt_in);
-    Tensor loss = cross_entropy(reshape(logits, {-1, logits.size(2)}), reshape(b.tgt_out, {-1}),
-                                {.ignore_index = data::Vocabulary::kPad, .label_smoothing = s.label_smoothing});
+    Tensor loss = cross_entropy(
+        reshape(logits, {-1, logits.size(2)}), reshape(b.tgt_out, {-1}),
+        {.ignore_index = data::Vocabulary::kPad, .label_smoothing = s.label_smoothing});
     loss.backward();
     if (s.clip > 0) optim::clip_grad_norm(model->named_parameters(), s.clip);
     adam.set_lr(schedule->lr(step));
@@ -268,34 +293,40 @@ int run(const Settings& s) {
     tokens_seen += b.target_tokens + b.src.numel();
     if (step % 10 == 0) train_curve.push_back({step, smoothed});
 
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double per_step = elapsed / static_cast<double>(step - first_step + 1);
     if (tty || step % 100 == 0 || step == s.steps) {
       const int64_t width = 24, filled = width * step / s.steps;
       fmt::print(stderr, "{}step {:>5}/{} [{}{}] loss {:.3f} lr {:.2e} {:.0f} tok/s ETA {}{}",
-                 tty ? "\r" : "", step, s.steps, std::string(filled, '='), std::string(width - filled, ' '),
-                 smoothed, adam.lr(), static_cast<double>(tokens_seen) / elapsed,
+                 tty ? "\r" : "", step, s.steps, std::string(filled, '='),
+                 std::string(width - filled, ' '), smoothed, adam.lr(),
+                 static_cast<double>(tokens_seen) / elapsed,
                  duration(per_step * static_cast<double>(s.steps - step)), tty ? "  " : "\n");
     }
     if (step % s.eval_every == 0 || step == s.steps) {
       last = evaluate(*model, valid_set, 100);
       valid_curve.push_back({step, last.loss});
-      fmt::print(stderr, "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
-                 tty ? "\n" : "", step, last.loss, 100 * last.token_accuracy, 100 * last.exact_match);
+      fmt::print(
+          stderr,
+          "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
+          tty ? "\n" : "", step, last.loss, 100 * last.token_accuracy, 100 * last.exact_match);
     }
-    if (g_interrupted || (s.stop_after > 0 && step - first_step + 1 == s.stop_after && step < s.steps)) {
+    if (g_interrupted ||
+        (s.stop_after > 0 && step - first_step + 1 == s.stop_after && step < s.steps)) {
       save();
       fmt::print(stderr, "\n{} at step {}: saved {}; continue with --resume\n",
                  g_interrupted ? "interrupted" : "stopped", step, s.out);
       return g_interrupted ? 130 : 0;
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   save();
 
   // what it learned
-  fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", s.steps - first_step + 1, duration(seconds),
-             static_cast<double>(s.steps - first_step + 1) / seconds);
+  fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", s.steps - first_step + 1,
+             duration(seconds), static_cast<double>(s.steps - first_step + 1) / seconds);
   fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%\n\n", 100 * last.exact_match,
              100 * last.token_accuracy);
   examples::ReportData report;
@@ -309,7 +340,8 @@ int run(const Settings& s) {
   auto& last_layer = *(*model->decoder->layers)[model->decoder->layers->size() - 1].cross_attn;
   last_layer.keep_weights(true);
   for (size_t i = 0; i < std::min<size_t>(8, valid.size()); ++i) {
-    const Tensor src = from_vector(valid_set[i].source, {1, static_cast<int64_t>(valid_set[i].source.size())});
+    const Tensor src =
+        from_vector(valid_set[i].source, {1, static_cast<int64_t>(valid_set[i].source.size())});
     const auto out = nn::greedy_decode(*model, src, {.max_len = model->config().max_len - 1});
     const std::string predicted = tgt_vocab.decode(out[0]);
     fmt::print("  {:<36} -> {:<12} {}\n", valid[i].source, predicted,

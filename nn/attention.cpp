@@ -45,7 +45,9 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
   const int64_t B = query.size(0), T = query.size(1), S = key.size(1), D = C_ / H_;
 
   // project, then split heads: [B, T, C] -> [B, T, H, D] -> [B, H, T, D] (views, no copies)
-  auto heads = [&](const Tensor& x, int64_t L) { return permute(view(x, {B, L, H_, D}), {0, 2, 1, 3}); };
+  auto heads = [&](const Tensor& x, int64_t L) {
+    return permute(view(x, {B, L, H_, D}), {0, 2, 1, 3});
+  };
   // q is scaled by 1/sqrt(D) before the product rather than the scores after it: the same
   // scores, with a pass over [B, T, C] instead of one over [B, H, T, S], less whenever S > D.
   const Tensor q = heads(q_proj->forward(query) * (1.0 / std::sqrt(static_cast<double>(D))), T);
@@ -57,15 +59,14 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
   // blocked = padding | attn, broadcast only as far as the masks need (e.g. [B, 1, T, S])
   Tensor blocked;
   if (masks.key_padding.defined()) {
-    TG_CHECK(masks.key_padding.shape() == Shape({B, S}) &&
-                 masks.key_padding.dtype() == DType::Bool,
+    TG_CHECK(masks.key_padding.shape() == Shape({B, S}) && masks.key_padding.dtype() == DType::Bool,
              "MultiHeadAttention: key_padding mask {} {} must be bool [B, S] = [{}, {}]",
              masks.key_padding.dtype(), masks.key_padding.shape(), B, S);
     blocked = reshape(masks.key_padding, {B, 1, 1, S});
   }
   if (masks.attn.defined()) {
-    TG_CHECK(masks.attn.dtype() == DType::Bool, "MultiHeadAttention: attn mask must be bool, got {}",
-             masks.attn.dtype());
+    TG_CHECK(masks.attn.dtype() == DType::Bool,
+             "MultiHeadAttention: attn mask must be bool, got {}", masks.attn.dtype());
     TG_CHECK(broadcast_shapes("MultiHeadAttention", masks.attn.shape(), scores.shape()) ==
                  scores.shape(),
              "MultiHeadAttention: attn mask {} does not broadcast to the scores [B, H, T, S] = {}",

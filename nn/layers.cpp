@@ -78,7 +78,8 @@ PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Gen
   float* table = pe.data<float>();
   for (int64_t pos = 0; pos < max_len; ++pos) {
     for (int64_t i = 0; i < C; ++i) {
-      const double rate = std::pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(C));
+      const double rate =
+          std::pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(C));
       const double angle = static_cast<double>(pos) * rate;
       table[pos * C + i] = static_cast<float>(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
     }
@@ -90,8 +91,8 @@ PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Gen
 Tensor PositionalEncoding::forward(const Tensor& x) {
   TG_CHECK(x.dim() == 3 && x.size(2) == pe.size(1),
            "PositionalEncoding: expected input [B, T, {}], got {}", pe.size(1), x.shape());
-  TG_CHECK(x.size(1) <= pe.size(0),
-           "PositionalEncoding: sequence length {} exceeds max_len {}", x.size(1), pe.size(0));
+  TG_CHECK(x.size(1) <= pe.size(0), "PositionalEncoding: sequence length {} exceeds max_len {}",
+           x.size(1), pe.size(0));
   return traced(dropout_->forward(x + slice(pe, 0, 0, x.size(1))));
 }
 

@@ -53,8 +53,9 @@ void Optimizer::step() {
   }
   parallel_for(total, kGrainElements, [&](int64_t b, int64_t e) {
     // the first slice that ends after b
-    auto it = std::upper_bound(slices.begin(), slices.end(), b,
-                               [](int64_t x, const Slice& s) { return x < s.start + s.grad.numel(); });
+    auto it = std::upper_bound(slices.begin(), slices.end(), b, [](int64_t x, const Slice& s) {
+      return x < s.start + s.grad.numel();
+    });
     for (; it != slices.end() && it->start < e; ++it) {
       const int64_t n = it->grad.numel();
       update(it->index, params_[it->index].second, it->grad, std::max<int64_t>(b - it->start, 0),

@@ -70,8 +70,7 @@ class SGD : public Optimizer {
   SGD(NamedTensors params, const SGDOptions& options);
 
  private:
-  void update(size_t index, Tensor& param, const Tensor& grad, int64_t begin,
-              int64_t end) override;
+  void update(size_t index, Tensor& param, const Tensor& grad, int64_t begin, int64_t end) override;
   SGDOptions options_;
 };
 
@@ -92,8 +91,7 @@ class Adam : public Optimizer {
   Adam(std::string type_name, NamedTensors params, const AdamOptions& options, bool decoupled);
 
  private:
-  void update(size_t index, Tensor& param, const Tensor& grad, int64_t begin,
-              int64_t end) override;
+  void update(size_t index, Tensor& param, const Tensor& grad, int64_t begin, int64_t end) override;
   AdamOptions options_;
   bool decoupled_;
 };

@@ -31,8 +31,9 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df) {
     });
   });
   if (recording(x)) {
-    Tensor saved = saves == Saves::Input ? x.detach() : saves == Saves::Output ? out.detach()
-                                                                               : Tensor();
+    Tensor saved = saves == Saves::Input    ? x.detach()
+                   : saves == Saves::Output ? out.detach()
+                                            : Tensor();
     record(op, {x}, out, [saved, df, n, op](const Tensor& dout, Grads& g) {
       dispatch_floating(op, dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -115,8 +116,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
 // y = scale * x + shift: the shared kernel of the scalar forms and neg.
 Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
   return unary(
-      op, x, Saves::Nothing,
-      [=](auto v) { return static_cast<decltype(v)>(scale * v + shift); },
+      op, x, Saves::Nothing, [=](auto v) { return static_cast<decltype(v)>(scale * v + shift); },
       [=](auto) { return scale; });
 }
 
@@ -198,8 +198,8 @@ Tensor gelu(const Tensor& x) {
       [](auto v) {
         using T = decltype(v);
         const T cdf = (1 + std::erf(v * std::numbers::sqrt2_v<T> / 2)) / 2;
-        const T pdf = std::exp(-v * v / 2) * std::numbers::inv_sqrtpi_v<T> /
-                      std::numbers::sqrt2_v<T>;
+        const T pdf =
+            std::exp(-v * v / 2) * std::numbers::inv_sqrtpi_v<T> / std::numbers::sqrt2_v<T>;
         return cdf + v * pdf;
       });
 }
@@ -207,16 +207,15 @@ Tensor gelu(const Tensor& x) {
 // d x^p = p x^(p-1)
 Tensor pow(const Tensor& x, double p) {
   return unary(
-      "pow", x, Saves::Input,
-      [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
+      "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
       [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1)); });
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TG_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got {}", mask.dtype());
   TG_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(),
-           "masked_fill: mask of shape {} does not broadcast to the input's shape {}",
-           mask.shape(), x.shape());
+           "masked_fill: mask of shape {} does not broadcast to the input's shape {}", mask.shape(),
+           x.shape());
   const Shape sm = broadcast_strides(mask.shape(), mask.strides(), x.shape());
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating("masked_fill", x.dtype(), [&](auto tag) {
@@ -230,18 +229,21 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   });
   if (recording(x)) {
     // dx = dout where the mask is false, 0 where it is true
-    record("masked_fill", {x}, out, [mask, sm](const Tensor& dout, Grads& g) {
-      dispatch_floating("masked_fill", dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        T* dx = g[0].data<T>();
-        const T* d = dout.data<T>();
-        const bool* pm = mask.data<bool>();
-        parallel_for_each_offset<2>(dout.shape(), {&dout.strides(), &sm}, kGrainElements,
-                                    [&](const auto& o) {
-                                      if (!pm[o[1]]) dx[o[0]] += d[o[0]];
-                                    });
-      });
-    }, std::isinf(value));
+    record(
+        "masked_fill", {x}, out,
+        [mask, sm](const Tensor& dout, Grads& g) {
+          dispatch_floating("masked_fill", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            T* dx = g[0].data<T>();
+            const T* d = dout.data<T>();
+            const bool* pm = mask.data<bool>();
+            parallel_for_each_offset<2>(dout.shape(), {&dout.strides(), &sm}, kGrainElements,
+                                        [&](const auto& o) {
+                                          if (!pm[o[1]]) dx[o[0]] += d[o[0]];
+                                        });
+          });
+        },
+        std::isinf(value));
   }
   return out;
 }
@@ -266,25 +268,25 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
   if (recording(a, b)) {
     // da = dout where cond, db = dout where not cond; each summed to its operand's shape
-    record("where", {a, b}, out,
-           [cond, sc, shape, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout,
-                                                                       Grads& g) {
-             dispatch_floating("where", dout.dtype(), [&](auto tag) {
-               using T = decltype(tag);
-               const T* d = dout.data<T>();
-               const bool* pc = cond.data<bool>();
-               for (size_t i = 0; i < 2; ++i) {
-                 if (!g.wants(i)) continue;
-                 const Shape& s = i == 0 ? a_shape : b_shape;
-                 const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
-                 T* dx = g[i].data<T>();
-                 const bool take = i == 0;
-                 for_each_offset<3>(shape, {&sg, &dout.strides(), &sc}, [&](const auto& o) {
-                   if (pc[o[2]] == take) dx[o[0]] += d[o[1]];
-                 });
-               }
-             });
-           });
+    record(
+        "where", {a, b}, out,
+        [cond, sc, shape, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
+          dispatch_floating("where", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const T* d = dout.data<T>();
+            const bool* pc = cond.data<bool>();
+            for (size_t i = 0; i < 2; ++i) {
+              if (!g.wants(i)) continue;
+              const Shape& s = i == 0 ? a_shape : b_shape;
+              const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
+              T* dx = g[i].data<T>();
+              const bool take = i == 0;
+              for_each_offset<3>(shape, {&sg, &dout.strides(), &sc}, [&](const auto& o) {
+                if (pc[o[2]] == take) dx[o[0]] += d[o[1]];
+              });
+            }
+          });
+        });
   }
   return out;
 }

@@ -45,8 +45,8 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
 // The dx line is d/dx of xhat through both the mean and the variance (llm.c derives it).
 // dout, inp (N,C), weight (C) or null, mean, rstd (N) -> dinp (N,C)
 template <class T>
-void layernorm_backward_input(T* dinp, const T* dout, const T* inp, const T* weight,
-                              const T* mean, const T* rstd, int64_t N, int64_t C) {
+void layernorm_backward_input(T* dinp, const T* dout, const T* inp, const T* weight, const T* mean,
+                              const T* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const T* dy = dout + n * C;
     const T* x = inp + n * C;
@@ -90,8 +90,7 @@ void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp
 }  // namespace
 
 Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
-  TG_CHECK(input.dim() >= 1, "layer_norm: input must have rank >= 1, got shape {}",
-           input.shape());
+  TG_CHECK(input.dim() >= 1, "layer_norm: input must have rank >= 1, got shape {}", input.shape());
   TG_CHECK(eps > 0, "layer_norm: eps must be positive, got {}", eps);
   const int64_t C = input.size(-1);
   for (const Tensor* p : {&weight, &bias}) {
@@ -123,8 +122,8 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   if (with_b) inputs.push_back(b);
   if (recording(inputs)) {
     record("layer_norm", inputs, out,
-           [x = x.detach(), w = with_w ? w.detach() : Tensor(), mean, rstd, with_w, with_b, N,
-            C](const Tensor& dout, Grads& g) {
+           [x = x.detach(), w = with_w ? w.detach() : Tensor(), mean, rstd, with_w, with_b, N, C](
+               const Tensor& dout, Grads& g) {
              dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
                using T = decltype(tag);
                const size_t iw = 1, ib = with_w ? 2 : 1;
@@ -136,8 +135,8 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                const T* pw = with_w ? w.data<T>() : nullptr;
                if (dx) {
                  parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                   layernorm_backward_input<T>(dx + n0 * C, dy + n0 * C, px + n0 * C, pw,
-                                               pm + n0, ps + n0, n1 - n0, C);
+                   layernorm_backward_input<T>(dx + n0 * C, dy + n0 * C, px + n0 * C, pw, pm + n0,
+                                               ps + n0, n1 - n0, C);
                  });
                }
                if (dw || db) {

@@ -19,8 +19,8 @@ namespace {
 // log-sum-exps. Runs rows n0..n1.
 // loss_n = (1 - eps) (lse - z_y) + eps/C sum_c (lse - z_c)
 template <class T>
-void cross_entropy_forward(double* loss, T* lse, const T* logits, const int64_t* targets,
-                           int64_t C, int64_t ignore_index, double eps, int64_t n0, int64_t n1) {
+void cross_entropy_forward(double* loss, T* lse, const T* logits, const int64_t* targets, int64_t C,
+                           int64_t ignore_index, double eps, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
     const T* z = logits + n * C;
     const T maxv = lane_max(z, C);
@@ -66,8 +66,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
   TG_CHECK(targets_in.dtype() == DType::Int64, "cross_entropy: targets must be int64, got {}",
            targets_in.dtype());
   TG_CHECK(targets_in.dim() == 1 && targets_in.size(0) == logits_in.size(0),
-           "cross_entropy: targets of shape {} do not match logits of shape {}",
-           targets_in.shape(), logits_in.shape());
+           "cross_entropy: targets of shape {} do not match logits of shape {}", targets_in.shape(),
+           logits_in.shape());
   const double eps = options.label_smoothing;
   TG_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1], got {}", eps);
   const int64_t N = logits_in.size(0), C = logits_in.size(1);
@@ -104,12 +104,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
                using T = decltype(tag);
                T* dz = g[0].data<T>();
                const T dloss = *dout.data<T>();
-               parallel_for(N, grain_of_items(C),
-                            [&](int64_t n0, int64_t n1) {
-                              cross_entropy_backward<T>(dz, dloss, logits.data<T>(), lse.data<T>(),
-                                                        targets.data<int64_t>(), C, ignore, eps,
-                                                        count, n0, n1);
-                            });
+               parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+                 cross_entropy_backward<T>(dz, dloss, logits.data<T>(), lse.data<T>(),
+                                           targets.data<int64_t>(), C, ignore, eps, count, n0, n1);
+               });
              });
            });
   }

@@ -23,8 +23,8 @@ namespace tapegrad {
 namespace {
 
 struct Layout {
-  bool trans;   // stored as the transpose of the logical matrix
-  int64_t ld;   // leading dimension of the stored row-major matrix
+  bool trans;  // stored as the transpose of the logical matrix
+  int64_t ld;  // leading dimension of the stored row-major matrix
 };
 
 // How BLAS can read the last two dims of t, if it can.
@@ -72,14 +72,15 @@ void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, i
         for (int64_t j = 0; j < W; ++j) acc[j] += a * b[j];
       }
       const int64_t width = std::min(W, N - j0);
-      for (int64_t j = 0; j < width; ++j) c[j0 + j] = beta == T{0} ? acc[j] : beta * c[j0 + j] + acc[j];
+      for (int64_t j = 0; j < width; ++j)
+        c[j0 + j] = beta == T{0} ? acc[j] : beta * c[j0 + j] + acc[j];
     }
   }
 }
 
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
   if (is_small(M, N, K)) {
     small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
@@ -118,16 +119,18 @@ void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
   const double flops = std::max(1.0, 2.0 * static_cast<double>(M) * N * K);
   const auto items_count = static_cast<int64_t>(items.size());
   if (items_count > 1 && !shared_c) {
-    parallel_for(items_count, static_cast<int64_t>(kGrainFlops / flops) + 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const auto& o = items[i];
-        gemm<T>(la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1], lb.ld, beta, C + o[2], ldc);
-      }
-    });
+    parallel_for(items_count, static_cast<int64_t>(kGrainFlops / flops) + 1,
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t i = b; i < e; ++i) {
+                     const auto& o = items[i];
+                     gemm<T>(la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1], lb.ld, beta,
+                             C + o[2], ldc);
+                   }
+                 });
     return;
   }
-  const double row_flops = flops / static_cast<double>(std::max<int64_t>(1, M)) *
-                           static_cast<double>(items_count);
+  const double row_flops =
+      flops / static_cast<double>(std::max<int64_t>(1, M)) * static_cast<double>(items_count);
   parallel_for(M, static_cast<int64_t>(kGrainFlops / row_flops) + 1, [&](int64_t r0, int64_t r1) {
     // Rows r0..r1 of op(A): rows of A, or columns of A when it is stored transposed.
     const int64_t a_step = la.trans ? r0 : r0 * la.ld;
@@ -181,8 +184,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   dispatch_floating("matmul", a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if (K == 0) return;  // the product of empty inner dims is the zero matrix
-    batched_gemm<T>(batch, M, N, K, a.data<T>(), la, sa, b.data<T>(), lb, sb, T{0},
-                    out.data<T>(), N, sc);
+    batched_gemm<T>(batch, M, N, K, a.data<T>(), la, sa, b.data<T>(), lb, sb, T{0}, out.data<T>(),
+                    N, sc);
   });
 
   if (recording(a, b)) {
@@ -198,13 +201,13 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                const Layout ldc{false, N};
                // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
                if (g.wants(0)) {
-                 batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld},
-                                 sb, T{1}, g[0].data<T>(), K, a_grad_strides);
+                 batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld}, sb,
+                                 T{1}, g[0].data<T>(), K, a_grad_strides);
                }
                // dB [K, N] += op(A)^T @ dC [M, N]
                if (g.wants(1)) {
-                 batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc,
-                                 sc, T{1}, g[1].data<T>(), N, b_grad_strides);
+                 batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc, sc,
+                                 T{1}, g[1].data<T>(), N, b_grad_strides);
                }
              });
            });
@@ -248,7 +251,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
            bias.defined() ? fmt::format(", bias {}", bias.dtype()) : "");
   const Tensor x = x_in.contiguous(), w = weight.contiguous();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-  const int64_t C = w.size(1), OC = w.size(0), N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const int64_t C = w.size(1), OC = w.size(0),
+                N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Shape out_shape = x.shape();
   out_shape.back() = OC;
   // Every element is written by the bias copy or the gemm, except with neither (C == 0).
@@ -292,8 +296,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
 Tensor matmul_reference(const Tensor& a, const Tensor& b) {
   TG_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2),
            "matmul_reference: cannot multiply shapes {} and {}", a.shape(), b.shape());
-  const Shape batch = broadcast_shapes("matmul_reference", Shape(a.shape().begin(), a.shape().end() - 2),
-                                       Shape(b.shape().begin(), b.shape().end() - 2));
+  const Shape batch =
+      broadcast_shapes("matmul_reference", Shape(a.shape().begin(), a.shape().end() - 2),
+                       Shape(b.shape().begin(), b.shape().end() - 2));
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   Shape out_shape = batch;
   out_shape.push_back(M);
@@ -312,7 +317,8 @@ Tensor matmul_reference(const Tensor& a, const Tensor& b) {
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) {
         double acc = 0;
-        for (int64_t k = 0; k < K; ++k) acc += pa[o[0] + i * ar + k * ac] * pb[o[1] + k * br + j * bc];
+        for (int64_t k = 0; k < K; ++k)
+          acc += pa[o[0] + i * ar + k * ac] * pb[o[1] + k * br + j * bc];
         pc[o[2] + i * N + j] = acc;
       }
     }

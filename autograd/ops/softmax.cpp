@@ -128,22 +128,22 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(r.outer, grain_of_items(r.D * r.inner), [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
-      if (r.inner == 1) {
-        softmax_forward<T, true>(po, pi, r, log, b, e);
-      } else {
-        softmax_forward<T, false>(po, pi, r, log, b, e);
-      }
-    });
+    parallel_for(r.outer, grain_of_items(r.D * r.inner),
+                 [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
+                   if (r.inner == 1) {
+                     softmax_forward<T, true>(po, pi, r, log, b, e);
+                   } else {
+                     softmax_forward<T, false>(po, pi, r, log, b, e);
+                   }
+                 });
   });
   if (recording(x)) {
     record(op, {x}, out, [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
       dispatch_floating(op, dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        parallel_for(r.outer, grain_of_items(r.D * r.inner), [&, dx = g[0].data<T>(), dy = dout.data<T>(),
-                                         py = y.data<T>()](int64_t b, int64_t e) {
-          softmax_backward<T>(dx, dy, py, r, log, b, e);
-        });
+        parallel_for(r.outer, grain_of_items(r.D * r.inner),
+                     [&, dx = g[0].data<T>(), dy = dout.data<T>(), py = y.data<T>()](
+                         int64_t b, int64_t e) { softmax_backward<T>(dx, dy, py, r, log, b, e); });
       });
     });
   }
@@ -168,7 +168,8 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   const Shape rows_strides(sm.begin(), sm.end() - 1);
   std::vector<int64_t> row_start;
   row_start.reserve(r.outer);
-  for_each_offset<1>(rows_shape, {&rows_strides}, [&](const auto& o) { row_start.push_back(o[0]); });
+  for_each_offset<1>(rows_shape, {&rows_strides},
+                     [&](const auto& o) { row_start.push_back(o[0]); });
   const int64_t col = sm.back();
   const auto* pm = reinterpret_cast<const uint8_t*>(mask.data<bool>());
   Tensor out = empty(x.shape(), x.dtype());
@@ -185,18 +186,17 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
     record("masked_softmax", {x}, out, [y = out.detach(), r](const Tensor& dout, Grads& g) {
       dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        parallel_for(r.outer, grain_of_items(r.D), [&, dx = g[0].data<T>(), dy = dout.data<T>(),
-                                                    py = y.data<T>()](int64_t b, int64_t e) {
-          softmax_backward<T>(dx, dy, py, r, false, b, e);
-        });
+        parallel_for(
+            r.outer, grain_of_items(r.D),
+            [&, dx = g[0].data<T>(), dy = dout.data<T>(), py = y.data<T>()](int64_t b, int64_t e) {
+              softmax_backward<T>(dx, dy, py, r, false, b, e);
+            });
       });
     });
   }
   return out;
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_op("log_softmax", x, dim, true);
-}
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op("log_softmax", x, dim, true); }
 
 }  // namespace tapegrad

@@ -1,5 +1,5 @@
-// matmul through BLAS and through the small kernel against the naive reference, on odd shapes, transposed views and
-// broadcast batches; gradchecks; errors.
+// matmul through BLAS and through the small kernel against the naive reference, on odd shapes,
+// transposed views and broadcast batches; gradchecks; errors.
 #include "autograd/autograd.h"
 #include "helpers.h"
 
@@ -30,10 +30,10 @@ TEST_CASE("matmul agrees with the naive reference on odd shapes", "[autograd]") 
   require_matches_reference(r({1, 1}), r({1, 1}), tol);
   require_matches_reference(r({7, 13}), r({13, 11}), tol);
   require_matches_reference(r({1, 5}), r({5, 1}), tol);
-  require_matches_reference(r({3, 7, 13}), r({13, 5}), tol);        // folded into one gemm
-  require_matches_reference(r({3, 7, 13}), r({3, 13, 5}), tol);     // batched
-  require_matches_reference(r({2, 1, 7, 3}), r({5, 3, 11}), tol);   // batch [2,1] x [5]
-  require_matches_reference(r({7, 3}), r({2, 3, 3, 5}), tol);       // 2-D a broadcast over b
+  require_matches_reference(r({3, 7, 13}), r({13, 5}), tol);       // folded into one gemm
+  require_matches_reference(r({3, 7, 13}), r({3, 13, 5}), tol);    // batched
+  require_matches_reference(r({2, 1, 7, 3}), r({5, 3, 11}), tol);  // batch [2,1] x [5]
+  require_matches_reference(r({7, 3}), r({2, 3, 3, 5}), tol);      // 2-D a broadcast over b
   // transposed views go to BLAS as flags
   require_matches_reference(transpose(r({13, 7}), 0, 1), r({13, 5}), tol);
   require_matches_reference(r({2, 7, 3}), transpose(r({2, 5, 3}), 1, 2), tol);
@@ -65,7 +65,7 @@ TEST_CASE("matmul gradcheck", "[autograd][gradcheck]") {
   require_gradcheck(mm, {random_leaf({2, 3, 4}, 3), random_leaf({4, 5}, 4)});        // folded
   require_gradcheck(mm, {random_leaf({2, 3, 4}, 5), random_leaf({2, 4, 5}, 6)});     // batched
   require_gradcheck(mm, {random_leaf({2, 1, 3, 4}, 7), random_leaf({3, 4, 2}, 8)});  // broadcast
-  require_gradcheck(mm, {random_leaf({3, 4}, 9), random_leaf({2, 4, 2}, 10)});      // 2-D a
+  require_gradcheck(mm, {random_leaf({3, 4}, 9), random_leaf({2, 4, 2}, 10)});       // 2-D a
   // attention's q @ k^T with k a transposed view, both operands requiring grad
   require_gradcheck([](auto& in) { return matmul(in[0], transpose(in[1], -2, -1)); },
                     {random_leaf({2, 2, 3, 4}, 11), random_leaf({2, 2, 5, 4}, 12)});
@@ -124,9 +124,10 @@ TEST_CASE("linear gradcheck with and without a bias", "[autograd][gradcheck]") {
   require_gradcheck([](auto& in) { return linear(in[0], in[1], Tensor()); },
                     {random_leaf({4}, 34), random_leaf({3, 4}, 35)});
   // big enough for BLAS, and (with 2 or more threads) to split the rows and bias columns
-  require_gradcheck([](auto& in) { return linear(in[0], in[1], in[2]); },
-                    {random_leaf({600, 16}, 36), random_leaf({128, 16}, 37), random_leaf({128}, 38)},
-                    {.max_per_input = 60});
+  require_gradcheck(
+      [](auto& in) { return linear(in[0], in[1], in[2]); },
+      {random_leaf({600, 16}, 36), random_leaf({128, 16}, 37), random_leaf({128}, 38)},
+      {.max_per_input = 60});
 }
 
 TEST_CASE("linear errors", "[autograd][errors]") {

@@ -17,8 +17,8 @@ TEST_CASE("softmax values and stability", "[autograd]") {
   require_values(log_softmax(tensor({0, 1, 2}, DType::Float64), 0),
                  {-std::log(z), 1 - std::log(z), 2 - std::log(z)}, 1e-15);
   // large logits do not overflow: softmax is shift invariant
-  require_values(softmax(tensor({1000, 1001, 1002}, DType::Float32), 0),
-                 {1 / z, e / z, e * e / z}, 1e-6);
+  require_values(softmax(tensor({1000, 1001, 1002}, DType::Float32), 0), {1 / z, e / z, e * e / z},
+                 1e-6);
   // along dim 0 of a matrix: each column sums to 1
   const Tensor s = softmax(tensor({1, 2, 3, 4, 5, 6}, {3, 2}), 0);
   require_values(sum(s, {0}), {1, 1}, 1e-6);
@@ -120,7 +120,8 @@ TEST_CASE("masked_softmax equals softmax of the masked_fill, with broadcast mask
   require_values(masked_softmax(x, all), std::vector<double>(x.numel(), 0.0));
 }
 
-TEST_CASE("masked_softmax gradcheck with padding, causal and fully masked rows", "[autograd][gradcheck]") {
+TEST_CASE("masked_softmax gradcheck with padding, causal and fully masked rows",
+          "[autograd][gradcheck]") {
   Tensor m = zeros({4, 4}, DType::Bool);
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = i + 1; j < 4; ++j) m.set({i, j}, 1);

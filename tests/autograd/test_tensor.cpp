@@ -50,14 +50,16 @@ TEST_CASE("seeded generators reproduce their draws", "[autograd]") {
   CHECK(std::abs(v - 1) < 0.03);  // standard error 0.0045
 }
 
-TEST_CASE("fill_u32 splits each 64-bit draw into two words and continues the stream", "[autograd]") {
+TEST_CASE("fill_u32 splits each 64-bit draw into two words and continues the stream",
+          "[autograd]") {
   Generator words_gen(11), draws(11);
   std::vector<uint32_t> w(5);
   words_gen.fill_u32(w.data(), 5);
   const uint64_t d0 = draws.next_u64(), d1 = draws.next_u64(), d2 = draws.next_u64();
-  CHECK(w == std::vector<uint32_t>{static_cast<uint32_t>(d0), static_cast<uint32_t>(d0 >> 32),
-                                   static_cast<uint32_t>(d1), static_cast<uint32_t>(d1 >> 32),
-                                   static_cast<uint32_t>(d2 >> 32)});  // an odd tail takes the high half
+  CHECK(w ==
+        std::vector<uint32_t>{static_cast<uint32_t>(d0), static_cast<uint32_t>(d0 >> 32),
+                              static_cast<uint32_t>(d1), static_cast<uint32_t>(d1 >> 32),
+                              static_cast<uint32_t>(d2 >> 32)});  // an odd tail takes the high half
   CHECK(words_gen.next_u64() == draws.next_u64());
 }
 
@@ -93,8 +95,7 @@ TEST_CASE("shapes and tensors print like PyTorch", "[autograd]") {
   CHECK(fmt::format("{}", tensor({1, 2, 3, 4}, {2, 2})) ==
         "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])");
   CHECK(fmt::format("{}", tensor({-1, 2}, {2})) == "tensor([-1.0000,  2.0000])");
-  CHECK(fmt::format("{}", tensor({3}, Shape{}, DType::Float64)) ==
-        "tensor(3.0000, dtype=float64)");
+  CHECK(fmt::format("{}", tensor({3}, Shape{}, DType::Float64)) == "tensor(3.0000, dtype=float64)");
   CHECK(fmt::format("{}", arange(3)) == "tensor([0, 1, 2])");
   CHECK(fmt::format("{}", eq(arange(2), 1)) == "tensor([False,  True])");
   CHECK(fmt::format("{}", tensor({1e-6, 1}, {2})) == "tensor([1.0000e-06, 1.0000e+00])");

@@ -81,7 +81,7 @@ TEST_CASE("results and gradients are reproducible and agree across thread counts
     for (Tensor* t : {&x, &w, &bias, &gamma, &v}) t->set_requires_grad(true);
     Tensor h = layer_norm(matmul(x, transpose(w, 0, 1)) + bias, gamma, Tensor());
     Tensor heads = permute(reshape(h, {6, 40, 8, 12}), {0, 2, 1, 3});  // [6, 8, 40, 12]
-    Tensor scores = matmul(heads, transpose(heads, -2, -1));             // [6, 8, 40, 40]
+    Tensor scores = matmul(heads, transpose(heads, -2, -1));           // [6, 8, 40, 40]
     std::vector<double> blocked(40 * 40);
     for (size_t i = 0; i < blocked.size(); ++i) blocked[i] = i % 7 == 3;
     scores = masked_fill(scores, tensor(blocked, {40, 40}, DType::Bool), -1e9);

@@ -94,8 +94,7 @@ TEST_CASE("multi-head attention gradchecks with masks", "[nn][gradcheck]") {
       [&](auto& in) { return mha.forward(in[8], in[9], in[9], {.key_padding = pad}); }, inputs);
   // self-attention with a causal mask
   require_gradcheck(
-      [&](auto& in) { return mha.forward(in[9], in[9], in[9], {.attn = causal_mask(4)}); },
-      inputs);
+      [&](auto& in) { return mha.forward(in[9], in[9], in[9], {.attn = causal_mask(4)}); }, inputs);
 }
 
 TEST_CASE("attention errors", "[nn][errors]") {
@@ -109,16 +108,18 @@ TEST_CASE("attention errors", "[nn][errors]") {
   CHECK_THROWS_WITH(mha.forward(x, ones({1, 3, 8}), ones({1, 3, 8})),
                     "MultiHeadAttention: key [1, 3, 8] and value [1, 3, 8] must be [B, S, 8] "
                     "with B = 2");
-  CHECK_THROWS_WITH(mha.forward(x, x, x, {.key_padding = ones({2, 4}, DType::Bool)}),
-                    "MultiHeadAttention: key_padding mask bool [2, 4] must be bool [B, S] = [2, 3]");
+  CHECK_THROWS_WITH(
+      mha.forward(x, x, x, {.key_padding = ones({2, 4}, DType::Bool)}),
+      "MultiHeadAttention: key_padding mask bool [2, 4] must be bool [B, S] = [2, 3]");
   CHECK_THROWS_WITH(mha.forward(x, x, x, {.key_padding = ones({2, 3})}),
                     "MultiHeadAttention: key_padding mask float32 [2, 3] must be bool [B, S] = "
                     "[2, 3]");
   CHECK_THROWS_WITH(mha.forward(x, x, x, {.attn = causal_mask(4)}),
                     "MultiHeadAttention: shapes [4, 4] and [2, 2, 3, 3] cannot be broadcast");
-  CHECK_THROWS_WITH(mha.forward(x, x, x, {.attn = ones({1, 2, 2, 3, 3}, DType::Bool)}),
-                    "MultiHeadAttention: attn mask [1, 2, 2, 3, 3] does not broadcast to the scores "
-                    "[B, H, T, S] = [2, 2, 3, 3]");
+  CHECK_THROWS_WITH(
+      mha.forward(x, x, x, {.attn = ones({1, 2, 2, 3, 3}, DType::Bool)}),
+      "MultiHeadAttention: attn mask [1, 2, 2, 3, 3] does not broadcast to the scores "
+      "[B, H, T, S] = [2, 2, 3, 3]");
   CHECK_THROWS_WITH(mha.forward(x, x, x, {.attn = ones({3, 3})}),
                     "MultiHeadAttention: attn mask must be bool, got float32");
 }

@@ -63,8 +63,8 @@ TEST_CASE("SGD follows PyTorch's trajectories", "[optim]") {
     return std::make_unique<SGD>(p, SGDOptions{.lr = 0.01, .momentum = 0.9, .nesterov = true});
   });
   require_values(from_vector(nesterov, {6}),
-                 {0.17003643447283384, -1.04358637298747, 0.3217822611172987,
-                  -0.10565662444357468, -0.22052391642035576, -1.1879872940841545},
+                 {0.17003643447283384, -1.04358637298747, 0.3217822611172987, -0.10565662444357468,
+                  -0.22052391642035576, -1.1879872940841545},
                  1e-13);
 }
 
@@ -79,15 +79,15 @@ TEST_CASE("Adam and AdamW follow PyTorch's trajectories", "[optim]") {
         p, AdamOptions{.lr = 0.1, .beta1 = 0.8, .beta2 = 0.99, .weight_decay = 0.1});
   });
   require_values(from_vector(l2, {6}),
-                 {0.025705227833658625, -1.4663089058693328, 1.0219060988345685,
-                  1.5104925322856109, -0.17877631670231714, -1.1875697712735171},
+                 {0.025705227833658625, -1.4663089058693328, 1.0219060988345685, 1.5104925322856109,
+                  -0.17877631670231714, -1.1875697712735171},
                  1e-13);
   const auto adamw = run([](auto p) {
     return std::make_unique<AdamW>(p, AdamOptions{.lr = 0.1, .weight_decay = 0.1});
   });
   require_values(from_vector(adamw, {6}),
-                 {0.005047955953973976, -1.4189962028354122, 0.9533581559703102,
-                  1.4189931071061452, -0.18870922616290142, -1.1473146732831252},
+                 {0.005047955953973976, -1.4189962028354122, 0.9533581559703102, 1.4189931071061452,
+                  -0.18870922616290142, -1.1473146732831252},
                  1e-13);
 }
 
@@ -194,7 +194,8 @@ TEST_CASE("optimizer and schedule errors", "[optim][errors]") {
                     "Adam: learning rate must be finite and >= 0, got nan");
   CHECK_THROWS_WITH(SGD(p.params(), {.lr = -1}),
                     "SGD: learning rate must be finite and >= 0, got -1");
-  CHECK_THROWS_WITH(Adam(p.params(), {.beta1 = 1.0}), "Adam: betas must be in [0, 1), got (1, 0.999)");
+  CHECK_THROWS_WITH(Adam(p.params(), {.beta1 = 1.0}),
+                    "Adam: betas must be in [0, 1), got (1, 0.999)");
   CHECK_THROWS_WITH(SGD(p.params(), {.nesterov = true}),
                     "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
   CHECK_THROWS_WITH(SGD({{"w", p.w}, {"w", p.b}}, {}), "SGD: parameter 'w' given twice");
@@ -202,5 +203,6 @@ TEST_CASE("optimizer and schedule errors", "[optim][errors]") {
                     "SGD: parameter 'x' must be a contiguous leaf that requires grad");
   CHECK_THROWS_WITH(Adam(p.params(), {}).load_state({}), "Adam: state has 0 tensors, expected 5");
   CHECK_THROWS_WITH(NoamSchedule(512, 4000).lr(0), "schedule: steps count from 1, got 0");
-  CHECK_THROWS_WITH(clip_grad_norm(p.params(), 0), "clip_grad_norm: max_norm must be positive, got 0");
+  CHECK_THROWS_WITH(clip_grad_norm(p.params(), 0),
+                    "clip_grad_norm: max_norm must be positive, got 0");
 }
