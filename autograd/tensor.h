@@ -134,6 +134,12 @@ Tensor zeros_like(const Tensor& t);
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Int64);
 Tensor arange(int64_t end, DType dtype = DType::Int64);
 // From values in row-major order; values.size() must equal numel(shape).
+// A bool tensor's elements as bytes (0 or 1), for kernels: GCC vectorises byte loads, not
+// bool ones.
+inline uint8_t* mask_bytes(const Tensor& mask) {
+  return reinterpret_cast<uint8_t*>(mask.data<bool>());
+}
+
 Tensor tensor(std::span<const double> values, const Shape& shape, DType dtype = DType::Float32);
 Tensor tensor(std::initializer_list<double> values, const Shape& shape,
               DType dtype = DType::Float32);

@@ -18,9 +18,6 @@ Generator block_generator(uint64_t key, int64_t block) {
   return Generator(key ^ (static_cast<uint64_t>(block) * 0x9e3779b97f4a7c15ULL));
 }
 
-// The keep mask's bools as bytes (0 or 1): GCC vectorises byte loads, not bool ones.
-uint8_t* mask_bytes(const Tensor& keep) { return reinterpret_cast<uint8_t*>(keep.data<bool>()); }
-
 // One block: inp (n) -> out (n), keep (n): keep[i] = u_i >= p, out = keep ? x / (1 - p) : 0.
 // u_i is a 32-bit uniform word compared with p * 2^32, so a draw costs half a generator step,
 // and the masking loop has no branch, so it vectorises. At p = 1 the scale is 0 and every

@@ -171,7 +171,7 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   for_each_offset<1>(rows_shape, {&rows_strides},
                      [&](const auto& o) { row_start.push_back(o[0]); });
   const int64_t col = sm.back();
-  const auto* pm = reinterpret_cast<const uint8_t*>(mask.data<bool>());
+  const uint8_t* pm = mask_bytes(mask);
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating("masked_softmax", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
