@@ -130,15 +130,22 @@ void sgemm_roofline(int threads) {
         b(static_cast<size_t>(s.K) * s.N, 0.25f), c(static_cast<size_t>(s.M) * s.N);
     const double flops = 2.0 * s.M * s.N * s.K;
     const int reps = std::max(1, static_cast<int>(2e9 / flops));
-    const double sec = median_seconds(
-        [&] {
-          for (int r = 0; r < reps; ++r) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.M, s.N, s.K, 1.0f, a.data(),
-                        s.K, b.data(), s.N, 0.0f, c.data(), s.N);
-          }
-        },
-        1, 5);
-    fmt::print("sgemm shape=\"{}\" gflops={:.1f}\n", s.what, flops * reps / sec / 1e9);
+    auto gflops = [&](const std::function<void()>& product) {
+      const double sec = median_seconds(
+          [&] {
+            for (int r = 0; r < reps; ++r) product();
+          },
+          1, 5);
+      return flops * reps / sec / 1e9;
+    };
+    const double openblas = gflops([&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.M, s.N, s.K, 1.0f, a.data(), s.K,
+                  b.data(), s.N, 0.0f, c.data(), s.N);
+    });
+    const Tensor ta = full({s.M, s.K}, 0.5), tb = full({s.K, s.N}, 0.25);
+    const double ours = gflops([&] { matmul(ta, tb); });
+    fmt::print("sgemm shape=\"{}\" openblas_gflops={:.1f} tapegrad_gflops={:.1f}\n", s.what,
+               openblas, ours);
   }
 }
 

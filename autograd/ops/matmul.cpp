@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "autograd/gemm.h"
 #include "autograd/strided.h"
 #include "autograd/tape.h"
 #include "autograd/threads.h"
@@ -85,12 +86,11 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
     small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  const auto opa = ta ? CblasTrans : CblasNoTrans;
-  const auto opb = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
   } else {
-    cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, 1.0, A, lda, B, ldb, beta, C, ldc);
   }
 }
 

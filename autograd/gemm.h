@@ -1,0 +1,22 @@
+// tapegrad's own single-precision matrix product, the kernel under matmul and linear.
+//
+// Why not OpenBLAS for float: the Debian OpenBLAS (0.3.21) picks its kernels by CPU model and
+// does not know recent AMD cores, so on our CI machine it runs its AVX2 (Haswell) kernel on a
+// CPU with 512-bit FMA units, at half the speed it could (and which kernel it picks even varies
+// between runs of the same binary there). Its calls also take a lock, which two threads calling
+// at once contend on. This kernel is compiled for the machine it is built on (TAPEGRAD_NATIVE)
+// and holds no lock. float64, which serves the gradchecks, stays on OpenBLAS.
+#pragma once
+
+#include <cstdint>
+
+namespace tapegrad {
+
+// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, all row-major; op(A) = A^T when ta (A is then
+// stored (K,M)), likewise op(B). lda, ldb, ldc are the row strides of the stored matrices.
+// The sum over k runs in a fixed order for each element, whatever M and N are, so a product
+// split by rows between threads gives the same bits as the whole.
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+}  // namespace tapegrad
