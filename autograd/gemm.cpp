@@ -55,13 +55,14 @@ void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 // columns of the tile. Row i of the A tile holds a[i * a_row + k * a_k]: a packed panel
 // (a_row = 1, a_k = MR) or, when A is row-major, A itself (a_row = lda, a_k = 1), which saves
 // packing it; rows past m then repeat row m - 1 and their sums are dropped. bp holds NR values
-// of op(B) per k. beta == 0 never reads c (it may be uninitialised).
+// of op(B) per k, b_k apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta ==
+// 0 never reads c (it may be uninitialised).
 void micro_kernel(int64_t kc, const float* a, int64_t a_row, int64_t a_k, const float* bp,
-                  float beta, float* c, int64_t ldc, int64_t m, int64_t n) {
+                  int64_t b_k, float beta, float* c, int64_t ldc, int64_t m, int64_t n) {
   const float* rows[MR];
   for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * a_row;
   Vec acc[MR][2] = {};
-  for (int64_t k = 0; k < kc; ++k, bp += NR) {
+  for (int64_t k = 0; k < kc; ++k, bp += b_k) {
     const Vec b0 = load(bp), b1 = load(bp + kLanes);
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
@@ -105,16 +106,22 @@ void pack_a(const float* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
   }
 }
 
+// Whether panel j0 of op(B) is read in place: a row-major B whose panel is NR columns wide.
+bool b_in_place(bool tb, int64_t j0, int64_t n) { return !tb && n - j0 >= NR; }
+
 // Steps [0, kc) and columns [0, n) of op(B), read from b (offset to the block's corner), into
-// panels of NR columns, each kc x NR in k-major order; columns past n are zeros.
+// panels of NR columns, each kc x NR in k-major order at bp + j0 * kc; columns past n are zeros.
+// Panels read in place are skipped.
 void pack_b(bool tb, const float* b, int64_t ldb, int64_t kc, int64_t n, float* bp) {
   const int64_t k_step = tb ? 1 : ldb, col_step = tb ? ldb : 1;
   for (int64_t j0 = 0; j0 < n; j0 += NR) {
+    if (b_in_place(tb, j0, n)) continue;
     const int64_t cols = std::min(NR, n - j0);
     const float* panel = b + j0 * col_step;
-    for (int64_t k = 0; k < kc; ++k, bp += NR) {
-      for (int64_t j = 0; j < cols; ++j) bp[j] = panel[k * k_step + j * col_step];
-      for (int64_t j = cols; j < NR; ++j) bp[j] = 0;
+    float* out = bp + j0 * kc;
+    for (int64_t k = 0; k < kc; ++k, out += NR) {
+      for (int64_t j = 0; j < cols; ++j) out[j] = panel[k * k_step + j * col_step];
+      for (int64_t j = cols; j < NR; ++j) out[j] = 0;
     }
   }
 }
@@ -148,17 +155,20 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc);
       const float block_beta = pc == 0 ? beta : 1;  // later k blocks add to the first's sum
-      pack_b(tb, B + (tb ? jc * ldb + pc : pc * ldb + jc), ldb, kc, nc, bp);
+      const float* b = B + (tb ? jc * ldb + pc : pc * ldb + jc);
+      pack_b(tb, b, ldb, kc, nc, bp);
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
         // A row-major is read in place; a transposed A is packed into row panels.
         const float* a = A + (ta ? pc * lda + ic : ic * lda + pc);
         if (ta) pack_a(a, lda, mc, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += NR) {
+          const bool in_place = b_in_place(tb, jr, nc);
+          const float* panel = in_place ? b + jr : bp + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const float* tile = ta ? ap + ir * kc : a + ir * lda;
-            micro_kernel(kc, tile, ta ? 1 : lda, ta ? MR : 1, bp + jr * kc, block_beta,
-                         C + (ic + ir) * ldc + jc + jr, ldc, std::min(MR, mc - ir),
+            micro_kernel(kc, tile, ta ? 1 : lda, ta ? MR : 1, panel, in_place ? ldb : NR,
+                         block_beta, C + (ic + ir) * ldc + jc + jr, ldc, std::min(MR, mc - ir),
                          std::min(NR, nc - jr));
           }
         }
