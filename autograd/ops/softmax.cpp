@@ -87,14 +87,11 @@ void masked_softmax_forward(T* out, const T* inp, const uint8_t* mask, const int
       const T* x = inp + n * D;
       const uint8_t* m = mask + row[n];
       T* y = out + n * D;
-      T maxv = kNegInf;
-      for (int64_t j = 0; j < D; ++j) {
-        const T v = m[j * col] ? kNegInf : x[j];
-        maxv = maxv < v ? v : maxv;
-      }
-      // A row with nothing above -inf is fully blocked: all -inf, so exp makes it zeros.
-      const bool none = maxv == kNegInf;
-      for (int64_t j = 0; j < D; ++j) y[j] = m[j * col] || none ? kNegInf : x[j] - maxv;
+      for (int64_t j = 0; j < D; ++j) y[j] = m[j * col] ? kNegInf : x[j];
+      // A row with nothing above -inf is fully blocked: it stays all -inf, and exp zeros it.
+      const T maxv = lane_max(y, D);
+      if (maxv == kNegInf) continue;
+      for (int64_t j = 0; j < D; ++j) y[j] -= maxv;
     }
     T* y = out + b0 * D;
     const int64_t count = (b1 - b0) * D;
