@@ -6,12 +6,6 @@
 namespace tapegrad {
 
 namespace {
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // One xoshiro256** step on s: returns the output and advances the state.
@@ -29,22 +23,10 @@ uint64_t xoshiro_step(std::array<uint64_t, 4>& s) {
 }  // namespace
 
 void Generator::manual_seed(uint64_t seed) {
-  for (uint64_t& word : s_) word = splitmix64(seed);
+  for (size_t i = 0; i < s_.size(); ++i) s_[i] = counter_bits(seed, i + 1);
 }
 
 uint64_t Generator::next_u64() { return xoshiro_step(s_); }
-
-void Generator::fill_u32(uint32_t* out, int64_t n) {
-  std::array<uint64_t, 4> s = s_;  // a local copy stays in registers
-  int64_t i = 0;
-  for (; i + 1 < n; i += 2) {
-    const uint64_t r = xoshiro_step(s);
-    out[i] = static_cast<uint32_t>(r);
-    out[i + 1] = static_cast<uint32_t>(r >> 32);
-  }
-  if (i < n) out[i] = static_cast<uint32_t>(xoshiro_step(s) >> 32);
-  s_ = s;
-}
 
 double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 

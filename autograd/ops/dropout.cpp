@@ -10,27 +10,22 @@ namespace tapegrad {
 
 namespace {
 
-// Each block of kBlock elements draws its words from its own generator, seeded from one draw
-// of the caller's generator and the block's index (the counter-based idea of Philox): threads
-// make blocks in any order, and the mask does not depend on the thread count.
+// Element i of the mask is kept when the high 32 bits of counter_bits(key, i) are >= p * 2^32,
+// key being one draw of the caller's generator: threads make blocks of kBlock elements in any
+// order, and the mask does not depend on the thread count. The masking loop has no branch and
+// no generator state, so it vectorises.
 constexpr int64_t kBlock = 2048;
-Generator block_generator(uint64_t key, int64_t block) {
-  return Generator(key ^ (static_cast<uint64_t>(block) * 0x9e3779b97f4a7c15ULL));
-}
 
-// One block: inp (n) -> out (n), keep (n): keep[i] = u_i >= p, out = keep ? x / (1 - p) : 0.
-// u_i is a 32-bit uniform word compared with p * 2^32, so a draw costs half a generator step,
-// and the masking loop has no branch, so it vectorises. At p = 1 the scale is 0 and every
-// output is 0 whatever the words.
+// Elements [start, start + n): inp -> out, keep: keep[i] = u_i >= p, out = keep ? x / (1 - p) : 0.
+// At p = 1 the scale is 0 and every output is 0 whatever the words.
 template <class T>
 void dropout_forward(T* __restrict out, uint8_t* __restrict keep, const T* __restrict inp,
-                     int64_t n, double p, Generator& gen) {
+                     int64_t start, int64_t n, double p, uint64_t key) {
   const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T{0};
   const auto threshold = static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
-  uint32_t words[kBlock];
-  gen.fill_u32(words, n);
   for (int64_t i = 0; i < n; ++i) {
-    const bool k = words[i] >= threshold;
+    const auto word = static_cast<uint32_t>(counter_bits(key, start + i) >> 32);
+    const bool k = word >= threshold;
     const T kept = inp[i] * scale;
     keep[i] = k;
     out[i] = k ? kept : T{0};
@@ -65,9 +60,9 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
     const T* px = x.data<T>();
     parallel_for((N + kBlock - 1) / kBlock, grain_of_items(kBlock), [&](int64_t b, int64_t e) {
       for (int64_t block = b; block < e; ++block) {
-        Generator g = block_generator(key, block);
         const int64_t start = block * kBlock;
-        dropout_forward<T>(po + start, pk + start, px + start, std::min(kBlock, N - start), p, g);
+        dropout_forward<T>(po + start, pk + start, px + start, start, std::min(kBlock, N - start),
+                           p, key);
       }
     });
   });

@@ -73,7 +73,7 @@ TEST_CASE("dropout is the identity in eval mode and reproducible with a seed", "
   Generator a(9), b(9);
   CHECK(dropout(x, 0.5, true, a).to_vector<double>() ==
         dropout(x, 0.5, true, b).to_vector<double>());
-  // Blocks of the mask come from their own streams: the thread count does not change them.
+  // Each element's draw depends only on its index: the thread count does not change the mask.
   const Tensor big = ones({50000});
   auto mask_with = [&](int threads) {
     const int previous = num_threads();
