@@ -1,8 +1,8 @@
 // The threading plan: one pool of threads runs everything parallel in tapegrad, matrix
-// products included. OpenBLAS is kept at one thread and each of our threads calls it on its
-// own share of a product (a range of batch items, or of output rows), so OpenBLAS's threads
-// never spin against ours; elementwise, softmax, layer norm and optimizer loops split the same
-// way. The split of a loop depends only on its size, its grain and the thread count, never on
+// products included: each of our threads runs the gemm kernel on its own share of a product
+// (a range of batch items, or of output rows); elementwise, softmax, layer norm and optimizer
+// loops split the same way. OpenBLAS (float64 products only) is kept at one thread so its
+// threads never spin against ours. The split of a loop depends only on its size, its grain and the thread count, never on
 // timing, so a run is reproducible for a given thread count.
 //
 // Workers spin briefly between loops (a training step issues them back to back) and then

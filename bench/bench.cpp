@@ -112,8 +112,9 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int i
   return {s, 2 * B * len, 3 * forward};
 }
 
-// OpenBLAS sgemm alone, on its own `threads` threads, on the shapes the workloads use: the
-// machine's matmul rate. (tapegrad keeps OpenBLAS at one thread and splits products itself.)
+// The machine's matmul rate on the shapes the workloads use, two ways: OpenBLAS sgemm alone on
+// its own `threads` threads (the roofline), and tapegrad's matmul (our gemm kernel,
+// split over our `threads` threads).
 void sgemm_roofline(int threads) {
   openblas_set_num_threads(threads);
   struct Shape3 {

@@ -1,10 +1,10 @@
-// matmul: C = op(A) op(B), one BLAS call per batch element (or one in all when folded), or
-// for tiny products our own small kernel.
+// matmul: C = op(A) op(B), one gemm per batch element (or one in all when folded): float on
+// our packed kernel (gemm.h), float64 on OpenBLAS, and tiny products on the small kernel here.
 //
-// Each operand's last two dims must be a BLAS matrix: row-major with unit column stride
+// Each operand's last two dims must be a BLAS-style matrix: row-major with unit column stride
 // (no transpose, ld = row stride) or its transpose (unit row stride, ld = column stride). Any
-// other view is first made contiguous. Gradient buffers are always contiguous, and
-// beta = 1 makes BLAS accumulate straight into them, summing over broadcast batch dims for free.
+// other view is first made contiguous. Gradient buffers are always contiguous, and beta = 1
+// makes the gemm accumulate straight into them, summing over broadcast batch dims for free.
 #include "autograd/ops/matmul.h"
 
 #include <cblas.h>
@@ -40,8 +40,8 @@ std::optional<Layout> blas_layout(const Tensor& t) {
   return std::nullopt;
 }
 
-// Products this small (attention heads of a small model: 12x12x8) cost more in a BLAS call's
-// setup than in arithmetic, and BLAS calls from two threads contend on OpenBLAS's buffer lock.
+// Products this small (attention heads of a small model: 12x12x8) cost more in a packed
+// kernel's setup (or a BLAS call's) than in arithmetic.
 constexpr int64_t kSmallFlops = 1 << 15, kSmallN = 64, kSmallPack = 4096;
 bool is_small(int64_t M, int64_t N, int64_t K) {
   return M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack;
