@@ -2,8 +2,8 @@
 // products included: each of our threads runs the gemm kernel on its own share of a product
 // (a range of batch items, or of output rows); elementwise, softmax, layer norm and optimizer
 // loops split the same way. OpenBLAS (float64 products only) is kept at one thread so its
-// threads never spin against ours. The split of a loop depends only on its size, its grain and the thread count, never on
-// timing, so a run is reproducible for a given thread count.
+// threads never spin against ours. The split of a loop depends only on its size, its grain and the
+// thread count, never on timing, so a run is reproducible for a given thread count.
 //
 // Workers spin briefly between loops (a training step issues them back to back) and then
 // sleep, so an idle program does not burn a core.
