@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 namespace tapegrad {
 
@@ -132,7 +133,9 @@ struct Packs {
     void operator()(float* p) const { std::free(p); }
   };
   static float* make(int64_t floats) {
-    return static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(floats) * 4));
+    void* p = std::aligned_alloc(64, static_cast<size_t>(floats) * sizeof(float));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<float*>(p);
   }
   std::unique_ptr<float, Free> a{make(MC * KC)}, b{make(KC * NC)};
 };

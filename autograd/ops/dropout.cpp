@@ -16,8 +16,8 @@ namespace {
 // no generator state, so it vectorises.
 constexpr int64_t kBlock = 2048;
 
-// Elements [start, start + n): inp -> out, keep: keep[i] = u_i >= p, out = keep ? x / (1 - p) : 0.
-// At p = 1 the scale is 0 and every output is 0 whatever the words.
+// Elements [start, start + n): inp -> out, keep: keep[i] = word_i >= p * 2^32,
+// out = keep ? x / (1 - p) : 0. At p = 1 the scale is 0 and every output is 0 whatever the words.
 template <class T>
 void dropout_forward(T* __restrict out, uint8_t* __restrict keep, const T* __restrict inp,
                      int64_t start, int64_t n, double p, uint64_t key) {
