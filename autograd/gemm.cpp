@@ -13,10 +13,12 @@
 // multiply-adds: the tile never leaves the registers until k is done. Packing lays the panels
 // out in the order the kernel reads them, whatever op(A) and op(B) are, so transposes cost
 // nothing beyond the copy, and pads the ragged edges with zeros so the kernel has one shape.
-// A row-major A needs no packing: each of the tile's MR rows is read in k order straight from
-// A (MR sequential streams), which on the small model's [192, 64] row blocks halved the time,
-// as packing A cost more than the arithmetic.
-// The block sizes keep a B panel in L1 and the packed A block in L2 while they are reused.
+// Packing pays only when a packed value is read many times: each A panel is read once per B
+// panel, each B panel once per A panel. So a row-major operand that would be read by few
+// panels of the other is read in place instead (A as MR row streams, B row by row): on the
+// small model's [192, 64] row blocks packing cost more than the arithmetic.
+// The block sizes keep the packed A block in L2 and the B block in L3 while they are reused;
+// a deep KC makes each tile's pass over C (loading and storing it) rare.
 #include "autograd/gemm.h"
 
 #include <algorithm>
@@ -40,7 +42,10 @@ constexpr int64_t kLanes = 8, MR = 6;
 constexpr int64_t kLanes = 4, MR = 4;
 #endif
 constexpr int64_t NR = 2 * kLanes;
-constexpr int64_t KC = 256, MC = MR * 12, NC = NR * 64;
+constexpr int64_t KC = 512, MC = MR * 12, NC = NR * 64;
+// A row-major operand is packed when the product's other dimension (N for A, M for B) is at
+// least this long: each packed value is then read that many times over.
+constexpr int64_t kPackFrom = 512;
 
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 
@@ -53,21 +58,31 @@ Vec load(const float* p) {
 void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
 // c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= MR rows and n <= NR
-// columns of the tile. Row i of the A tile holds a[i * a_row + k * a_k]: a packed panel
-// (a_row = 1, a_k = MR) or, when A is row-major, A itself (a_row = lda, a_k = 1), which saves
-// packing it; rows past m then repeat row m - 1 and their sums are dropped. bp holds NR values
-// of op(B) per k, b_k apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta ==
-// 0 never reads c (it may be uninitialised).
-void micro_kernel(int64_t kc, const float* a, int64_t a_row, int64_t a_k, const float* bp,
-                  int64_t b_k, float beta, float* c, int64_t ldc, int64_t m, int64_t n) {
+// columns of the tile. The A tile is a packed panel (kPackedA: MR values per k, so every read
+// is one base register plus a constant) or a row-major A itself, rows lda apart; rows past m
+// then repeat row m - 1 and their sums are dropped. bp holds NR values of op(B) per k, b_k
+// apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never reads c
+// (it may be uninitialised).
+template <bool kPackedA>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k,
+                  float beta, float* c, int64_t ldc, int64_t m, int64_t n) {
   const float* rows[MR];
-  for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * a_row;
+  if constexpr (!kPackedA) {
+    for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * lda;
+  }
   Vec acc[MR][2] = {};
   for (int64_t k = 0; k < kc; ++k, bp += b_k) {
     const Vec b0 = load(bp), b1 = load(bp + kLanes);
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
-      const Vec ai = Vec{} + rows[i][k * a_k];  // A[i, k] in every lane
+      // A scalar times a vector broadcasts straight from memory; `Vec{} + x` cost a scalar add
+      // and a register broadcast per value, on the pipes the multiply-adds need.
+      float ai;
+      if constexpr (kPackedA) {
+        ai = a[k * MR + i];
+      } else {
+        ai = rows[i][k];
+      }
       acc[i][0] += ai * b0;
       acc[i][1] += ai * b1;
     }
@@ -93,30 +108,31 @@ void micro_kernel(int64_t kc, const float* a, int64_t a_row, int64_t a_k, const 
   }
 }
 
-// Rows [0, m) and steps [0, kc) of op(A) = A^T, read from a (A stored (K, M), offset to the
-// block's corner), into panels of MR rows, each kc x MR in k-major order: row k of a panel is
-// MR consecutive floats of A. Rows past m are zeros.
-void pack_a(const float* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
+// Rows [0, m) and steps [0, kc) of op(A), read from a (offset to the block's corner), into
+// panels of MR rows, each kc x MR in k-major order. Rows past m are zeros.
+void pack_a(bool ta, const float* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
+  const int64_t k_step = ta ? lda : 1, row_step = ta ? 1 : lda;
   for (int64_t i0 = 0; i0 < m; i0 += MR) {
     const int64_t rows = std::min(MR, m - i0);
     for (int64_t k = 0; k < kc; ++k, ap += MR) {
-      const float* src = a + k * lda + i0;
-      for (int64_t i = 0; i < rows; ++i) ap[i] = src[i];
+      const float* src = a + k * k_step + i0 * row_step;
+      for (int64_t i = 0; i < rows; ++i) ap[i] = src[i * row_step];
       for (int64_t i = rows; i < MR; ++i) ap[i] = 0;
     }
   }
 }
 
-// Whether panel j0 of op(B) is read in place: a row-major B whose panel is NR columns wide.
-bool b_in_place(bool tb, int64_t j0, int64_t n) { return !tb && n - j0 >= NR; }
+// Whether panel j0 of op(B) is read in place: B is read in place (`direct`) and the panel is
+// NR columns wide.
+bool b_in_place(bool direct, int64_t j0, int64_t n) { return direct && n - j0 >= NR; }
 
 // Steps [0, kc) and columns [0, n) of op(B), read from b (offset to the block's corner), into
 // panels of NR columns, each kc x NR in k-major order at bp + j0 * kc; columns past n are zeros.
 // Panels read in place are skipped.
-void pack_b(bool tb, const float* b, int64_t ldb, int64_t kc, int64_t n, float* bp) {
+void pack_b(bool tb, bool direct, const float* b, int64_t ldb, int64_t kc, int64_t n, float* bp) {
   const int64_t k_step = tb ? 1 : ldb, col_step = tb ? ldb : 1;
   for (int64_t j0 = 0; j0 < n; j0 += NR) {
-    if (b_in_place(tb, j0, n)) continue;
+    if (b_in_place(direct, j0, n)) continue;
     const int64_t cols = std::min(NR, n - j0);
     const float* panel = b + j0 * col_step;
     float* out = bp + j0 * kc;
@@ -150,6 +166,8 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
     }
     return;
   }
+  const bool packed_a = ta || N >= kPackFrom;
+  const bool direct_b = !tb && M < kPackFrom;
   thread_local Packs packs;
   float* ap = packs.a.get();
   float* bp = packs.b.get();
@@ -159,20 +177,23 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
       const int64_t kc = std::min(KC, K - pc);
       const float block_beta = pc == 0 ? beta : 1;  // later k blocks add to the first's sum
       const float* b = B + (tb ? jc * ldb + pc : pc * ldb + jc);
-      pack_b(tb, b, ldb, kc, nc, bp);
+      pack_b(tb, direct_b, b, ldb, kc, nc, bp);
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        // A row-major is read in place; a transposed A is packed into row panels.
         const float* a = A + (ta ? pc * lda + ic : ic * lda + pc);
-        if (ta) pack_a(a, lda, mc, kc, ap);
+        if (packed_a) pack_a(ta, a, lda, mc, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += NR) {
-          const bool in_place = b_in_place(tb, jr, nc);
+          const bool in_place = b_in_place(direct_b, jr, nc);
           const float* panel = in_place ? b + jr : bp + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
-            const float* tile = ta ? ap + ir * kc : a + ir * lda;
-            micro_kernel(kc, tile, ta ? 1 : lda, ta ? MR : 1, panel, in_place ? ldb : NR,
-                         block_beta, C + (ic + ir) * ldc + jc + jr, ldc, std::min(MR, mc - ir),
-                         std::min(NR, nc - jr));
+            float* c = C + (ic + ir) * ldc + jc + jr;
+            const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
+            const int64_t b_k = in_place ? ldb : NR;
+            if (packed_a) {
+              micro_kernel<true>(kc, ap + ir * kc, MR, panel, b_k, block_beta, c, ldc, m, n);
+            } else {
+              micro_kernel<false>(kc, a + ir * lda, lda, panel, b_k, block_beta, c, ldc, m, n);
+            }
           }
         }
       }
