@@ -64,8 +64,8 @@ void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 // apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never reads c
 // (it may be uninitialised).
 template <bool kPackedA>
-void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k,
-                  float beta, float* c, int64_t ldc, int64_t m, int64_t n) {
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
+                  float* c, int64_t ldc, int64_t m, int64_t n) {
   const float* rows[MR];
   if constexpr (!kPackedA) {
     for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * lda;
