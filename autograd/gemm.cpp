@@ -108,18 +108,50 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
   }
 }
 
-// Rows [0, m) and steps [0, kc) of op(A), read from a (offset to the block's corner), into
-// panels of MR rows, each kc x MR in k-major order. Rows past m are zeros.
-void pack_a(bool ta, const float* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
-  const int64_t k_step = ta ? lda : 1, row_step = ta ? 1 : lda;
-  for (int64_t i0 = 0; i0 < m; i0 += MR) {
-    const int64_t rows = std::min(MR, m - i0);
-    for (int64_t k = 0; k < kc; ++k, ap += MR) {
-      const float* src = a + k * k_step + i0 * row_step;
-      for (int64_t i = 0; i < rows; ++i) ap[i] = src[i * row_step];
-      for (int64_t i = rows; i < MR; ++i) ap[i] = 0;
+// Lines [0, count) and steps [0, kc) of an operand into panels of W lines, each kc x W in
+// k-major order: panel p holds out[p * W * kc + k * W + r] = line p * W + r at step k, which is
+// src[line * l_step + k * k_step]; lines past count are zeros. A line is a row of op(A) or a
+// column of op(B). One of the two strides is 1, and the loops read along it, in memory order,
+// writing the panels with a stride. A transposed A packed panel by panel instead walked all kc
+// of its rows once per panel: dW = dY^T X ran 15% slower ([512, 3000] x [3000, 512]).
+template <int64_t W>
+void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count, int64_t kc,
+                 float* out) {
+  const int64_t full = count / W * W;
+  if (l_step == 1) {  // a step is `count` consecutive floats
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int64_t l0 = 0; l0 < full; l0 += W) {
+        std::memcpy(out + l0 * kc + k * W, src + k * k_step + l0, sizeof(float) * W);
+      }
+    }
+  } else {  // a line is kc consecutive floats: each gives 16 (a cache line) at a time
+    for (int64_t l0 = 0; l0 < full; l0 += W) {
+      float* panel = out + l0 * kc;
+      int64_t k0 = 0;
+      for (; k0 + 16 <= kc; k0 += 16) {
+        for (int64_t r = 0; r < W; ++r) {
+#pragma GCC unroll 16
+          for (int64_t k = k0; k < k0 + 16; ++k) panel[k * W + r] = src[(l0 + r) * l_step + k];
+        }
+      }
+      for (int64_t r = 0; r < W; ++r) {
+        for (int64_t k = k0; k < kc; ++k) panel[k * W + r] = src[(l0 + r) * l_step + k];
+      }
     }
   }
+  if (full == count) return;
+  float* panel = out + full * kc;
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t r = 0; r < W; ++r) {
+      panel[k * W + r] = full + r < count ? src[(full + r) * l_step + k * k_step] : 0;
+    }
+  }
+}
+
+// Rows [0, m) and steps [0, kc) of op(A), read from a (offset to the block's corner), into
+// panels of MR rows at ap.
+void pack_a(bool ta, const float* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
+  pack_panels<MR>(a, ta ? 1 : lda, ta ? lda : 1, m, kc, ap);
 }
 
 // Whether panel j0 of op(B) is read in place: B is read in place (`direct`) and the panel is
@@ -127,20 +159,12 @@ void pack_a(bool ta, const float* a, int64_t lda, int64_t m, int64_t kc, float* 
 bool b_in_place(bool direct, int64_t j0, int64_t n) { return direct && n - j0 >= NR; }
 
 // Steps [0, kc) and columns [0, n) of op(B), read from b (offset to the block's corner), into
-// panels of NR columns, each kc x NR in k-major order at bp + j0 * kc; columns past n are zeros.
-// Panels read in place are skipped.
+// panels of NR columns, panel j0 / NR at bp + j0 * kc. Panels read in place are skipped: a
+// direct B packs only its ragged last panel.
 void pack_b(bool tb, bool direct, const float* b, int64_t ldb, int64_t kc, int64_t n, float* bp) {
-  const int64_t k_step = tb ? 1 : ldb, col_step = tb ? ldb : 1;
-  for (int64_t j0 = 0; j0 < n; j0 += NR) {
-    if (b_in_place(direct, j0, n)) continue;
-    const int64_t cols = std::min(NR, n - j0);
-    const float* panel = b + j0 * col_step;
-    float* out = bp + j0 * kc;
-    for (int64_t k = 0; k < kc; ++k, out += NR) {
-      for (int64_t j = 0; j < cols; ++j) out[j] = panel[k * k_step + j * col_step];
-      for (int64_t j = cols; j < NR; ++j) out[j] = 0;
-    }
-  }
+  const int64_t col_step = tb ? ldb : 1, k_step = tb ? 1 : ldb;
+  const int64_t skip = direct ? n / NR * NR : 0;
+  pack_panels<NR>(b + skip * col_step, col_step, k_step, n - skip, kc, bp + skip * kc);
 }
 
 // Each thread packs into its own buffers, made once at the largest block size.

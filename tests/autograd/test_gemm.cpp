@@ -80,7 +80,7 @@ TEST_CASE("sgemm agrees with a float64 product across block edges", "[autograd]"
                                     {false, false, 13, 33, 7},     // ragged register tiles
                                     {false, false, 150, 70, 600},  // more than MC rows, KC steps
                                     {false, false, 5, 2100, 20},   // more than NC columns
-                                    {false, false, 130, 300, 30},  // both operands packed
+                                    {false, false, 520, 530, 40},  // both operands packed
                                     {false, false, 40, 40, 64}};
   for (const Case& s : shapes) {
     for (const bool ta : {false, true}) {
@@ -100,10 +100,10 @@ TEST_CASE("sgemm with K = 0 scales C by beta", "[autograd]") {
   CHECK(c == std::vector<float>{0, 0, 0, 0});
 }
 
-// The parts have few rows, so B is read in place, where the whole packs it.
+// One part has few rows, so reads B in place, where the whole and the other part pack it.
 TEST_CASE("sgemm split by rows gives the same bits as the whole product", "[autograd]") {
   std::mt19937 rng(3);
-  const int64_t M = 200, N = 300, K = 600;
+  const int64_t M = 600, N = 300, K = 600;
   const Stored a(M, K, 0, rng), b(K, N, 0, rng);
   std::vector<float> whole(M * N), split(M * N);
   sgemm(false, false, M, N, K, a.v.data(), K, b.v.data(), N, 0, whole.data(), N);
