@@ -1,11 +1,12 @@
 // tapegrad's own single-precision matrix product, the kernel under matmul and linear.
 //
 // Why not OpenBLAS for float: the Debian OpenBLAS (0.3.21) picks its kernels by CPU model and
-// does not know recent AMD cores, so on our CI machine it runs its AVX2 (Haswell) kernel on a
-// CPU with 512-bit FMA units, at half the speed it could (and which kernel it picks even varies
-// between runs of the same binary there). Its calls also take a lock, which two threads calling
-// at once contend on. This kernel is compiled for the machine it is built on (TAPEGRAD_NATIVE)
-// and holds no lock. float64, which serves the gradchecks, stays on OpenBLAS.
+// does not know every recent AMD core: on one of our machines it ran its AVX2 (Haswell) kernel
+// on a CPU with 512-bit FMA units, at half the speed it could (and which kernel it picked even
+// varied between runs of the same binary); where it does pick its AVX-512 kernel, this one
+// keeps level with it. Its calls also take a lock, which two threads calling at once contend
+// on. This kernel is compiled for the machine it is built on (TAPEGRAD_NATIVE) and holds no
+// lock. float64, which serves the gradchecks, stays on OpenBLAS.
 #pragma once
 
 #include <cstdint>
