@@ -48,22 +48,28 @@ T vexp(T x) {
   }
 }
 
-// Sum and max of a contiguous run in 8 independent lanes, combined at the end: a plain
-// running sum is a dependency chain the compiler may not reorder (that would change the
-// rounding), while 8 lanes are 8 chains it turns into one vector. The order is fixed, so the
-// result is reproducible.
-template <class T>
-T lane_sum(const T* x, int64_t n) {
+// Sums and max in 8 independent lanes, combined at the end: a plain running sum is a
+// dependency chain the compiler may not reorder (that would change the rounding), while 8
+// lanes are 8 chains it turns into one vector. The order is fixed, so the result is
+// reproducible. lane_sum_of sums f(j) over j in [0, n); lane_sum and lane_max take a
+// contiguous run.
+template <class T, class F>
+T lane_sum_of(int64_t n, F f) {
   constexpr int64_t L = 8;
   T acc[L] = {};
   int64_t j = 0;
   for (; j + L <= n; j += L) {
-    for (int64_t k = 0; k < L; ++k) acc[k] += x[j + k];
+    for (int64_t k = 0; k < L; ++k) acc[k] += f(j + k);
   }
   T total = 0;
-  for (; j < n; ++j) total += x[j];
+  for (; j < n; ++j) total += f(j);
   for (int64_t k = 0; k < L; ++k) total += acc[k];
   return total;
+}
+
+template <class T>
+T lane_sum(const T* x, int64_t n) {
+  return lane_sum_of<T>(n, [x](int64_t j) { return x[j]; });
 }
 
 template <class T>

@@ -10,6 +10,7 @@
 
 #include "autograd/tape.h"
 #include "autograd/threads.h"
+#include "autograd/vmath.h"
 
 namespace tapegrad {
 
@@ -21,22 +22,19 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
                        int64_t N, int64_t C, double eps) {
   for (int64_t n = 0; n < N; ++n) {
     const T* x = inp + n * C;
-    double m = 0;
-    for (int64_t c = 0; c < C; ++c) m += x[c];
-    m /= static_cast<double>(C);
-    double v = 0;
-    for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-    v /= static_cast<double>(C);
-    const double s = 1.0 / std::sqrt(v + eps);
+    const T m = lane_sum(x, C) / static_cast<T>(C);
+    const T v = lane_sum_of<T>(C, [&](int64_t c) { return (x[c] - m) * (x[c] - m); });
+    const T s =
+        static_cast<T>(1 / std::sqrt(static_cast<double>(v) / static_cast<double>(C) + eps));
     T* y = out + n * C;
     for (int64_t c = 0; c < C; ++c) {
-      T norm = static_cast<T>((x[c] - m) * s);
+      T norm = (x[c] - m) * s;
       if (weight) norm *= weight[c];
       if (bias) norm += bias[c];
       y[c] = norm;
     }
-    mean[n] = static_cast<T>(m);
-    rstd[n] = static_cast<T>(s);
+    mean[n] = m;
+    rstd[n] = s;
   }
 }
 
@@ -51,19 +49,13 @@ void layernorm_backward_input(T* dinp, const T* dout, const T* inp, const T* wei
     const T* dy = dout + n * C;
     const T* x = inp + n * C;
     const T m = mean[n], s = rstd[n];
-    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    auto dxhat = [&](int64_t c) { return weight ? dy[c] * weight[c] : dy[c]; };
+    const T dnorm_mean = lane_sum_of<T>(C, dxhat) / static_cast<T>(C);
+    const T dnorm_norm_mean =
+        lane_sum_of<T>(C, [&](int64_t c) { return dxhat(c) * (x[c] - m) * s; }) / static_cast<T>(C);
     for (int64_t c = 0; c < C; ++c) {
       const T xhat = (x[c] - m) * s;
-      const T dxhat = weight ? dy[c] * weight[c] : dy[c];
-      dnorm_mean += dxhat;
-      dnorm_norm_mean += dxhat * xhat;
-    }
-    dnorm_mean /= static_cast<T>(C);
-    dnorm_norm_mean /= static_cast<T>(C);
-    for (int64_t c = 0; c < C; ++c) {
-      const T xhat = (x[c] - m) * s;
-      const T dxhat = weight ? dy[c] * weight[c] : dy[c];
-      dinp[n * C + c] += s * (dxhat - dnorm_mean - xhat * dnorm_norm_mean);
+      dinp[n * C + c] += s * (dxhat(c) - dnorm_mean - xhat * dnorm_norm_mean);
     }
   }
 }
