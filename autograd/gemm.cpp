@@ -4,7 +4,7 @@
 //   for each block of NC columns of C
 //     for each block of KC steps of k:   pack op(B)[k block, column block] into panels of NR cols
 //       for each block of MC rows:        pack op(A)[row block, k block] into panels of MR rows
-//                                          (a row-major A is read in place: no copy)
+//                                          (either may be read in place instead: see below)
 //         for each NR-wide B panel, for each MR-high A panel:
 //           micro-kernel: the MR x NR tile of C += A panel . B panel
 //
@@ -59,10 +59,10 @@ void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
 // c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= MR rows and n <= NR
 // columns of the tile. The A tile is a packed panel (kPackedA: MR values per k, so every read
-// is one base register plus a constant) or a row-major A itself, rows lda apart; rows past m
-// then repeat row m - 1 and their sums are dropped. bp holds NR values of op(B) per k, b_k
-// apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never reads c
-// (it may be uninitialised).
+// is one base register plus a constant; lda is unused) or a row-major A itself, rows lda
+// apart; rows past m then repeat row m - 1 and their sums are dropped. bp holds NR values of op(B)
+// per k, b_k apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never
+// reads c (it may be uninitialised).
 template <bool kPackedA>
 void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
                   float* c, int64_t ldc, int64_t m, int64_t n) {
