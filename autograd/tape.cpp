@@ -5,6 +5,8 @@
 #include <iterator>
 #include <string>
 
+#include "autograd/strided.h"
+
 namespace tapegrad {
 
 namespace {
@@ -51,6 +53,19 @@ std::string shapes_of(const std::vector<Shape>& shapes) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+// grad += g, g of the node's shape and float dtype, in any layout.
+void accumulate(GradNode& node, const Tensor& g) {
+  if (!node.grad.defined()) {
+    node.grad = g.clone();
+    return;
+  }
+  dispatch_floating("backward", node.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    copy_strided(node.grad.data<T>(), node.grad.strides(), g.data<T>(), g.strides(), g.shape(),
+                 true);
+  });
+}
+
 }  // namespace
 
 bool anomaly_enabled() { return t_anomaly; }
@@ -63,8 +78,8 @@ NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false;
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
 bool recording(const std::vector<Tensor>& inputs) {
-  return grad_enabled() &&
-         std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); });
+  return grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
+                                       [](const Tensor& t) { return t.requires_grad(); });
 }
 
 Tensor& Grads::operator[](size_t i) {
@@ -73,11 +88,32 @@ Tensor& Grads::operator[](size_t i) {
   return node.grad;
 }
 
+Grads::Buffer Grads::dense(size_t i) {
+  GradNode& node = *inputs_[i];
+  const bool first = !node.grad.defined();
+  if (first) node.grad = empty(node.shape, node.dtype);
+  return {node.grad, first};
+}
+
+void Grads::pass(size_t i, const Tensor& g) {
+  GradNode& node = *inputs_[i];
+  TG_CHECK(g.shape() == node.shape && g.dtype() == node.dtype && g.is_contiguous(),
+           "backward: a gradient of shape {} and dtype {} was passed to an input of shape {} "
+           "and dtype {}",
+           g.shape(), g.dtype(), node.shape, node.dtype);
+  if (node.grad.defined()) {
+    accumulate(node, g);
+  } else {
+    node.grad = g;
+  }
+}
+
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             bool allow_inf) {
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly) [[unlikely]] {
-    for (const Tensor& in : inputs) entry->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+    for (const Tensor& in : inputs)
+      entry->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
     const Finite f = finiteness(out);
     TG_CHECK(f != Finite::HasNaN, "anomaly: forward of op '{}' (inputs {}) produced NaN", op,
              shapes_of(entry->input_shapes));
@@ -113,25 +149,6 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
   if (t_tape.entries.size() >= t_tape.compact_at) t_tape.compact();
   t_tape.entries.push_back(entry);
 }
-
-namespace {
-
-// grad += g, both contiguous of the same shape and float dtype.
-void accumulate(GradNode& node, const Tensor& g) {
-  if (!node.grad.defined()) {
-    node.grad = g.contiguous().clone();
-    return;
-  }
-  dispatch_floating("backward", node.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const Tensor gc = g.contiguous();
-    T* dst = node.grad.data<T>();
-    const T* src = gc.data<T>();
-    for (int64_t i = 0, n = gc.numel(); i < n; ++i) dst[i] += src[i];
-  });
-}
-
-}  // namespace
 
 void backward(const Tensor& root, const Tensor& dout) {
   TG_CHECK(root.requires_grad(),
@@ -197,11 +214,11 @@ void backward(const Tensor& root, const Tensor& dout) {
 }
 
 size_t tape_size() {
-  return static_cast<size_t>(std::count_if(
-      t_tape.entries.begin(), t_tape.entries.end(), [](const std::weak_ptr<TapeEntry>& w) {
-        auto e = w.lock();
-        return e && !e->released;
-      }));
+  return static_cast<size_t>(std::count_if(t_tape.entries.begin(), t_tape.entries.end(),
+                                           [](const std::weak_ptr<TapeEntry>& w) {
+                                             auto e = w.lock();
+                                             return e && !e->released;
+                                           }));
 }
 
 }  // namespace tapegrad

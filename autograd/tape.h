@@ -27,8 +27,8 @@ struct TapeEntry;
 struct GradNode {
   Shape shape;
   DType dtype = DType::Float32;
-  Tensor grad;                          // accumulated gradient, contiguous; undefined until used
-  std::shared_ptr<TapeEntry> grad_fn;   // the entry that produced this tensor; null for a leaf
+  Tensor grad;                         // accumulated gradient, contiguous; undefined until used
+  std::shared_ptr<TapeEntry> grad_fn;  // the entry that produced this tensor; null for a leaf
 };
 
 // The gradients a backward function accumulates into, one per op input.
@@ -40,18 +40,45 @@ class Grads {
   // The gradient buffer of input i, zero-filled on first use; add into it, never assign.
   Tensor& operator[](size_t i);
 
+  // For a backward that writes every element of input i's gradient once (no scatter, no sum
+  // over a broadcast dim): the buffer, and whether this backward is its first writer. A first
+  // writer gets it uninitialised and assigns where it would add (a gemm's beta = 0; see
+  // assign_or_add), which saves zero-filling the buffer and reading the zeros back.
+  struct Buffer {
+    Tensor& grad;
+    bool first;
+  };
+  Buffer dense(size_t i);
+
+  // Hands g (contiguous, input i's shape and dtype) on as input i's gradient: the first writer
+  // adopts g itself as the buffer, a later one adds it in. A view's backward passes dout on
+  // this way without a copy.
+  void pass(size_t i, const Tensor& g);
+
  private:
   const std::vector<std::shared_ptr<GradNode>>& inputs_;
 };
+
+// Calls body(store) with store(dst, v) assigning (dst = v) when `assign` and adding (dst += v)
+// otherwise: a backward writes its loop once, for a Grads::Buffer, and the loop is compiled for
+// each case without a branch inside.
+template <class Body>
+void assign_or_add(bool assign, Body&& body) {
+  if (assign) {
+    body([](auto& dst, auto v) { dst = v; });
+  } else {
+    body([](auto& dst, auto v) { dst += v; });
+  }
+}
 
 // Receives the gradient of the op's output (contiguous, the output's shape and dtype).
 using BackwardFn = std::function<void(const Tensor& dout, Grads& dinputs)>;
 
 struct TapeEntry {
   const char* op;
-  uint64_t seq;                                       // position in execution order
-  std::vector<std::shared_ptr<GradNode>> inputs;      // null for inputs that need no grad
-  GradNode* output;                                   // owns this entry, so outlives it
+  uint64_t seq;                                   // position in execution order
+  std::vector<std::shared_ptr<GradNode>> inputs;  // null for inputs that need no grad
+  GradNode* output;                               // owns this entry, so outlives it
   BackwardFn backward;
   bool released = false;
   std::vector<Shape> input_shapes;  // kept only in anomaly mode, for its messages

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
@@ -167,9 +167,7 @@ double read_as_double(const Tensor& t, int64_t storage_offset) {
 
 }  // namespace
 
-int64_t Tensor::size(int64_t dim) const {
-  return shape()[normalize_dim("size", dim, this->dim())];
-}
+int64_t Tensor::size(int64_t dim) const { return shape()[normalize_dim("size", dim, this->dim())]; }
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -207,7 +205,8 @@ std::vector<T> Tensor::to_vector() const {
   dispatch_all(dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* src = static_cast<const S*>(impl().storage->data()) + offset();
-    for_each_offset<1>(shape(), {&st}, [&](const auto& o) { out.push_back(static_cast<T>(src[o[0]])); });
+    for_each_offset<1>(shape(), {&st},
+                       [&](const auto& o) { out.push_back(static_cast<T>(src[o[0]])); });
   });
   return out;
 }
@@ -237,15 +236,8 @@ Tensor Tensor::to(DType target) const {
   if (is_floating(target) && is_floating(dtype()) && recording(*this)) {
     const DType source = dtype();
     // d(to(x))/dx = 1: the gradient converted back to x's dtype.
-    record("to", {*this}, out, [source](const Tensor& dout, Grads& g) {
-      Tensor back = dout.to(source);
-      dispatch_floating("to", source, [&](auto tag) {
-        using T = decltype(tag);
-        T* dx = g[0].data<T>();
-        const T* d = back.data<T>();
-        for (int64_t i = 0, n = back.numel(); i < n; ++i) dx[i] += d[i];
-      });
-    });
+    record("to", {*this}, out,
+           [source](const Tensor& dout, Grads& g) { g.pass(0, dout.to(source)); });
   }
   return out;
 }
@@ -260,14 +252,7 @@ Tensor Tensor::clone() const {
   if (recording(*this)) {
     const char* op = is_contiguous() ? "clone" : "contiguous";
     // d(copy(x))/dx = 1
-    record(op, {*this}, out, [](const Tensor& dout, Grads& g) {
-      dispatch_floating("clone", dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        T* dx = g[0].data<T>();
-        const T* d = dout.data<T>();
-        for (int64_t i = 0, n = dout.numel(); i < n; ++i) dx[i] += d[i];
-      });
-    });
+    record(op, {*this}, out, [](const Tensor& dout, Grads& g) { g.pass(0, dout); });
   }
   return out;
 }
@@ -354,7 +339,9 @@ Tensor arange(double start, double end, double step, DType dtype) {
   return t;
 }
 
-Tensor arange(int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+Tensor arange(int64_t end, DType dtype) {
+  return arange(0.0, static_cast<double>(end), 1.0, dtype);
+}
 
 Tensor tensor(std::span<const double> values, const Shape& shape, DType dtype) {
   TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape),
@@ -379,8 +366,7 @@ Tensor tensor(std::initializer_list<double> values, DType dtype) {
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
   TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape),
-           "from_vector: {} values for shape {} ({} elements)", values.size(), shape,
-           numel(shape));
+           "from_vector: {} values for shape {} ({} elements)", values.size(), shape, numel(shape));
   Tensor t = empty(shape, kDTypeOf<T>);
   std::copy(values.begin(), values.end(), t.data<T>());
   return t;

@@ -32,14 +32,14 @@ void dropout_forward(T* __restrict out, uint8_t* __restrict keep, const T* __res
   }
 }
 
-// dx += keep ? dout / (1 - p) : 0
-template <class T>
-void dropout_backward(T* __restrict dinp, const T* __restrict dout, const uint8_t* __restrict keep,
-                      int64_t N, double p) {
+// dx (+)= keep ? dout / (1 - p) : 0, with store assigning or adding (assign_or_add)
+template <class T, class Store>
+void dropout_backward(Store store, T* __restrict dinp, const T* __restrict dout,
+                      const uint8_t* __restrict keep, int64_t N, double p) {
   const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T{0};
   for (int64_t i = 0; i < N; ++i) {
     const T kept = dout[i] * scale;
-    dinp[i] += keep[i] ? kept : T{0};
+    store(dinp[i], keep[i] ? kept : T{0});
   }
 }
 
@@ -70,10 +70,13 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
     record("dropout", {x}, out, [keep, N, p](const Tensor& dout, Grads& g) {
       dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        T* dx = g[0].data<T>();
+        const auto [grad, first] = g.dense(0);
+        T* dx = grad.data<T>();
         const T* dy = dout.data<T>();
-        parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
-          dropout_backward<T>(dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
+        assign_or_add(first, [&](auto store) {
+          parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
+            dropout_backward<T>(store, dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
+          });
         });
       });
     });

@@ -37,15 +37,18 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df) {
     record(op, {x}, out, [saved, df, n, op](const Tensor& dout, Grads& g) {
       dispatch_floating(op, dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        T* dx = g[0].data<T>();
+        const auto [grad, first] = g.dense(0);
+        T* dx = grad.data<T>();
         const T* d = dout.data<T>();
         const T* s = saved.defined() ? saved.data<T>() : nullptr;
-        parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
-          if (s) {
-            for (int64_t i = b; i < e; ++i) dx[i] += d[i] * static_cast<T>(df(s[i]));
-          } else {
-            for (int64_t i = b; i < e; ++i) dx[i] += d[i] * static_cast<T>(df(T{0}));
-          }
+        assign_or_add(first, [&](auto store) {
+          parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
+            if (s) {
+              for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(s[i])));
+            } else {
+              for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(T{0})));
+            }
+          });
         });
       });
     });
@@ -86,26 +89,32 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
         const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
         for (size_t i = 0; i < 2; ++i) {
           if (!g.wants(i)) continue;
-          T* dx = g[i].data<T>();
+          // An operand broadcast to the output's shape sums over the broadcast dims: it adds.
+          const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
+          const auto [grad, first] = broadcast ? Grads::Buffer{g[i], false} : g.dense(i);
+          T* dx = grad.data<T>();
           const Shape& sg = i == 0 ? sga : sgb;
           // Threads split the loop unless they would share gradient elements (a sum over
           // the dim this operand was broadcast along).
           const int64_t d0 = split_dim(shape);
           const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
-          if constexpr (kSavesInputs) {
-            const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
-            const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
-            const T* pa = sa.data<T>();
-            const T* pb = sb.data<T>();
-            parallel_for_each_offset<4>(shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
-              const T partial = i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
-              dx[o[0]] += d[o[1]] * partial;
-            });
-          } else {
-            const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
-            parallel_for_each_offset<2>(shape, {&sg, &so}, grain,
-                                        [&](const auto& o) { dx[o[0]] += d[o[1]] * partial; });
-          }
+          assign_or_add(first, [&](auto store) {
+            if constexpr (kSavesInputs) {
+              const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
+              const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
+              const T* pa = sa.data<T>();
+              const T* pb = sb.data<T>();
+              parallel_for_each_offset<4>(shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
+                const T partial = i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
+                store(dx[o[0]], d[o[1]] * partial);
+              });
+            } else {
+              const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
+              parallel_for_each_offset<2>(shape, {&sg, &so}, grain, [&](const auto& o) {
+                store(dx[o[0]], d[o[1]] * partial);
+              });
+            }
+          });
         }
       });
     });
@@ -234,13 +243,15 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
         [mask, sm](const Tensor& dout, Grads& g) {
           dispatch_floating("masked_fill", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            T* dx = g[0].data<T>();
+            const auto [grad, first] = g.dense(0);
+            T* dx = grad.data<T>();
             const T* d = dout.data<T>();
             const bool* pm = mask.data<bool>();
-            parallel_for_each_offset<2>(dout.shape(), {&dout.strides(), &sm}, kGrainElements,
-                                        [&](const auto& o) {
-                                          if (!pm[o[1]]) dx[o[0]] += d[o[0]];
-                                        });
+            assign_or_add(first, [&](auto store) {
+              parallel_for_each_offset<2>(
+                  dout.shape(), {&dout.strides(), &sm}, kGrainElements,
+                  [&](const auto& o) { store(dx[o[0]], pm[o[1]] ? T{0} : d[o[0]]); });
+            });
           });
         },
         std::isinf(value));

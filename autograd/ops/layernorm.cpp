@@ -41,10 +41,11 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
 // With xhat = (x - mean) * rstd and y = xhat * w + b:
 //   dx      += rstd * (dxhat - mean_c(dxhat) - xhat * mean_c(dxhat * xhat)),  dxhat = dy * w
 // The dx line is d/dx of xhat through both the mean and the variance (llm.c derives it).
-// dout, inp (N,C), weight (C) or null, mean, rstd (N) -> dinp (N,C)
-template <class T>
-void layernorm_backward_input(T* dinp, const T* dout, const T* inp, const T* weight, const T* mean,
-                              const T* rstd, int64_t N, int64_t C) {
+// dout, inp (N,C), weight (C) or null, mean, rstd (N) -> dinp (N,C), stored by `store`
+// (assign_or_add)
+template <class T, class Store>
+void layernorm_backward_input(Store store, T* dinp, const T* dout, const T* inp, const T* weight,
+                              const T* mean, const T* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const T* dy = dout + n * C;
     const T* x = inp + n * C;
@@ -55,7 +56,7 @@ void layernorm_backward_input(T* dinp, const T* dout, const T* inp, const T* wei
         lane_sum_of<T>(C, [&](int64_t c) { return dxhat(c) * (x[c] - m) * s; }) / static_cast<T>(C);
     for (int64_t c = 0; c < C; ++c) {
       const T xhat = (x[c] - m) * s;
-      dinp[n * C + c] += s * (dxhat(c) - dnorm_mean - xhat * dnorm_norm_mean);
+      store(dinp[n * C + c], s * (dxhat(c) - dnorm_mean - xhat * dnorm_norm_mean));
     }
   }
 }
@@ -119,16 +120,18 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
              dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
                using T = decltype(tag);
                const size_t iw = 1, ib = with_w ? 2 : 1;
-               T* dx = g.wants(0) ? g[0].data<T>() : nullptr;
                T* dw = with_w && g.wants(iw) ? g[iw].data<T>() : nullptr;
                T* db = with_b && g.wants(ib) ? g[ib].data<T>() : nullptr;
                const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(),
                        *ps = rstd.data<T>();
                const T* pw = with_w ? w.data<T>() : nullptr;
-               if (dx) {
-                 parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                   layernorm_backward_input<T>(dx + n0 * C, dy + n0 * C, px + n0 * C, pw, pm + n0,
-                                               ps + n0, n1 - n0, C);
+               if (g.wants(0)) {
+                 const auto [grad, first] = g.dense(0);
+                 assign_or_add(first, [&, dx = grad.data<T>()](auto store) {
+                   parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+                     layernorm_backward_input<T>(store, dx + n0 * C, dy + n0 * C, px + n0 * C, pw,
+                                                 pm + n0, ps + n0, n1 - n0, C);
+                   });
                  });
                }
                if (dw || db) {

@@ -38,21 +38,24 @@ void cross_entropy_forward(double* loss, T* lse, const T* logits, const int64_t*
 }
 
 // dlogits_nc += dloss / count * (softmax_nc - q_nc),  q = (1 - eps) onehot(y) + eps / C
-// Rows n0..n1.
-template <class T>
-void cross_entropy_backward(T* dlogits, T dloss, const T* logits, const T* lse,
+// and 0 for an ignored row; store assigns or adds (assign_or_add). Rows n0..n1.
+template <class T, class Store>
+void cross_entropy_backward(Store store, T* dlogits, T dloss, const T* logits, const T* lse,
                             const int64_t* targets, int64_t C, int64_t ignore_index, double eps,
                             int64_t count, int64_t n0, int64_t n1) {
-  if (count == 0) return;  // every target ignored: the loss is a constant 0
-  const T scale = dloss / static_cast<T>(count);
+  // count == 0 when every target is ignored: the loss is a constant 0
+  const T scale = count > 0 ? dloss / static_cast<T>(count) : T{0};
   const auto smooth = static_cast<T>(eps / static_cast<double>(C));
   for (int64_t n = n0; n < n1; ++n) {
-    if (targets[n] == ignore_index) continue;
     const T* z = logits + n * C;
     T* dz = dlogits + n * C;
+    if (targets[n] == ignore_index) {
+      for (int64_t c = 0; c < C; ++c) store(dz[c], T{0});
+      continue;
+    }
     for (int64_t c = 0; c < C; ++c) {
       const T q = smooth + (c == targets[n] ? static_cast<T>(1 - eps) : T{0});
-      dz[c] += scale * (vexp(z[c] - lse[n]) - q);
+      store(dz[c], scale * (vexp(z[c] - lse[n]) - q));
     }
   }
 }
@@ -102,11 +105,14 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
             ignore = options.ignore_index](const Tensor& dout, Grads& g) {
              dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
                using T = decltype(tag);
-               T* dz = g[0].data<T>();
+               const auto [grad, first] = g.dense(0);
                const T dloss = *dout.data<T>();
-               parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                 cross_entropy_backward<T>(dz, dloss, logits.data<T>(), lse.data<T>(),
-                                           targets.data<int64_t>(), C, ignore, eps, count, n0, n1);
+               assign_or_add(first, [&, dz = grad.data<T>()](auto store) {
+                 parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+                   cross_entropy_backward<T>(store, dz, dloss, logits.data<T>(), lse.data<T>(),
+                                             targets.data<int64_t>(), C, ignore, eps, count, n0,
+                                             n1);
+                 });
                });
              });
            });

@@ -110,8 +110,9 @@ Shape batch_strides(const Shape& shape, const Shape& strides, const Shape& batch
   return broadcast_strides(s, st, batch);
 }
 
-// C[i] = op(A[i]) op(B[i]) + beta C[i] for every i of the batch. Each matrix operand is given
-// by its base pointer, layout and batch strides. The threads split the batch items when each
+// C[i] = op(A[i]) op(B[i]) + beta C[i] for every i of the batch, where items that share a C
+// (a batch dim it is broadcast along) add up. Each matrix operand is given by its base pointer,
+// layout and batch strides. The threads split the batch items when each
 // item has its own C, else the rows of C (every thread then walks the whole batch over its
 // rows, which keeps a sum over a broadcast batch in one thread per row and in order).
 template <class T>
@@ -137,6 +138,12 @@ void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
                    }
                  });
     return;
+  }
+  if (shared_c && beta == T{0}) {  // the items add up: start every C at zero, then add
+    for (const auto& o : items) {
+      for (int64_t r = 0; r < M; ++r) std::fill_n(C + o[2] + r * ldc, N, T{0});
+    }
+    beta = T{1};
   }
   const double row_flops =
       flops / static_cast<double>(std::max<int64_t>(1, M)) * static_cast<double>(items_count);
@@ -210,13 +217,15 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                const Layout ldc{false, N};
                // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
                if (g.wants(0)) {
+                 const auto [da, first] = g.dense(0);
                  batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld}, sb,
-                                 T{1}, g[0].data<T>(), K, a_grad_strides);
+                                 first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
                }
                // dB [K, N] += op(A)^T @ dC [M, N]
                if (g.wants(1)) {
+                 const auto [db, first] = g.dense(1);
                  batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc, sc,
-                                 T{1}, g[1].data<T>(), N, b_grad_strides);
+                                 first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
                }
              });
            });
@@ -286,13 +295,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
                const T* dy = dout.data<T>();
                // dx [N, C] += dout [N, OC] @ w [OC, C]
                if (g.wants(0) && C > 0) {
+                 const auto [dx, first] = g.dense(0);
                  batched_gemm<T>({}, N, C, OC, dy, {false, OC}, {}, w.data<T>(), {false, C}, {},
-                                 T{1}, g[0].data<T>(), C, {});
+                                 first ? T{0} : T{1}, dx.data<T>(), C, {});
                }
                // dw [OC, C] += dout^T @ x [N, C]
                if (g.wants(1) && C > 0) {
+                 const auto [dw, first] = g.dense(1);
                  batched_gemm<T>({}, OC, C, N, dy, {true, OC}, {}, x.data<T>(), {false, C}, {},
-                                 T{1}, g[1].data<T>(), C, {});
+                                 first ? T{0} : T{1}, dw.data<T>(), C, {});
                }
                // dbias [OC] += sum over rows of dout
                if (with_bias && g.wants(2)) bias_rows_backward<T>(g[2].data<T>(), dy, N, OC);

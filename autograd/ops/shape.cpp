@@ -1,6 +1,7 @@
 // Shape ops. A view op builds a TensorImpl over the same storage with a new offset, shape and
-// strides; its backward maps the view's gradient back onto the input's layout (a reshape is a
-// plain add, a permutation reads dout through permuted strides, a slice adds into a window).
+// strides; its backward maps the view's gradient back onto the input's layout (a reshape passes
+// dout on as it is, a permutation reads dout through permuted strides, a slice adds into a
+// window).
 #include "autograd/ops/shape.h"
 
 #include <algorithm>
@@ -23,13 +24,15 @@ Tensor make_view(const Tensor& x, int64_t offset, Shape shape, Shape strides) {
   return Tensor(std::move(impl));
 }
 
-// g (contiguous, `shape`) += src read through `src_strides`: the accumulation every view
-// backward reduces to, with the window of g starting at `g_offset`.
-void accumulate_into(Tensor& g, int64_t g_offset, const Shape& g_strides, const Tensor& src,
-                     const Shape& src_strides, const Shape& shape) {
-  dispatch_floating("backward", g.dtype(), [&](auto tag) {
+// g (contiguous, `shape`) += src read through `src_strides`, or = when this is g's first
+// writer (see Grads::dense): the step every view backward reduces to, with the window of g
+// starting at `g_offset`.
+void accumulate_into(const Grads::Buffer& g, int64_t g_offset, const Shape& g_strides,
+                     const Tensor& src, const Shape& src_strides, const Shape& shape) {
+  dispatch_floating("backward", g.grad.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    copy_strided(g.data<T>() + g_offset, g_strides, src.data<T>(), src_strides, shape, true);
+    copy_strided(g.grad.data<T>() + g_offset, g_strides, src.data<T>(), src_strides, shape,
+                 !g.first);
   });
 }
 
@@ -49,22 +52,20 @@ Tensor view(const Tensor& x, const Shape& requested) {
     }
   }
   if (infer != shape.end()) {
-    TG_CHECK(known != 0 && x.numel() % known == 0,
-             "view: cannot view shape {} ({} elements) as {}", x.shape(), x.numel(), requested);
+    TG_CHECK(known != 0 && x.numel() % known == 0, "view: cannot view shape {} ({} elements) as {}",
+             x.shape(), x.numel(), requested);
     *infer = x.numel() / known;
   }
-  TG_CHECK(numel(shape) == x.numel(), "view: cannot view shape {} ({} elements) as {}",
-           x.shape(), x.numel(), requested);
+  TG_CHECK(numel(shape) == x.numel(), "view: cannot view shape {} ({} elements) as {}", x.shape(),
+           x.numel(), requested);
   TG_CHECK(x.is_contiguous(),
            "view: tensor of shape {} with strides {} is not contiguous; use reshape()", x.shape(),
            x.strides());
   Tensor out = make_view(x, x.offset(), shape, contiguous_strides(shape));
   if (recording(x)) {
-    // d view(x) / dx: the same elements in the same order, dx += dout
-    record("view", {x}, out, [](const Tensor& dout, Grads& g) {
-      Tensor& dx = g[0];
-      accumulate_into(dx, 0, contiguous_strides(dout.shape()), dout, dout.strides(),
-                      dout.shape());
+    // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
+    record("view", {x}, out, [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+      g.pass(0, make_view(dout, dout.offset(), x_shape, contiguous_strides(x_shape)));
     });
   }
   return out;
@@ -108,10 +109,10 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
     // output dim k's stride.
     record("permute", {x}, out, [perm](const Tensor& dout, Grads& g) {
-      Tensor& dx = g[0];
+      const Grads::Buffer dx = g.dense(0);
       Shape read(perm.size());
       for (size_t k = 0; k < perm.size(); ++k) read[perm[k]] = dout.strides()[k];
-      accumulate_into(dx, 0, dx.strides(), dout, read, dx.shape());
+      accumulate_into(dx, 0, dx.grad.strides(), dout, read, dx.grad.shape());
     });
   }
   return out;
@@ -138,8 +139,9 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
   if (recording(x)) {
     // dx[.., s:e, ..] += dout
     record("slice", {x}, out, [d, s](const Tensor& dout, Grads& g) {
-      Tensor& dx = g[0];
-      accumulate_into(dx, s * dx.strides()[d], dx.strides(), dout, dout.strides(), dout.shape());
+      const Grads::Buffer dx{g[0], false};  // only the window: the rest stays zero
+      accumulate_into(dx, s * dx.grad.strides()[d], dx.grad.strides(), dout, dout.strides(),
+                      dout.shape());
     });
   }
   return out;
@@ -203,10 +205,10 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     record("concat", xs, out, [d, starts](const Tensor& dout, Grads& g) {
       for (size_t i = 0; i < starts.size(); ++i) {
         if (!g.wants(i)) continue;
-        Tensor& dx = g[i];
-        const Tensor window = make_view(dout, dout.offset() + starts[i] * dout.strides()[d], dx.shape(),
-                                        dout.strides());
-        accumulate_into(dx, 0, dx.strides(), window, window.strides(), dx.shape());
+        const Grads::Buffer dx = g.dense(i);
+        const Tensor window = make_view(dout, dout.offset() + starts[i] * dout.strides()[d],
+                                        dx.grad.shape(), dout.strides());
+        accumulate_into(dx, 0, dx.grad.strides(), window, window.strides(), dx.grad.shape());
       }
     });
   }

@@ -111,10 +111,10 @@ void masked_softmax_forward(T* out, const T* inp, const uint8_t* mask, const int
 // A fully masked row was written as zeros by the forward; its gradient is zero. The forward
 // leaves no other trace of it, so it is recognised by an all-zero softmax row (a real softmax
 // row sums to 1) and, for log_softmax, by an all-zero row (a real one has max 0 and others < 0
-// unless D == 1, where the gradient is zero anyway).
-template <class T>
-void softmax_backward(T* dinp, const T* dout, const T* out, Rows r, bool log, int64_t o0,
-                      int64_t o1) {
+// unless D == 1, where the gradient is zero anyway). store assigns or adds (assign_or_add).
+template <class T, class Store>
+void softmax_backward(Store store, T* dinp, const T* dout, const T* out, Rows r, bool log,
+                      int64_t o0, int64_t o1) {
   for (int64_t o = o0; o < o1; ++o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       const int64_t base = o * r.D * r.inner + i;
@@ -123,12 +123,15 @@ void softmax_backward(T* dinp, const T* dout, const T* out, Rows r, bool log, in
       T* dx = dinp + base;
       bool masked = true;
       for (int64_t j = 0; j < r.D && masked; ++j) masked = y[j * r.inner] == 0;
-      if (masked) continue;
+      if (masked) {
+        for (int64_t j = 0; j < r.D; ++j) store(dx[j * r.inner], T{0});
+        continue;
+      }
       T dot = 0;
       for (int64_t j = 0; j < r.D; ++j) dot += dy[j * r.inner] * (log ? T{1} : y[j * r.inner]);
       for (int64_t j = 0; j < r.D; ++j) {
         const int64_t k = j * r.inner;
-        dx[k] += log ? dy[k] - std::exp(y[k]) * dot : y[k] * (dy[k] - dot);
+        store(dx[k], log ? dy[k] - std::exp(y[k]) * dot : y[k] * (dy[k] - dot));
       }
     }
   }
@@ -153,9 +156,13 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
     record(op, {x}, out, [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
       dispatch_floating(op, dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        parallel_for(r.outer, grain_of_items(r.D * r.inner),
-                     [&, dx = g[0].data<T>(), dy = dout.data<T>(), py = y.data<T>()](
-                         int64_t b, int64_t e) { softmax_backward<T>(dx, dy, py, r, log, b, e); });
+        const auto [grad, first] = g.dense(0);
+        assign_or_add(
+            first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
+              parallel_for(r.outer, grain_of_items(r.D * r.inner), [&](int64_t b, int64_t e) {
+                softmax_backward<T>(store, dx, dy, py, r, log, b, e);
+              });
+            });
       });
     });
   }
@@ -198,11 +205,13 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
     record("masked_softmax", {x}, out, [y = out.detach(), r](const Tensor& dout, Grads& g) {
       dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        parallel_for(
-            r.outer, grain_of_items(r.D),
-            [&, dx = g[0].data<T>(), dy = dout.data<T>(), py = y.data<T>()](int64_t b, int64_t e) {
-              softmax_backward<T>(dx, dy, py, r, false, b, e);
-            });
+        const auto [grad, first] = g.dense(0);
+        assign_or_add(first,
+                      [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
+                        parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
+                          softmax_backward<T>(store, dx, dy, py, r, false, b, e);
+                        });
+                      });
       });
     });
   }

@@ -19,7 +19,7 @@ TEST_CASE("a tensor used twice gets both contributions", "[autograd]") {
   require_values(x.grad(), {2});
 
   Tensor a = leaf({2});
-  Tensor b = mul(a, 3.0);       // two branches from a
+  Tensor b = mul(a, 3.0);         // two branches from a
   Tensor y = mul(b, a) + exp(a);  // y = 3a^2 + e^a, dy/da = 6a + e^a
   sum(y).backward();
   require_values(a.grad(), {12 + std::exp(2.0)}, 1e-12);
@@ -58,9 +58,7 @@ TEST_CASE("NoGradGuard records nothing and restores the mode", "[autograd]") {
     Tensor y = mul(x, x);
     CHECK_FALSE(y.requires_grad());
     CHECK(tape_size() == 0);
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     CHECK_FALSE(grad_enabled());
   }
   CHECK(grad_enabled());
@@ -156,7 +154,8 @@ TEST_CASE("anomaly mode names the first op that makes a NaN or Inf", "[autograd]
   CHECK_NOTHROW(log(x - 2.0));  // off: NaN passes silently
   DetectAnomalyGuard anomaly;
   CHECK_THROWS_WITH(log(x - 2.0), "anomaly: forward of op 'log' (inputs [2]) produced NaN");
-  CHECK_THROWS_WITH(exp(x * 1000.0), "anomaly: forward of op 'exp' (inputs [2]) produced Inf from finite inputs");
+  CHECK_THROWS_WITH(exp(x * 1000.0),
+                    "anomaly: forward of op 'exp' (inputs [2]) produced Inf from finite inputs");
   // -inf masks are intended: masked_fill with -inf and the softmax that reads it pass
   const Tensor mask = eq(tensor({0, 1}, {2}), 1);
   CHECK_NOTHROW(sum(softmax(masked_fill(x, mask, -INFINITY), 0)));
@@ -173,10 +172,20 @@ TEST_CASE("zero-size tensors flow through every op family forward and backward",
   Tensor w = ones({4}, DType::Float64);
   w.set_requires_grad(true);
   const std::vector<Tensor> outs = {
-      add(e, w), exp(e), sum(e, {0}), mean(e, {1}), softmax(e, -1), log_softmax(e, 0),
-      layer_norm(e, w, w), matmul(e, ones({4, 2}, DType::Float64)), transpose(e, 0, 1),
-      concat({e, e}, 0), slice(e, 1, 1, 3), masked_fill(e, eq(zeros({4}), 1), 1.0),
-      cross_entropy(e, zeros({0}, DType::Int64)), embedding(zeros({3, 4}, DType::Float64), zeros({0}, DType::Int64))};
+      add(e, w),
+      exp(e),
+      sum(e, {0}),
+      mean(e, {1}),
+      softmax(e, -1),
+      log_softmax(e, 0),
+      layer_norm(e, w, w),
+      matmul(e, ones({4, 2}, DType::Float64)),
+      transpose(e, 0, 1),
+      concat({e, e}, 0),
+      slice(e, 1, 1, 3),
+      masked_fill(e, eq(zeros({4}), 1), 1.0),
+      cross_entropy(e, zeros({0}, DType::Int64)),
+      embedding(zeros({3, 4}, DType::Float64), zeros({0}, DType::Int64))};
   for (const Tensor& o : outs) {
     INFO(fmt::format("{}", o.shape()));
     if (o.requires_grad()) sum(o).backward();
@@ -199,4 +208,41 @@ TEST_CASE("freed storage is cached and reused by the next tensor of that size", 
   CHECK(b.data<float>() == first);
   CHECK(storage_bytes_cached() == 0);
   release_cached_storage();
+}
+
+TEST_CASE("each backward is right as its gradient's first writer and as a later one",
+          "[autograd][gradcheck]") {
+  // x [3, 4] feeds every op; the op recorded last runs its backward first and so writes x's
+  // gradient buffer first (assigning into it, or adopting dout for a view), the others add.
+  using Op = std::function<Tensor(const Tensor&)>;
+  const Tensor mask = eq(tensor({0, 1, 0, 0}, {4}), 1);
+  const Tensor targets = tensor({0, 3, 1}, {3}, DType::Int64);
+  const std::vector<Op> ops = {
+      [](const Tensor& x) { return sum(view(x, {12})); },
+      [](const Tensor& x) { return sum(mul(transpose(x, 0, 1), 2.0)); },
+      [](const Tensor& x) { return sum(mul(x, x)); },
+      [](const Tensor& x) { return sum(tanh(x)); },
+      [](const Tensor& x) { return sum(mul(softmax(x, -1), x)); },
+      [&](const Tensor& x) { return sum(mul(masked_softmax(x, mask), x)); },
+      [](const Tensor& x) { return sum(mul(layer_norm(x, Tensor(), Tensor()), x)); },
+      [](const Tensor& x) { return sum(matmul(x, transpose(x, 0, 1))); },
+      [&](const Tensor& x) { return sum(masked_fill(x, mask, 2.0)); },
+      [&](const Tensor& x) { return cross_entropy(x, targets); },
+      [](const Tensor& x) { return sum(mean(x, {0})); },
+      [](const Tensor& x) {
+        return sum(concat({x, mul(x, 3.0)}, 0));
+      },
+      [](const Tensor& x) { return sum(mul(transpose(x, 0, 1).contiguous(), 0.5)); },
+  };
+  for (size_t first = 0; first < ops.size(); ++first) {
+    INFO("op " << first << " runs its backward first");
+    tapegrad::testing::require_gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          Tensor total = zeros({}, DType::Float64);
+          for (size_t k = 1; k <= ops.size(); ++k)
+            total = total + ops[(first + k) % ops.size()](in[0]);
+          return total;
+        },
+        {tapegrad::testing::random_leaf({3, 4}, 21)});
+  }
 }
