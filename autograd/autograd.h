@@ -4,6 +4,7 @@
 #include "autograd/dtype.h"
 #include "autograd/error.h"
 #include "autograd/gradcheck.h"
+#include "autograd/ops/attention.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/embedding.h"

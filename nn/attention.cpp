@@ -1,10 +1,7 @@
 #include "nn/attention.h"
 
-#include <cmath>
-
-#include "autograd/ops/matmul.h"
+#include "autograd/ops/attention.h"
 #include "autograd/ops/shape.h"
-#include "autograd/ops/softmax.h"
 
 namespace tapegrad::nn {
 
@@ -42,21 +39,8 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
                key.size(2) == C_,
            "MultiHeadAttention: key {} and value {} must be [B, S, {}] with B = {}", key.shape(),
            value.shape(), C_, query.size(0));
-  const int64_t B = query.size(0), T = query.size(1), S = key.size(1), D = C_ / H_;
-
-  // project, then split heads: [B, T, C] -> [B, T, H, D] -> [B, H, T, D] (views, no copies)
-  auto heads = [&](const Tensor& x, int64_t L) {
-    return permute(view(x, {B, L, H_, D}), {0, 2, 1, 3});
-  };
-  // q is scaled by 1/sqrt(D) before the product rather than the scores after it: the same
-  // scores, with a pass over [B, T, C] instead of one over [B, H, T, S], less whenever S > D.
-  const Tensor q = heads(q_proj->forward(query) * (1.0 / std::sqrt(static_cast<double>(D))), T);
-  const Tensor k = heads(k_proj->forward(key), S);
-  const Tensor v = heads(v_proj->forward(value), S);
-
-  // scores = (q / sqrt(D)) k^T   [B, H, T, S]
-  const Tensor scores = matmul(q, transpose(k, -2, -1));
-  // blocked = padding | attn, broadcast only as far as the masks need (e.g. [B, 1, T, S])
+  const int64_t B = query.size(0), T = query.size(1), S = key.size(1);
+  // blocked = padding | attn, broadcast only as far as the masks need (e.g. [B, 1, 1, S])
   Tensor blocked;
   if (masks.key_padding.defined()) {
     TG_CHECK(masks.key_padding.shape() == Shape({B, S}) && masks.key_padding.dtype() == DType::Bool,
@@ -67,19 +51,24 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
   if (masks.attn.defined()) {
     TG_CHECK(masks.attn.dtype() == DType::Bool,
              "MultiHeadAttention: attn mask must be bool, got {}", masks.attn.dtype());
-    TG_CHECK(broadcast_shapes("MultiHeadAttention", masks.attn.shape(), scores.shape()) ==
-                 scores.shape(),
+    const Shape scores{B, H_, T, S};
+    TG_CHECK(broadcast_shapes("MultiHeadAttention", masks.attn.shape(), scores) == scores,
              "MultiHeadAttention: attn mask {} does not broadcast to the scores [B, H, T, S] = {}",
-             masks.attn.shape(), scores.shape());
+             masks.attn.shape(), scores);
     blocked = blocked.defined() ? logical_or(blocked, masks.attn) : masks.attn;
   }
-  // softmax with the blocked positions as -inf, in one pass
-  const Tensor weights = blocked.defined() ? masked_softmax(scores, blocked) : softmax(scores, -1);
-  if (keep_weights_) last_weights_ = weights.detach();
-
-  // mix the values, merge heads: [B, H, T, D] -> [B, T, H, D] -> [B, T, C]
-  const Tensor ctx = matmul(dropout_->forward(weights), v);
-  return traced(out_proj->forward(reshape(permute(ctx, {0, 2, 1, 3}), {B, T, C_})));
+  // per head: softmax(q k^T / sqrt(D), blocked -> -inf), dropout, @ v; heads are D-wide column
+  // groups of the projections, so splitting and merging them moves no data (autograd attention)
+  Tensor weights;
+  const Tensor ctx =
+      attention(q_proj->forward(query), k_proj->forward(key), v_proj->forward(value), H_,
+                {.blocked = blocked,
+                 .dropout = dropout_->p(),
+                 .training = dropout_->is_training(),
+                 .gen = &dropout_->generator()},
+                keep_weights_ ? &weights : nullptr);
+  if (keep_weights_) last_weights_ = weights;
+  return traced(out_proj->forward(ctx));
 }
 
 }  // namespace tapegrad::nn

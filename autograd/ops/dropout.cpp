@@ -10,33 +10,28 @@ namespace tapegrad {
 
 namespace {
 
-// Element i of the mask is kept when the high 32 bits of counter_bits(key, i) are >= p * 2^32,
-// key being one draw of the caller's generator: threads make blocks of kBlock elements in any
-// order, and the mask does not depend on the thread count. The masking loop has no branch and
-// no generator state, so it vectorises.
+// Threads make the mask in blocks of kBlock elements.
 constexpr int64_t kBlock = 2048;
 
-// Elements [start, start + n): inp -> out, keep: keep[i] = word_i >= p * 2^32,
-// out = keep ? x / (1 - p) : 0. At p = 1 the scale is 0 and every output is 0 whatever the words.
+// Elements [start, start + n): inp -> out, keep: keep[i] = mask.keeps(start + i),
+// out = keep ? x * dropout_scale(p) : 0.
 template <class T>
 void dropout_forward(T* __restrict out, uint8_t* __restrict keep, const T* __restrict inp,
-                     int64_t start, int64_t n, double p, uint64_t key) {
-  const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T{0};
-  const auto threshold = static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
+                     int64_t start, int64_t n, double p, const DropoutMask& mask) {
+  const auto scale = static_cast<T>(dropout_scale(p));
+  const DropoutMask m = mask;  // a local: the byte stores below could alias the caller's
   for (int64_t i = 0; i < n; ++i) {
-    const auto word = static_cast<uint32_t>(counter_bits(key, start + i) >> 32);
-    const bool k = word >= threshold;
-    const T kept = inp[i] * scale;
+    const bool k = m.keeps(start + i);
     keep[i] = k;
-    out[i] = k ? kept : T{0};
+    out[i] = k ? inp[i] * scale : T{0};
   }
 }
 
-// dx (+)= keep ? dout / (1 - p) : 0, with store assigning or adding (assign_or_add)
+// dx (+)= keep ? dout * dropout_scale(p) : 0, with store assigning or adding (assign_or_add)
 template <class T, class Store>
 void dropout_backward(Store store, T* __restrict dinp, const T* __restrict dout,
                       const uint8_t* __restrict keep, int64_t N, double p) {
-  const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T{0};
+  const auto scale = static_cast<T>(dropout_scale(p));
   for (int64_t i = 0; i < N; ++i) {
     const T kept = dout[i] * scale;
     store(dinp[i], keep[i] ? kept : T{0});
@@ -45,6 +40,9 @@ void dropout_backward(Store store, T* __restrict dinp, const T* __restrict dout,
 
 }  // namespace
 
+DropoutMask::DropoutMask(double p, uint64_t key)
+    : key(key), threshold(static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0))) {}
+
 Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
   TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0) return input;
@@ -52,7 +50,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
   const int64_t N = x.numel();
   Tensor out = empty(x.shape(), x.dtype());
   Tensor keep = empty(x.shape(), DType::Bool);
-  const uint64_t key = gen.next_u64();
+  const DropoutMask mask(p, gen.next_u64());
   dispatch_floating("dropout", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* po = out.data<T>();
@@ -62,7 +60,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
       for (int64_t block = b; block < e; ++block) {
         const int64_t start = block * kBlock;
         dropout_forward<T>(po + start, pk + start, px + start, start, std::min(kBlock, N - start),
-                           p, key);
+                           p, mask);
       }
     });
   });

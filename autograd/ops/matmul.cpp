@@ -1,5 +1,4 @@
-// matmul: C = op(A) op(B), one gemm per batch element (or one in all when folded): float on
-// our packed kernel (gemm.h), float64 on OpenBLAS, and tiny products on the small kernel here.
+// matmul: C = op(A) op(B), one gemm per batch element (or one in all when folded; gemm.h).
 //
 // Each operand's last two dims must be a BLAS-style matrix: row-major with unit column stride
 // (no transpose, ld = row stride) or its transpose (unit row stride, ld = column stride). Any
@@ -7,11 +6,8 @@
 // makes the gemm accumulate straight into them, summing over broadcast batch dims for free.
 #include "autograd/ops/matmul.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -38,69 +34,6 @@ std::optional<Layout> blas_layout(const Tensor& t) {
   if ((rs == 1 || rows == 1) && cs >= std::max<int64_t>(1, rows)) return Layout{true, cs};
   if (rows == 1 && cols == 1) return Layout{false, 1};
   return std::nullopt;
-}
-
-// Products this small (attention heads of a small model: 12x12x8) cost more in a packed
-// kernel's setup (or a BLAS call's) than in arithmetic.
-constexpr int64_t kSmallFlops = 1 << 15, kSmallN = 64, kSmallPack = 4096;
-bool is_small(int64_t M, int64_t N, int64_t K) {
-  return M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack;
-}
-
-// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, for is_small shapes. op(B) is packed into a
-// row-major block whose rows are padded with zeros to a multiple of W columns; C is then built
-// R rows by W columns at a time, acc[r] += A[i0 + r, k] * B[k, j0:j0+W], in R vector registers.
-// The R rows are R independent chains of multiply-adds: one row at a time (K = 8 or 12 here)
-// waited on the latency of each add and took 17% of a mini-train-small step on one thread.
-template <class T>
-void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-                const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  constexpr int64_t W = 8, R = 6;
-  typedef T Vec __attribute__((vector_size(W * sizeof(T))));
-  const int64_t NP = (N + W - 1) / W * W;
-  T packed[kSmallPack + kSmallN * W];
-  const int64_t b_row = tb ? 1 : ldb, b_col = tb ? ldb : 1;
-  for (int64_t k = 0; k < K; ++k) {
-    T* row = packed + k * NP;
-    for (int64_t j = 0; j < N; ++j) row[j] = B[k * b_row + j * b_col];
-    for (int64_t j = N; j < NP; ++j) row[j] = 0;
-  }
-  const int64_t a_row = ta ? 1 : lda, a_col = ta ? lda : 1;
-  for (int64_t i0 = 0; i0 < M; i0 += R) {
-    const int64_t rows = std::min(R, M - i0);
-    const T* a[R];  // rows past M repeat the last one; their sums are dropped
-    for (int64_t r = 0; r < R; ++r) a[r] = A + (i0 + std::min(r, rows - 1)) * a_row;
-    for (int64_t j0 = 0; j0 < NP; j0 += W) {
-      Vec acc[R] = {};
-      for (int64_t k = 0; k < K; ++k) {
-        Vec b;
-        std::memcpy(&b, packed + k * NP + j0, sizeof b);
-#pragma GCC unroll 8
-        for (int64_t r = 0; r < R; ++r) acc[r] += a[r][k * a_col] * b;
-      }
-      const int64_t width = std::min(W, N - j0);
-      for (int64_t r = 0; r < rows; ++r) {
-        T* c = C + (i0 + r) * ldc + j0;
-        for (int64_t j = 0; j < width; ++j)
-          c[j] = beta == T{0} ? acc[r][j] : beta * c[j] + acc[r][j];
-      }
-    }
-  }
-}
-
-template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
-  if (is_small(M, N, K)) {
-    small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-  } else {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-                K, 1.0, A, lda, B, ldb, beta, C, ldc);
-  }
 }
 
 // Batch strides of t (its dims but the last two), seen from the broadcast batch shape.
