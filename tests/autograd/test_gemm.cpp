@@ -1,6 +1,7 @@
 // The packed float kernel (autograd/gemm.h) against a float64 triple loop, on shapes that cross
 // every block edge (register tile, MC rows, KC steps, NC columns), all four layouts, each
-// operand both packed and read in place, padded leading dimensions and each kind of beta.
+// operand both packed and read in place, padded leading dimensions and each kind of beta; and
+// the small kernel under gemm<float> the same way, on the tiny shapes it takes.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "autograd/gemm.h"
 
+using tapegrad::gemm;
 using tapegrad::sgemm;
 
 namespace {
@@ -47,7 +49,10 @@ std::vector<double> reference(const Case& c, const Stored& a, const Stored& b, c
   return r;
 }
 
-void check(const Case& c, float beta, std::mt19937& rng) {
+using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                      int64_t, float, float*, int64_t);
+
+void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
   INFO("ta " << c.ta << " tb " << c.tb << " M " << c.M << " N " << c.N << " K " << c.K << " beta "
              << beta);
   const Stored a = c.ta ? Stored(c.K, c.M, 3, rng) : Stored(c.M, c.K, 3, rng);
@@ -58,7 +63,8 @@ void check(const Case& c, float beta, std::mt19937& rng) {
   }
   const std::vector<double> want = reference(c, a, b, out, beta);
   const std::vector<float> before = out.v;
-  sgemm(c.ta, c.tb, c.M, c.N, c.K, a.v.data(), a.ld, b.v.data(), b.ld, beta, out.v.data(), out.ld);
+  product(c.ta, c.tb, c.M, c.N, c.K, a.v.data(), a.ld, b.v.data(), b.ld, beta, out.v.data(),
+          out.ld);
   const double tol = 1e-6 * static_cast<double>(c.K + 4);
   for (int64_t i = 0; i < c.M; ++i) {
     for (int64_t j = 0; j < out.ld; ++j) {
@@ -86,6 +92,25 @@ TEST_CASE("sgemm agrees with a float64 product across block edges", "[autograd]"
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
         for (const float beta : {0.0f, 1.0f, 0.5f}) check({ta, tb, s.M, s.N, s.K}, beta, rng);
+      }
+    }
+  }
+}
+
+TEST_CASE("the small kernel agrees with a float64 product", "[autograd]") {
+  std::mt19937 rng(11);
+  // attention heads (12x12x8, 12x8x12), B read in place (N a multiple of 8) or padded, ragged
+  // row blocks, a single row, the widest N
+  const std::vector<Case> shapes = {{false, false, 1, 1, 1},   {false, false, 12, 12, 8},
+                                    {false, false, 12, 8, 12}, {false, false, 13, 16, 3},
+                                    {false, false, 25, 8, 40}, {false, false, 3, 64, 4},
+                                    {false, false, 7, 5, 1}};
+  for (const Case& s : shapes) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        for (const float beta : {0.0f, 1.0f, 0.5f}) {
+          check({ta, tb, s.M, s.N, s.K}, beta, rng, gemm<float>);
+        }
       }
     }
   }
