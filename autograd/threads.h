@@ -29,6 +29,8 @@ void run_chunks(int64_t n, int chunks, ChunkFn fn, void* ctx);
 // Elements of a simple loop (a few flops each) worth handing to another thread: about the
 // work that pays for waking it.
 constexpr int64_t kGrainElements = 1 << 13;
+// Flops of matrix product worth handing to another thread: about a microsecond of one core.
+constexpr double kGrainFlops = 1 << 17;
 
 // The grain, in items, of a loop whose every item (a row, a block) holds `elements` elements.
 inline int64_t grain_of_items(int64_t elements) {

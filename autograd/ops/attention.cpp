@@ -30,10 +30,10 @@ struct Heads {
   int64_t mask_at(int64_t n) const {
     return mask_strides.empty() ? 0 : (n / H) * mask_strides[0] + (n % H) * mask_strides[1];
   }
-  // Items (b, h) worth handing to another thread: about 10^5 flops of gemm.
+  // Items (b, h) worth handing to another thread.
   int64_t grain() const {
     const double flops = std::max(1.0, 4.0 * static_cast<double>(T) * S * D);
-    return static_cast<int64_t>((1 << 17) / flops) + 1;
+    return static_cast<int64_t>(kGrainFlops / flops) + 1;
   }
 };
 

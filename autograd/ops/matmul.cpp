@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "autograd/gemm.h"
@@ -58,7 +59,6 @@ void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
   for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) { items.push_back(o); });
   bool shared_c = false;  // a batch dim along which C does not move: items sum into one C
   for (size_t d = 0; d < batch.size(); ++d) shared_c = shared_c || (batch[d] > 1 && sc[d] == 0);
-  constexpr double kGrainFlops = 1 << 17;  // about a microsecond of one core's gemm
   const double flops = std::max(1.0, 2.0 * static_cast<double>(M) * N * K);
   const auto items_count = static_cast<int64_t>(items.size());
   if (items_count > 1 && !shared_c) {
@@ -168,27 +168,31 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
 namespace {
 
-// rows (N) copies of bias (OC) -> out (N, OC)
-template <class T>
-void bias_rows_forward(T* out, const T* bias, int64_t N, int64_t OC) {
-  parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) std::copy(bias, bias + OC, out + n * OC);
-  });
+// How many shares to split `flops` of product into, one per thread at most.
+int shares_of(double flops) {
+  return static_cast<int>(std::clamp<double>(flops / kGrainFlops, 1, num_threads()));
 }
 
-// dbias (OC) += sum_n dout (N, OC), each column summed over the rows in order
+// Share p of n rows (or columns) split `shares` ways: [n p / shares, n (p + 1) / shares).
+std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
+  return {n * p / shares, n * (p + 1) / shares};
+}
+
+// dbias[c] += sum_n dout[n, c] for the columns c0..c1, each summed over the rows in order.
 template <class T>
-void bias_rows_backward(T* dbias, const T* dout, int64_t N, int64_t OC) {
-  parallel_for(OC, grain_of_items(N), [&](int64_t c0, int64_t c1) {
-    for (int64_t n = 0; n < N; ++n) {
-      const T* row = dout + n * OC;
-      for (int64_t c = c0; c < c1; ++c) dbias[c] += row[c];
-    }
-  });
+void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, int64_t c1) {
+  for (int64_t n = 0; n < N; ++n) {
+    const T* row = dout + n * OC;
+    for (int64_t c = c0; c < c1; ++c) dbias[c] += row[c];
+  }
 }
 
 }  // namespace
 
+// Forward and backward each run as one parallel loop in which every thread takes its share of
+// every product (rows of out; rows of dx, of dweight and columns of dbias): one wake-up of the
+// threads where a product per loop took two forward and three backward, which in a small
+// model cost more than the products.
 Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
   TG_CHECK(x_in.dim() >= 1, "linear: input must have rank >= 1, got shape {}", x_in.shape());
   TG_CHECK(weight.dim() == 2 && weight.size(1) == x_in.size(-1),
@@ -208,38 +212,66 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
   out_shape.back() = OC;
   // Every element is written by the bias copy or the gemm, except with neither (C == 0).
   Tensor out = b.defined() || C > 0 ? empty(out_shape, x.dtype()) : zeros(out_shape, x.dtype());
+  const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(C) * OC;
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if (b.defined()) bias_rows_forward<T>(out.data<T>(), b.data<T>(), N, OC);
-    if (N == 0 || OC == 0 || C == 0) return;
-    // out [N, OC] (+)= x [N, C] @ w^T, w read with the transpose flag
-    batched_gemm<T>({}, N, OC, C, x.data<T>(), {false, C}, {}, w.data<T>(), {true, C}, {},
-                    b.defined() ? T{1} : T{0}, out.data<T>(), OC, {});
+    const T *px = x.data<T>(), *pw = w.data<T>(), *pb = b.defined() ? b.data<T>() : nullptr;
+    T* po = out.data<T>();
+    const int shares = shares_of(flops);
+    parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const auto [n0, n1] = share(N, p, shares);
+        // out rows = bias, then out [N, OC] += x [N, C] @ w^T, w read with the transpose flag
+        if (pb) {
+          for (int64_t n = n0; n < n1; ++n) std::copy(pb, pb + OC, po + n * OC);
+        }
+        if (n1 == n0 || OC == 0 || C == 0) continue;
+        gemm<T>(false, true, n1 - n0, OC, C, px + n0 * C, C, pw, C, pb ? T{1} : T{0}, po + n0 * OC,
+                OC);
+      }
+    });
   });
   std::vector<Tensor> inputs{x, w};
   if (b.defined()) inputs.push_back(b);
   if (recording(inputs)) {
     record("linear", inputs, out,
-           [x = x.detach(), w = w.detach(), with_bias = b.defined(), N, C, OC](const Tensor& dout,
-                                                                               Grads& g) {
+           [x = x.detach(), w = w.detach(), with_bias = b.defined(), N, C, OC, flops](
+               const Tensor& dout, Grads& g) {
              if (N == 0 || OC == 0) return;
              dispatch_floating("linear", dout.dtype(), [&](auto tag) {
                using T = decltype(tag);
-               const T* dy = dout.data<T>();
-               // dx [N, C] += dout [N, OC] @ w [OC, C]
+               const T *dy = dout.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
+               T *dx = nullptr, *dw = nullptr, *db = nullptr;
+               T beta_x = T{1}, beta_w = T{1};
                if (g.wants(0) && C > 0) {
-                 const auto [dx, first] = g.dense(0);
-                 batched_gemm<T>({}, N, C, OC, dy, {false, OC}, {}, w.data<T>(), {false, C}, {},
-                                 first ? T{0} : T{1}, dx.data<T>(), C, {});
+                 const auto [grad, first] = g.dense(0);
+                 dx = grad.data<T>();
+                 beta_x = first ? T{0} : T{1};
                }
-               // dw [OC, C] += dout^T @ x [N, C]
                if (g.wants(1) && C > 0) {
-                 const auto [dw, first] = g.dense(1);
-                 batched_gemm<T>({}, OC, C, N, dy, {true, OC}, {}, x.data<T>(), {false, C}, {},
-                                 first ? T{0} : T{1}, dw.data<T>(), C, {});
+                 const auto [grad, first] = g.dense(1);
+                 dw = grad.data<T>();
+                 beta_w = first ? T{0} : T{1};
                }
-               // dbias [OC] += sum over rows of dout
-               if (with_bias && g.wants(2)) bias_rows_backward<T>(g[2].data<T>(), dy, N, OC);
+               if (with_bias && g.wants(2)) db = g[2].data<T>();
+               const int shares = shares_of(2 * flops);
+               parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
+                 for (int64_t p = p0; p < p1; ++p) {
+                   // dx [N, C] += dout [N, OC] @ w [OC, C]
+                   if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
+                     gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
+                             dx + n0 * C, C);
+                   }
+                   const auto [c0, c1] = share(OC, p, shares);
+                   // dw [OC, C] += dout^T @ x [N, C]: rows c0..c1 of dout^T are its columns
+                   if (dw && c1 > c0) {
+                     gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w, dw + c0 * C,
+                             C);
+                   }
+                   // dbias [OC] += sum over rows of dout
+                   if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
+                 }
+               });
              });
            });
   }
