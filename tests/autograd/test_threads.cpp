@@ -71,7 +71,8 @@ TEST_CASE("an exception thrown in a worker's range reaches the caller", "[autogr
 TEST_CASE("results and gradients are reproducible and agree across thread counts", "[autograd]") {
   // One pass through every op that splits its work: big (BLAS, rows split) and small (own
   // kernel, batch split) matmuls, a batched matmul whose weight gradient sums over the batch,
-  // softmax, layer norm, broadcast add, masked_fill, dropout and a copy of a permuted view.
+  // softmax, layer norm, broadcast add, masked_fill, dropout, a copy of a permuted view,
+  // linear (its products split in shares) and fused attention with a mask and dropout.
   auto run = [](int n) {
     ThreadCount threads(n);
     Generator gen(21);
@@ -88,6 +89,13 @@ TEST_CASE("results and gradients are reproducible and agree across thread counts
     Tensor p = dropout(softmax(scores, -1), 0.1, true, gen);
     Tensor out = matmul(matmul(p, heads), v);  // v's gradient sums over the batch
     Tensor loss = sum(permute(out, {0, 2, 1, 3}).contiguous() * transpose(out.detach(), 1, 2));
+    const Tensor q = linear(x, w, bias);  // [6, 40, 96]
+    const Tensor att = attention(q, h, h, 8,
+                                 {.blocked = tensor(blocked, {40, 40}, DType::Bool),
+                                  .dropout = 0.1,
+                                  .training = true,
+                                  .gen = &gen});
+    loss = loss + sum(att * att.detach());
     loss.backward();
     std::vector<std::vector<float>> r{loss.to_vector<float>()};
     for (Tensor* t : {&x, &w, &bias, &gamma, &v}) r.push_back(t->grad().to_vector<float>());
