@@ -87,10 +87,19 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
         // Strides of the gradient buffers (contiguous, the operands' shapes) seen from `shape`.
         const Shape sga = broadcast_strides(a_shape, contiguous_strides(a_shape), shape);
         const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
+        bool passed = false;  // dout itself went to an operand; it may go to only one
         for (size_t i = 0; i < 2; ++i) {
           if (!g.wants(i)) continue;
           // An operand broadcast to the output's shape sums over the broadcast dims: it adds.
           const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
+          if constexpr (!kSavesInputs) {
+            // A partial of 1 (either operand of add, a of sub) makes the gradient dout itself.
+            if (!broadcast && !passed && (i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0})) == T{1}) {
+              g.pass(i, dout);
+              passed = true;
+              continue;
+            }
+          }
           const auto [grad, first] = broadcast ? Grads::Buffer{g[i], false} : g.dense(i);
           T* dx = grad.data<T>();
           const Shape& sg = i == 0 ? sga : sgb;

@@ -213,7 +213,8 @@ TEST_CASE("freed storage is cached and reused by the next tensor of that size", 
 TEST_CASE("each backward is right as its gradient's first writer and as a later one",
           "[autograd][gradcheck]") {
   // x [3, 4] feeds every op; the op recorded last runs its backward first and so writes x's
-  // gradient buffer first (assigning into it, or adopting dout for a view), the others add.
+  // gradient buffer first (assigning into it, or adopting dout for a view or an add), the
+  // others add.
   using Op = std::function<Tensor(const Tensor&)>;
   const Tensor mask = eq(tensor({0, 1, 0, 0}, {4}), 1);
   const Tensor targets = tensor({0, 3, 1}, {3}, DType::Int64);
@@ -221,6 +222,8 @@ TEST_CASE("each backward is right as its gradient's first writer and as a later 
       [](const Tensor& x) { return sum(view(x, {12})); },
       [](const Tensor& x) { return sum(mul(transpose(x, 0, 1), 2.0)); },
       [](const Tensor& x) { return sum(mul(x, x)); },
+      [](const Tensor& x) { return sum(mul(add(x, x), x)); },
+      [](const Tensor& x) { return sum(mul(sub(tanh(x), x), x)); },
       [](const Tensor& x) { return sum(tanh(x)); },
       [](const Tensor& x) { return sum(mul(softmax(x, -1), x)); },
       [&](const Tensor& x) { return sum(mul(masked_softmax(x, mask), x)); },
