@@ -4,6 +4,7 @@
 
     /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
                                               [--workloads mini-train-small,encoder-forward]
+                                              [--rounds 1]
 
 PyTorch gets its best setting: each workload runs in a fresh process once with torch's own
 threads at 1 and once at 2 (OpenBLAS at 2 both times), and the encoder workloads run both as
@@ -11,6 +12,10 @@ written out like ours and as nn.TransformerEncoder (whose eval forward is a fuse
 the fastest is kept. Debian's OpenBLAS 0.3.21 (PyTorch's BLAS here) does not know recent
 AMD cores and may run its AVX2 kernels on a CPU with AVX-512; on such a CPU PyTorch's runs set
 OPENBLAS_CORETYPE=SKYLAKEX, its AVX-512 kernels.
+
+A machine whose speed drifts over minutes (a shared VM) moves both sides' times; --rounds N
+alternates the two sides N times per workload and reports each side's median time, and as the
+speedup the median of the N paired ratios, which such drift moves least.
 
 The matmul floor is the workload's matmul flops at the best sgemm rate measured in the same
 run: the issue's floor uses OpenBLAS's rate (two threads); tapegrad's own kernel is faster,
@@ -170,6 +175,8 @@ def main():
     ap.add_argument("--bench", default="build/bench/bench")
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate the two sides this many times; report medians")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -190,29 +197,40 @@ def main():
     for w in args.workloads.split(","):
         if w not in WORKLOADS:
             sys.exit(f"--workloads: unknown workload '{w}'")
-        ours = dict(kv.split("=") for kv in run([args.bench, "--workload", w, "--iterations", str(args.iterations)]).split()[1:])
-        best = None
-        variants = ("written", "builtin") if w.startswith("encoder") else ("written",)
-        for variant in variants:
-            for torch_threads in (1, 2):
-                env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS=str(torch_threads),
-                           TORCH_THREADS=str(torch_threads), TORCH_VARIANT=variant)
-                if avx512:
-                    env["OPENBLAS_CORETYPE"] = "SKYLAKEX"
-                out = run([sys.executable, __file__, "--worker", w, str(args.iterations)], env)
-                res = dict(kv.split("=") for kv in out.split())
-                res["setting"] = f"{torch_threads}{', built-in' if variant == 'builtin' else ''}"
-                if best is None or float(res["seconds"]) < float(best["seconds"]):
-                    best = res
+        rounds = []  # (ours, PyTorch's best) per round
+        for _ in range(max(1, args.rounds)):
+            ours = dict(kv.split("=") for kv in run(
+                [args.bench, "--workload", w, "--iterations", str(args.iterations)]).split()[1:])
+            best = None
+            variants = ("written", "builtin") if w.startswith("encoder") else ("written",)
+            for variant in variants:
+                for torch_threads in (1, 2):
+                    env = dict(os.environ, OPENBLAS_NUM_THREADS="2",
+                               OMP_NUM_THREADS=str(torch_threads),
+                               TORCH_THREADS=str(torch_threads), TORCH_VARIANT=variant)
+                    if avx512:
+                        env["OPENBLAS_CORETYPE"] = "SKYLAKEX"
+                    out = run([sys.executable, __file__, "--worker", w, str(args.iterations)], env)
+                    res = dict(kv.split("=") for kv in out.split())
+                    res["setting"] = f"{torch_threads}{', built-in' if variant == 'builtin' else ''}"
+                    if best is None or float(res["seconds"]) < float(best["seconds"]):
+                        best = res
+            rounds.append((ours, best))
+        ours_s = statistics.median(float(o["seconds"]) for o, _ in rounds)
+        theirs_s = statistics.median(float(t["seconds"]) for _, t in rounds)
+        speedup = statistics.median(float(t["seconds"]) / float(o["seconds"]) for o, t in rounds)
+        setting = statistics.mode(t["setting"] for _, t in rounds)
+        ours = rounds[0][0]
         flops = float(ours["gflops"]) * float(ours["seconds"])  # GFLOP per iteration
-        rows.append((w, float(ours["seconds"]), float(best["seconds"]), best["setting"],
-                     flops / peak, flops / own_peak, ours["peak_rss_mb"], best["peak_rss_mb"]))
+        rows.append((w, ours_s, theirs_s, setting, speedup, flops / peak, flops / own_peak,
+                     max(int(o["peak_rss_mb"]) for o, _ in rounds),
+                     max(int(t["peak_rss_mb"]) for _, t in rounds)))
         print(f"done {w}", file=sys.stderr)
     print(f"\nsgemm peak on these shapes: OpenBLAS {peak:.1f} GFLOP/s, tapegrad {own_peak:.1f}\n")
     print("| workload | tapegrad s/iter | PyTorch s/iter (torch threads, model) | speedup | matmul floor s (OpenBLAS rate) | tapegrad / floor | PyTorch / floor | tapegrad / floor at its own sgemm rate | peak RSS MB tapegrad / PyTorch |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for w, ours, theirs, th, floor, own_floor, rss_ours, rss_theirs in rows:
-        print(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {theirs / ours:.2f}x | {floor:.4f} | "
+    for w, ours, theirs, th, speedup, floor, own_floor, rss_ours, rss_theirs in rows:
+        print(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {speedup:.2f}x | {floor:.4f} | "
               f"{ours / floor:.2f} | {theirs / floor:.2f} | {ours / own_floor:.2f} | "
               f"{rss_ours} / {rss_theirs} |")
 
