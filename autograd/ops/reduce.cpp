@@ -59,12 +59,12 @@ Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) 
     record(op, {x}, out, [op, map = p.map_strides, scale](const Tensor& dout, Grads& g) {
       dispatch_floating(op, dout.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        const auto [gx, first] = g.dense(0);
-        T* dx = gx.data<T>();
+        const Grads::Buffer gx = g.dense(0);
+        T* dx = gx.grad.data<T>();
         const T* d = dout.data<T>();
         const auto s = static_cast<T>(scale);
-        assign_or_add(first, [&](auto store) {
-          for_each_offset<2>(gx.shape(), {&gx.strides(), &map},
+        assign_or_add(gx.first, [&](auto store) {
+          for_each_offset<2>(gx.grad.shape(), {&gx.grad.strides(), &map},
                              [&](const auto& o) { store(dx[o[0]], s * d[o[1]]); });
         });
       });
