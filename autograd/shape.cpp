@@ -6,7 +6,11 @@ namespace tapegrad {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    TG_CHECK(d >= 0, "shape {}: negative dimension {}", shape, d);
+    // a product past int64 would wrap to a small count and a buffer too small for the shape
+    TG_CHECK(!__builtin_mul_overflow(n, d, &n), "shape {}: element count overflows int64", shape);
+  }
   return n;
 }
 

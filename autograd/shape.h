@@ -13,7 +13,8 @@ namespace tapegrad {
 
 using Shape = std::vector<int64_t>;
 
-// Number of elements; 1 for a scalar (empty shape).
+// Number of elements; 1 for a scalar (empty shape). Throws on a negative dimension or a count
+// that overflows int64, so no shape that wraps around can reach an allocation.
 int64_t numel(const Shape& shape);
 
 // Row-major strides, in elements: [2, 3, 4] -> [12, 4, 1].

@@ -68,6 +68,29 @@ void accumulate(GradNode& node, const Tensor& g) {
 
 }  // namespace
 
+// Freeing a graph frees each entry's inputs and saved tensors, which may be the last owners
+// of the entries before it. Done by nested destructors that would be one call per op in a
+// chain, enough to overflow the stack. Instead a dying entry hands what it owns to this
+// thread's queue, and only the outermost destructor empties the queue, in a loop; anything
+// freed meanwhile joins the queue rather than recursing.
+TapeEntry::~TapeEntry() {
+  struct Owned {
+    std::vector<std::shared_ptr<GradNode>> inputs;
+    BackwardFn backward;
+  };
+  thread_local std::vector<Owned> queue;
+  thread_local bool draining = false;
+  if (inputs.empty() && !backward) return;
+  queue.push_back({std::move(inputs), std::move(backward)});
+  if (draining) return;
+  draining = true;
+  while (!queue.empty()) {
+    Owned next = std::move(queue.back());
+    queue.pop_back();
+  }  // `next` is freed here, possibly queueing more
+  draining = false;
+}
+
 bool anomaly_enabled() { return t_anomaly; }
 DetectAnomalyGuard::DetectAnomalyGuard() : previous_(t_anomaly) { t_anomaly = true; }
 DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = previous_; }
@@ -126,8 +149,11 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
   }
   entry->op = op;
   entry->seq = t_tape.next_seq++;
+  entry->tape = &t_tape;
   entry->inputs.reserve(inputs.size());
+  entry->versions.reserve(inputs.size());
   for (const Tensor& in : inputs) {
+    if (in.defined()) entry->versions.push_back({in.impl().storage, in.impl().storage->version()});
     std::shared_ptr<GradNode> node = in.defined() ? in.impl().node : nullptr;
     if (node && node->grad_fn) {
       TG_CHECK(!node->grad_fn->released,
@@ -171,6 +197,10 @@ void backward(const Tensor& root, const Tensor& dout) {
     accumulate(root_node, seed);
     return;
   }
+  TG_CHECK(root_node.grad_fn->tape == &t_tape,
+           "backward: the graph of this tensor (from op '{}') was recorded on another thread; "
+           "call backward() on the thread that ran its forward",
+           root_node.grad_fn->op);
   TG_CHECK(!root_node.grad_fn->released,
            "backward: the graph of this tensor (from op '{}') was already released by an "
            "earlier backward()",
@@ -188,6 +218,14 @@ void backward(const Tensor& root, const Tensor& dout) {
     TG_CHECK(!e->released,
              "backward: op '{}' of this graph was already released by an earlier backward()",
              e->op);
+    for (size_t k = 0; k < e->versions.size(); ++k) {
+      const auto storage = e->versions[k].storage.lock();
+      TG_CHECK(!storage || storage->version() == e->versions[k].version,
+               "backward: an input of op '{}' (input {} of {}) was modified in place after the op "
+               "recorded it (version {} -> {}); its gradient would be wrong. Write to a copy, or "
+               "recompute the op after the write",
+               e->op, k, e->versions.size(), e->versions[k].version, storage->version());
+    }
     Grads grads(e->inputs);
     e->backward(e->output->grad, grads);
     if (t_anomaly && !e->input_shapes.empty()) [[unlikely]] {
@@ -208,6 +246,7 @@ void backward(const Tensor& root, const Tensor& dout) {
     e->backward = nullptr;
     std::move(e->inputs.begin(), e->inputs.end(), std::back_inserter(keep_alive));
     e->inputs.clear();
+    e->versions.clear();
     e->released = true;
   }
   t_tape.compact();

@@ -74,14 +74,29 @@ void assign_or_add(bool assign, Body&& body) {
 // Receives the gradient of the op's output (contiguous, the output's shape and dtype).
 using BackwardFn = std::function<void(const Tensor& dout, Grads& dinputs)>;
 
+// The storage version (Storage::version) of one input when its op was recorded. A weak
+// reference: it keeps no buffer alive, and an input nobody saved may be freed.
+struct InputVersion {
+  std::weak_ptr<Storage> storage;
+  uint64_t version;
+};
+
 struct TapeEntry {
   const char* op;
   uint64_t seq;                                   // position in execution order
+  const void* tape;                               // the recording thread's tape
   std::vector<std::shared_ptr<GradNode>> inputs;  // null for inputs that need no grad
+  std::vector<InputVersion> versions;             // one per defined input
   GradNode* output;                               // owns this entry, so outlives it
   BackwardFn backward;
   bool released = false;
   std::vector<Shape> input_shapes;  // kept only in anomaly mode, for its messages
+
+  TapeEntry() = default;
+  TapeEntry(const TapeEntry&) = delete;
+  TapeEntry& operator=(const TapeEntry&) = delete;
+  // A chain of a million ops is freed in a loop, not by a million nested destructor calls.
+  ~TapeEntry();
 };
 
 // Grad mode, per thread. NoGradGuard turns recording off for its scope (inference, optimizer
@@ -130,7 +145,9 @@ bool recording(const std::vector<Tensor>& inputs);
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             bool allow_inf = false);
 
-// Runs the reverse pass from `root` (see Tensor::backward).
+// Runs the reverse pass from `root` (see Tensor::backward). Throws when the graph was recorded
+// on another thread (each thread has its own tape) or when an input of an op was written in
+// place after the op recorded it.
 void backward(const Tensor& root, const Tensor& dout);
 
 // Live (not yet released) entries on this thread's tape.

@@ -191,6 +191,7 @@ void Tensor::set(std::initializer_list<int64_t> index, double value) {
   TG_CHECK(!requires_grad() || (is_leaf() && !grad_enabled()),
            "set: in-place write to a tensor that requires grad; use a NoGradGuard for leaves");
   const int64_t off = element_offset(*this, "set", index);
+  impl().storage->bump_version();
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
     static_cast<T*>(impl().storage->data())[off] = static_cast<T>(value);
@@ -298,9 +299,20 @@ void Tensor::backward(const Tensor& dout) const { tapegrad::backward(*this, dout
 // Factories
 
 Tensor empty(const Shape& shape, DType dtype) {
-  for (int64_t d : shape) TG_CHECK(d >= 0, "empty: negative dimension in shape {}", shape);
+  // 2^40 bytes (1 TiB): past this project's machines' memory, far from size_t's overflow, and
+  // the largest request AddressSanitizer's allocator accepts
+  constexpr int64_t kMaxBytes = int64_t{1} << 40;
+  const int64_t n = numel(shape);
+  TG_CHECK(n <= kMaxBytes / static_cast<int64_t>(dtype_size(dtype)),
+           "empty: shape {} of {} needs {} elements, more than any buffer can hold", shape, dtype,
+           n);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel(shape) * dtype_size(dtype));
+  try {
+    impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype));
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("empty: cannot allocate {} bytes for shape {} of {}",
+                            static_cast<size_t>(n) * dtype_size(dtype), shape, dtype));
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

@@ -37,9 +37,16 @@ class Storage {
   void* data() { return data_; }
   size_t nbytes() const { return nbytes_; }
 
+  // Counts in-place writes made through the library (Tensor::set, optimizer updates). The tape
+  // notes it for every input of a recorded op, and backward refuses to run an op whose input
+  // was written since, as PyTorch's version counter does: its gradient would be silently wrong.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
   void* data_;
   size_t nbytes_;
+  uint64_t version_ = 0;
 };
 
 // Bytes held by all live Storage objects of the process: the memory tests watch this.

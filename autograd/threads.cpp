@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -26,16 +27,21 @@ int64_t chunk_begin(int64_t n, int chunks, int i) { return n * i / chunks; }
 // threads - 1 workers; the thread that calls run() does chunk 0 itself.
 class Pool {
  public:
+  // A thread the system refuses (a memory or process limit) is a tapegrad Error, after the
+  // workers already started are stopped: a std::thread left joinable would terminate.
   explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+    for (int i = 1; i < threads; ++i) {
+      try {
+        workers_.emplace_back([this, i] { work(i); });
+      } catch (const std::system_error& e) {
+        stop();
+        throw Error(fmt::format("set_num_threads: cannot start thread {} of {}: {}", i + 1,
+                                threads, e.what()));
+      }
+    }
   }
 
-  ~Pool() {
-    stop_.store(true);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
-    for (std::thread& w : workers_) w.join();
-  }
+  ~Pool() { stop(); }
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
@@ -122,6 +128,14 @@ class Pool {
     }
   }
 
+  void stop() {
+    stop_.store(true);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    for (std::thread& w : workers_) w.join();
+    workers_.clear();
+  }
+
   std::vector<std::thread> workers_;
   std::mutex busy_;
   // The current loop, written by run() before the generation bump that publishes it.
@@ -146,11 +160,12 @@ std::mutex g_pool_mutex;
 std::unique_ptr<Pool> g_pool;
 std::atomic<Pool*> g_pool_ptr{nullptr};
 
+// On failure the previous pool stays in place.
 void replace_pool(int threads) {
   openblas_set_num_threads(1);  // each of our threads runs its own share of a product
+  auto fresh = std::make_unique<Pool>(threads);
   g_pool_ptr.store(nullptr, std::memory_order_release);
-  g_pool.reset();
-  g_pool = std::make_unique<Pool>(threads);
+  g_pool = std::move(fresh);
   g_pool_ptr.store(g_pool.get(), std::memory_order_release);
 }
 
@@ -164,7 +179,8 @@ Pool& pool() {
 }  // namespace
 
 void set_num_threads(int threads) {
-  TG_CHECK(threads > 0, "set_num_threads: thread count must be positive, got {}", threads);
+  TG_CHECK(threads > 0 && threads <= kMaxThreads,
+           "set_num_threads: thread count must be in [1, {}], got {}", kMaxThreads, threads);
   std::lock_guard lock(g_pool_mutex);
   replace_pool(threads);
 }

@@ -15,7 +15,9 @@
 namespace tapegrad {
 
 // The pool's size, counting the calling thread. The default is the machine's core count.
-// Set it between pieces of work, not while another thread of the program runs one.
+// Set it between pieces of work, not while another thread of the program runs one. A thread
+// count the system cannot start throws Error and keeps the previous pool.
+constexpr int kMaxThreads = 1024;
 void set_num_threads(int threads);
 int num_threads();
 

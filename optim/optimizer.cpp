@@ -50,6 +50,7 @@ void Optimizer::step() {
     if (!g.defined()) continue;
     slices.push_back({i, total, g});
     total += g.numel();
+    params_[i].second.impl().storage->bump_version();
   }
   parallel_for(total, kGrainElements, [&](int64_t b, int64_t e) {
     // the first slice that ends after b

@@ -48,7 +48,8 @@ Tensor view(const Tensor& x, const Shape& requested) {
       infer = it;
     } else {
       TG_CHECK(*it >= 0, "view: invalid size {} in {}", *it, requested);
-      known *= *it;
+      TG_CHECK(!__builtin_mul_overflow(known, *it, &known),
+               "view: shape {} has more elements than int64 can count", requested);
     }
   }
   if (infer != shape.end()) {

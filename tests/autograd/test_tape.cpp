@@ -1,4 +1,6 @@
 // The tape: accumulation, grad mode, release after backward, and flat memory.
+#include <thread>
+
 #include "autograd/autograd.h"
 #include "helpers.h"
 
@@ -248,4 +250,74 @@ TEST_CASE("each backward is right as its gradient's first writer and as a later 
         },
         {tapegrad::testing::random_leaf({3, 4}, 21)});
   }
+}
+
+TEST_CASE("an input written in place after its op recorded it makes backward throw",
+          "[autograd][errors]") {
+  Tensor w = leaf({1, 2});
+  Tensor x = tensor({3, 4}, DType::Float64);  // needs no grad, but mul saves it for dw
+  Tensor y = sum(mul(x, w));
+  x.set({0}, 10);  // dw would read 10 instead of 3
+  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("an input of op 'mul'") &&
+                                        Catch::Contains("modified in place") &&
+                                        Catch::Contains("version 0 -> 1"));
+
+  // a write through another handle of the same storage counts too
+  Tensor a = tensor({3, 4}, DType::Float64);
+  Tensor loss = sum(mul(a, w));
+  Tensor alias = a.detach();
+  alias.set({1}, 0);
+  REQUIRE_THROWS_WITH(loss.backward(), Catch::Contains("modified in place"));
+
+  // a write before the op is recorded is fine
+  Tensor b = tensor({3, 4}, DType::Float64);
+  b.set({0}, 5);
+  w.zero_grad();
+  sum(mul(b, w)).backward();
+  require_values(w.grad(), {5, 4});
+}
+
+TEST_CASE("an optimizer step between forward and backward is detected", "[autograd][errors]") {
+  Tensor w = leaf({1, 2});
+  Tensor y = sum(mul(w, w));
+  {
+    NoGradGuard no_grad;
+    w.set({0}, 3);  // what an optimizer update does to a parameter
+  }
+  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("modified in place"));
+}
+
+TEST_CASE("backward and freeing a graph of a million ops need no deep stack", "[autograd]") {
+  constexpr int kOps = 1'000'000;
+  Tensor x = leaf({1});
+  {
+    Tensor y = x;
+    for (int i = 0; i < kOps; ++i) y = add(y, 0.0);
+    REQUIRE(tape_size() == static_cast<size_t>(kOps));
+  }  // dropped without backward: each entry frees the one before it
+  REQUIRE(tape_size() == 0);
+
+  Tensor y = x;
+  for (int i = 0; i < kOps; ++i) y = add(y, 0.0);
+  y.backward();
+  require_values(x.grad(), {1});
+  REQUIRE(tape_size() == 0);
+}
+
+TEST_CASE("backward of a graph recorded on another thread throws instead of doing nothing",
+          "[autograd][errors]") {
+  Tensor x = leaf({1, 2});
+  Tensor y = sum(mul(x, x));
+  std::string error;
+  std::thread other([&] {
+    try {
+      y.backward();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  other.join();
+  REQUIRE_THAT(error, Catch::Contains("recorded on another thread"));
+  y.backward();  // on its own thread it works
+  require_values(x.grad(), {2, 4});
 }

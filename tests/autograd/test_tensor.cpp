@@ -111,7 +111,7 @@ TEST_CASE("shapes and tensors print like PyTorch", "[autograd]") {
 
 TEST_CASE("tensor errors name the op and the shapes", "[autograd][errors]") {
   CHECK_THROWS_WITH(tensor({1, 2, 3}, {2, 2}), "tensor: 3 values for shape [2, 2] (4 elements)");
-  CHECK_THROWS_WITH(zeros({2, -1}), "empty: negative dimension in shape [2, -1]");
+  CHECK_THROWS_WITH(zeros({2, -1}), "shape [2, -1]: negative dimension -1");
   CHECK_THROWS_WITH(arange(0, 1, 0), "arange: bad range start=0 end=1 step=0");
   CHECK_THROWS_WITH(ones({2}).data<double>(), "data: tensor has dtype float32, asked for float64");
   CHECK_THROWS_WITH(arange(2).set_requires_grad(true),
@@ -120,4 +120,23 @@ TEST_CASE("tensor errors name the op and the shapes", "[autograd][errors]") {
   CHECK_THROWS_WITH(ones({2}).size(2), "size: dim 2 out of range for a tensor of rank 1");
   CHECK_THROWS_AS(ones({2}).item(), Error);
   CHECK_THROWS_AS(ones({2}).item(), std::invalid_argument);
+}
+
+TEST_CASE("no shape whose element count or size overflows reaches an allocation",
+          "[autograd][errors]") {
+  constexpr int64_t k32 = int64_t{1} << 32;
+  // 2^64 elements would wrap to 0 and a 64-byte buffer
+  CHECK_THROWS_WITH(zeros({k32, k32}), "shape [4294967296, 4294967296]: element count overflows int64");
+  // 2^62 float32 elements would wrap to 0 bytes
+  CHECK_THROWS_WITH(ones({int64_t{1} << 62}),
+                    Catch::StartsWith("empty: shape [4611686018427387904] of float32 needs"));
+  CHECK_THROWS_WITH(full({k32, 2, k32}, 1.0), Catch::Contains("element count overflows int64"));
+  CHECK_THROWS_WITH(empty({int64_t{1} << 39}), Catch::Contains("more than any buffer can hold"));
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer reports a failed allocation instead of throwing
+  // more than memory but under the bound: an Error, not std::bad_alloc
+  CHECK_THROWS_WITH(empty({int64_t{1} << 37}), Catch::StartsWith("empty: cannot allocate"));
+#endif
+  // views cannot make such a shape either
+  CHECK_THROWS_WITH(reshape(zeros({0}), {k32, k32, 0}),
+                    Catch::Contains("more elements than int64 can count"));
 }

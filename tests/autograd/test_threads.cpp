@@ -5,6 +5,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include <sys/resource.h>
+
+#include <fstream>
+#include <string>
+
 #include "autograd/autograd.h"
 #include "helpers.h"
 
@@ -65,7 +70,7 @@ TEST_CASE("an exception thrown in a worker's range reaches the caller", "[autogr
   std::atomic<int64_t> after{0};  // the pool still works
   parallel_for(4, 1, [&](int64_t b, int64_t e) { after += e - b; });
   CHECK(after == 4);
-  CHECK_THROWS_WITH(set_num_threads(0), "set_num_threads: thread count must be positive, got 0");
+  CHECK_THROWS_WITH(set_num_threads(0), "set_num_threads: thread count must be in [1, 1024], got 0");
 }
 
 TEST_CASE("results and gradients are reproducible and agree across thread counts", "[autograd]") {
@@ -114,3 +119,35 @@ TEST_CASE("results and gradients are reproducible and agree across thread counts
     }
   }
 }
+
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer's shadow memory does not fit an address-space limit
+TEST_CASE("threads the system refuses are an Error and the previous pool stays",
+          "[autograd][errors]") {
+  ThreadCount two(2);
+  // Each thread's stack is 8 MiB of address space: under a limit 64 MiB above what the
+  // process maps now, 1000 threads cannot all start.
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_AS, &before) == 0);
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  rlim_t mapped = 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) mapped = std::stoull(line.substr(7)) * 1024;
+  }
+  REQUIRE(mapped > 0);
+  rlimit limited = before;
+  limited.rlim_cur = mapped + (rlim_t{64} << 20);
+  REQUIRE(setrlimit(RLIMIT_AS, &limited) == 0);
+  std::string error;
+  try {
+    set_num_threads(1000);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  REQUIRE(setrlimit(RLIMIT_AS, &before) == 0);
+  REQUIRE_THAT(error, Catch::StartsWith("set_num_threads: cannot start thread"));
+  CHECK(num_threads() == 2);
+  const Tensor x = ones({1 << 16});
+  CHECK(sum(x).item() == 1 << 16);
+}
+#endif
