@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 
 #include "data/error.h"
 #include "data/text.h"
+#include "io/files.h"
 
 namespace tapegrad::data {
 
@@ -27,9 +27,12 @@ std::string check_line(const std::string& line, size_t length, const CorpusOptio
 }  // namespace
 
 Corpus load_tsv(const std::string& path, const CorpusOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot open", path));
-  return read_tsv(in, path, options);
+  try {
+    io::OpenedFile f = io::open_regular(path, kMaxCorpusBytes);
+    return read_tsv(f.stream, path, options);
+  } catch (const io::FileError& e) {
+    throw DataError(e.what());
+  }
 }
 
 Corpus read_tsv(std::istream& in, const std::string& path, const CorpusOptions& options) {
@@ -54,6 +57,7 @@ Corpus read_tsv(std::istream& in, const std::string& path, const CorpusOptions& 
     }
     const size_t tab = line.find('\t');
     corpus.examples.push_back({line.substr(0, tab), line.substr(tab + 1)});
+    corpus.lines.push_back(line_no);
   }
   if (corpus.examples.empty()) {
     throw DataError(fmt::format("{}: no valid examples ({} lines, {} malformed)", path, line_no,
@@ -63,17 +67,20 @@ Corpus read_tsv(std::istream& in, const std::string& path, const CorpusOptions& 
 }
 
 void write_tsv(const std::string& path, const std::vector<Example>& examples) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw DataError(fmt::format("{}: cannot create", path));
+  std::string text;
   for (const Example& e : examples) {
     for (const std::string* s : {&e.source, &e.target}) {
       if (s->find_first_of("\t\n") != std::string::npos) {
         throw DataError(fmt::format("{}: example '{}' contains a tab or newline", path, *s));
       }
     }
-    out << e.source << '\t' << e.target << '\n';
+    text += e.source + '\t' + e.target + '\n';
   }
-  if (!out.flush()) throw DataError(fmt::format("{}: write failed", path));
+  try {
+    io::write_atomic(path, text);
+  } catch (const io::FileError& e) {
+    throw DataError(e.what());
+  }
 }
 
 }  // namespace tapegrad::data

@@ -22,16 +22,19 @@ struct CorpusOptions {
 
 struct Corpus {
   std::vector<Example> examples;
+  std::vector<int64_t> lines;          // the line of the file each example came from
   int64_t skipped = 0;                 // malformed lines skipped (never in strict mode)
   std::vector<std::string> problems;   // "file:line: what", one per skipped line
 };
 
 // Malformed: no tab, more than one tab, an empty side, invalid UTF-8, a line over the limit.
-// Blank lines are ignored. A file with no valid example is an error (DataError) either way.
+// Blank lines are ignored. A file with no valid example is an error (DataError) either way,
+// and so is anything but a regular file of at most kMaxCorpusBytes.
+constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;  // held in memory as strings, twice
 Corpus load_tsv(const std::string& path, const CorpusOptions& options = {});
 // The same from a stream; `name` stands for the file in messages.
 Corpus read_tsv(std::istream& in, const std::string& name, const CorpusOptions& options = {});
-// Sources and targets must not contain tabs or newlines.
+// Sources and targets must not contain tabs or newlines. Atomic (io::write_atomic).
 void write_tsv(const std::string& path, const std::vector<Example>& examples);
 
 }  // namespace tapegrad::data

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 
 #include "data/error.h"
 #include "data/text.h"
+#include "io/files.h"
 
 namespace tapegrad::data {
 
@@ -82,22 +82,22 @@ std::string Vocabulary::decode(std::span<const int64_t> ids) const {
 }
 
 void Vocabulary::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << "tapegrad-vocab " << (level_ == Level::Char ? "char" : "word") << '\n';
-    for (const std::string& t : tokens_) out << escape(t) << '\n';
-    if (!out.flush()) throw DataError(fmt::format("{}: cannot write", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw DataError(fmt::format("{}: cannot rename {} over it", path, tmp));
+  std::string text = level_ == Level::Char ? "tapegrad-vocab char\n" : "tapegrad-vocab word\n";
+  for (const std::string& t : tokens_) text += escape(t) + '\n';
+  try {
+    io::write_atomic(path, text);
+  } catch (const io::FileError& e) {
+    throw DataError(e.what());
   }
 }
 
 Vocabulary Vocabulary::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot open", path));
-  return read(in, path);
+  try {
+    io::OpenedFile f = io::open_regular(path, kMaxFileBytes);
+    return read(f.stream, path);
+  } catch (const io::FileError& e) {
+    throw DataError(e.what());
+  }
 }
 
 Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {

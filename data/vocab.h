@@ -32,8 +32,11 @@ class Vocabulary {
   std::string decode(std::span<const int64_t> ids) const;
 
   // One token a line after a "tapegrad-vocab char|word" line; \n, \t and \\ are escaped.
+  // Atomic (io::write_atomic).
   void save(const std::string& path) const;
-  // Throws data::DataError naming the file and line.
+  // Throws data::DataError naming the file and line; only a regular file of at most
+  // kMaxFileBytes (a million tokens of a kilobyte each: tokens are at most 1024 bytes).
+  static constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
   static Vocabulary load(const std::string& path);
   // The same from a stream; `name` stands for the file in messages.
   static Vocabulary read(std::istream& in, const std::string& name);

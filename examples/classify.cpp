@@ -106,9 +106,9 @@ int main(int argc, char** argv) {
     examples::Flags f(argc, argv, "classify: encoder-only sequence classification or token tagging\n"
                                   "usage: classify [--tag] [flags]");
     const bool tagging = f.boolean("tag", "token tagging instead of sequence classification");
-    const int64_t steps = f.integer("steps", 800, "training steps", 1);
+    const int64_t steps = f.integer("steps", 800, "training steps", 1, 10'000'000);
     const double lr = f.real("lr", 1e-3, "Adam learning rate", 0, 1);
-    const auto seed = static_cast<uint64_t>(f.integer("seed", 0, "seed", 0));
+    const auto seed = static_cast<uint64_t>(f.integer("seed", 0, "seed", 0, INT64_MAX));
     if (!f.finish()) return 0;
     const nn::EncoderClassifierConfig cfg{.vocab = kVocab, .classes = tagging ? 2 : 3, .d_model = 64,
                                           .heads = 4, .d_ff = 128, .layers = 2, .dropout = 0.0,

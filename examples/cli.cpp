@@ -26,6 +26,20 @@ Flags::Flags(int argc, char** argv, std::string usage) : usage_(std::move(usage)
       values_[arg] = "";
     }
   }
+  for (const auto& [name, value] : values_) given_.insert(name);
+}
+
+std::optional<std::string> Flags::peek(const std::string& name) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
+}
+
+void Flags::fallback(const std::map<std::string, std::string>& values) {
+  for (const auto& [name, value] : values) {
+    if (given(name) || value.empty()) continue;  // "" is the unset text flag
+    if (value == "false") continue;               // a boolean flag left out
+    values_[name] = value == "true" ? "" : value;
+  }
 }
 
 std::string Flags::text(const std::string& name, const std::string& fallback,
@@ -62,9 +76,12 @@ T parse_number(const std::string& name, const std::string& text, const char* kin
 }  // namespace
 
 int64_t Flags::integer(const std::string& name, int64_t fallback, const std::string& help,
-                       int64_t min) {
-  const auto x = parse_number<int64_t>(name, text(name, std::to_string(fallback), help), "an integer");
-  if (x < min) throw FlagError(fmt::format("--{}: must be at least {}, got {}", name, min, x));
+                       int64_t min, int64_t max) {
+  const std::string given = text(name, std::to_string(fallback), fmt::format("{}; {} to {}", help, min, max));
+  const auto x = parse_number<int64_t>(name, given, "an integer");
+  if (x < min || x > max) {
+    throw FlagError(fmt::format("--{}: must be in [{}, {}], got {}", name, min, max, given));
+  }
   return x;
 }
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,12 +24,19 @@ class Flags {
   Flags(int argc, char** argv, std::string usage);
 
   std::string text(const std::string& name, const std::string& fallback, const std::string& help);
-  int64_t integer(const std::string& name, int64_t fallback, const std::string& help,
-                  int64_t min = INT64_MIN);
+  // An integer in [min, max]; anything else (1e9, 4.5, nan, a word) is a FlagError.
+  int64_t integer(const std::string& name, int64_t fallback, const std::string& help, int64_t min,
+                  int64_t max);
   double real(const std::string& name, double fallback, const std::string& help, double min,
               double max);
   bool boolean(const std::string& name, const std::string& help);  // present or not
-  bool given(const std::string& name) const { return values_.contains(name); }
+  // Whether the command line named the flag (a fallback() value does not count).
+  bool given(const std::string& name) const { return given_.contains(name); }
+  // The flag's text as given, without reading it as a flag (no help entry).
+  std::optional<std::string> peek(const std::string& name) const;
+  // Values to use for flags the command line did not give (a resumed run's saved flags). A
+  // boolean flag takes "true" or "false". Call before reading the flags.
+  void fallback(const std::map<std::string, std::string>& values);
   // Arguments that are not flags, in order.
   const std::vector<std::string>& positional() const { return positional_; }
   // Throws on unknown flags. Returns false when --help was asked for (and prints it).
@@ -36,6 +45,7 @@ class Flags {
  private:
   std::string usage_;
   std::map<std::string, std::string> values_;
+  std::set<std::string> given_;
   std::vector<std::string> positional_;
   std::vector<std::string> help_;
   std::vector<std::string> known_;

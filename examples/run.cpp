@@ -1,86 +1,315 @@
 #include "examples/run.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/error.h"
+#include "io/files.h"
 #include "nn/layers.h"
 
 namespace tapegrad::examples {
 
+namespace fs = std::filesystem;
+
 namespace {
+
+constexpr const char* kMarker = ".tapegrad-run";
+constexpr const char* kLatest = "latest";
+constexpr const char* kCheckpoints = "checkpoints";
+// The names train writes in a run directory, besides the marker and the lock.
+const std::vector<std::string> kOwnNames = {"train.tsv",  "valid.tsv", "loss.tsv",
+                                            "loss.svg",   "report.html", kLatest, kCheckpoints};
+constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw RunError(fmt::format("{}: {}", where, what));
+}
+
+std::string step_name(int64_t step) { return fmt::format("step-{:08d}", step); }
+
+// The step of a "step-00000300" name, or -1 for any other name.
+int64_t step_of(const std::string& name) {
+  if (name.size() != 13 || name.rfind("step-", 0) != 0) return -1;
+  if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stoll(name.substr(5));
+}
+
+std::string read_small(const std::string& path) {
+  try {
+    io::OpenedFile f = io::open_regular(path, kMaxSmallFile);
+    std::string text(f.size, '\0');
+    f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
+    if (!f.stream) fail(path, "read failed");
+    return text;
+  } catch (const io::FileError& e) {
+    throw RunError(e.what());
+  }
+}
+
+// The checkpoint name DIR/latest holds, or "" when there is none yet.
+std::string latest_name(const std::string& dir) {
+  const std::string path = dir + "/" + kLatest;
+  if (!fs::exists(fs::symlink_status(path))) return "";
+  std::string name = read_small(path);
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  if (step_of(name) < 0) fail(path, fmt::format("expected a name like step-00000300, got '{}'", name.substr(0, 40)));
+  return name;
+}
+
 std::string encode_state(const std::array<uint64_t, 4>& s) {
   return fmt::format("{} {} {} {}", s[0], s[1], s[2], s[3]);
 }
-std::array<uint64_t, 4> decode_state(const std::string& text, const std::string& what) {
+
+std::array<uint64_t, 4> decode_state(const std::string& text, const std::string& where) {
   std::istringstream in(text);
   std::array<uint64_t, 4> s{};
   for (uint64_t& w : s) in >> w;
-  if (!in || !(in >> std::ws).eof()) {
-    throw nn::CheckpointError(fmt::format("optimizer.safetensors: bad generator state for {}", what));
+  if (!in || !(in >> std::ws).eof() || s == std::array<uint64_t, 4>{}) {
+    fail(where, "expected four unsigned integers, not all zero");
   }
   return s;
 }
+
+// Removes `path` (a file or a whole folder), reporting failure as a RunError.
+void remove_path(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) fail(path.string(), fmt::format("cannot remove: {}", ec.message()));
+}
+
 }  // namespace
 
-void save_run(const std::string& dir, nn::MiniTransformer& model, const optim::Optimizer& optimizer,
-              const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
-              const nn::Metadata& model_metadata, const nn::Metadata& optimizer_metadata) {
-  std::filesystem::create_directories(dir);
-  nn::Metadata meta = model_metadata;
-  meta["config"] = model.config().to_json();
-  nn::save(model, dir + "/model.safetensors", meta);
-  nn::save_safetensors(dir + "/optimizer.safetensors", optimizer.state(), optimizer_metadata);
-  src_vocab.save(dir + "/src.vocab");
-  tgt_vocab.save(dir + "/tgt.vocab");
+std::string latest_checkpoint(const std::string& dir) {
+  if (!fs::is_directory(dir)) fail(dir, "not a directory");
+  const std::string name = latest_name(dir);
+  if (name.empty()) {
+    fail(dir, "no complete checkpoint (no 'latest' file): the run has not saved one yet");
+  }
+  const std::string path = dir + "/" + kCheckpoints + "/" + name;
+  if (!fs::is_directory(path)) fail(dir + "/" + kLatest, fmt::format("names {}, which is missing", path));
+  return path;
 }
 
 LoadedModel load_run(const std::string& dir) {
-  const std::string path = dir + "/model.safetensors";
+  LoadedModel run;
+  run.checkpoint = latest_checkpoint(dir);
+  const std::string path = run.checkpoint + "/model.safetensors";
   const nn::SafetensorsContents contents = nn::load_safetensors(path);
   const auto config = contents.metadata.find("config");
-  if (config == contents.metadata.end()) {
-    throw nn::CheckpointError(fmt::format("{}: no config in the metadata", path));
+  const auto step = contents.metadata.find("step");
+  if (config == contents.metadata.end() || step == contents.metadata.end()) {
+    fail(path, "the metadata needs 'config' and 'step'");
   }
-  LoadedModel run;
-  run.model = std::make_unique<nn::MiniTransformer>(nn::MiniTransformerConfig::from_json(config->second));
-  run.metadata = nn::load(*run.model, path);
-  run.src_vocab = data::Vocabulary::load(dir + "/src.vocab");
-  run.tgt_vocab = data::Vocabulary::load(dir + "/tgt.vocab");
-  const auto& cfg = run.model->config();
+  nn::MiniTransformerConfig cfg;
+  try {
+    cfg = nn::MiniTransformerConfig::from_json(config->second, path + ": metadata 'config'");
+  } catch (const Error& e) {
+    throw RunError(e.what());
+  }
+  int64_t elements = 0;
+  for (const auto& [name, t] : contents.tensors) elements += t.numel();
+  if (elements != cfg.state_elements()) {
+    fail(path, fmt::format("holds {} elements, its config describes a model of {}", elements,
+                           cfg.state_elements()));
+  }
+  try {
+    run.step = std::stoll(step->second);
+  } catch (const std::exception&) {
+    fail(path, "metadata 'step' is not an integer");
+  }
+  run.model = std::make_unique<nn::MiniTransformer>(cfg);
+  nn::load(*run.model, path);
+  run.model->eval();
+  run.src_vocab = data::Vocabulary::load(run.checkpoint + "/src.vocab");
+  run.tgt_vocab = data::Vocabulary::load(run.checkpoint + "/tgt.vocab");
   if (run.src_vocab.size() != cfg.src_vocab || run.tgt_vocab.size() != cfg.tgt_vocab) {
-    throw nn::CheckpointError(fmt::format(
-        "{}: vocabularies of {} and {} tokens do not match the model's {} and {}", dir,
-        run.src_vocab.size(), run.tgt_vocab.size(), cfg.src_vocab, cfg.tgt_vocab));
+    fail(run.checkpoint, fmt::format("vocabularies of {} and {} tokens do not match the model's {} and {}",
+                                     run.src_vocab.size(), run.tgt_vocab.size(), cfg.src_vocab,
+                                     cfg.tgt_vocab));
   }
   return run;
 }
 
-nn::Metadata load_optimizer(const std::string& dir, optim::Optimizer& optimizer) {
-  nn::SafetensorsContents contents = nn::load_safetensors(dir + "/optimizer.safetensors");
-  // the file lists tensors by offset, which is the order state() wrote them in
-  optimizer.load_state(contents.tensors);
-  return contents.metadata;
+TrainerState read_trainer_state(const std::string& checkpoint_dir) {
+  const std::string path = checkpoint_dir + "/trainer.json";
+  const nlohmann::json j = nlohmann::json::parse(read_small(path), nullptr, false);
+  if (!j.is_object()) fail(path, "not a JSON object");
+  TrainerState s;
+  auto integer = [&](const char* key, int64_t& out) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
+      fail(path, fmt::format("'{}' must be a non-negative integer", key));
+    }
+    out = it->get<int64_t>();
+  };
+  auto strings = [&](const char* key, std::map<std::string, std::string>& out) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_object()) fail(path, fmt::format("'{}' must be an object", key));
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) fail(path, fmt::format("'{}.{}' must be a string", key, k.substr(0, 40)));
+      out[k] = v.get<std::string>();
+    }
+  };
+  integer("step", s.step);
+  integer("epoch_index", s.epoch_index);
+  integer("loss_log_bytes", s.loss_log_bytes);
+  strings("generators", s.generators);
+  strings("flags", s.flags);
+  for (const auto& [name, text] : s.generators) decode_state(text, path + ": generator '" + name + "'");
+  return s;
+}
+
+RunDirectory::RunDirectory(const std::string& dir, bool fresh, const std::vector<std::string>& inputs)
+    : dir_(dir) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir)) && !fs::is_directory(dir)) fail(dir, "not a directory");
+  const bool marked = fs::exists(fs::symlink_status(file(kMarker)));
+  if (fs::is_directory(dir) && !marked) {
+    for (const std::string& name : kOwnNames) {
+      if (fs::exists(fs::symlink_status(file(name)))) {
+        fail(file(name), "exists and was not written by train; choose another --out");
+      }
+    }
+  }
+  const fs::path root = fs::weakly_canonical(dir);
+  for (const std::string& input : inputs) {
+    const fs::path p = fs::weakly_canonical(input);
+    const auto [end, _] = std::mismatch(root.begin(), root.end(), p.begin(), p.end());
+    if (end == root.end()) {
+      fail(input, fmt::format("lies inside --out {}, where train writes its own files; choose "
+                              "another --out",
+                              dir));
+    }
+  }
+
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir, fmt::format("cannot create: {}", ec.message()));
+  lock_fd_ = ::open(file(".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) fail(file(".lock"), "cannot open");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    fail(dir, "another train process is writing this run");
+  }
+  if (!marked) io::write_atomic(file(kMarker), "a tapegrad run directory\n");
+
+  // what a killed process left: temporaries, and checkpoints newer than `latest`
+  const std::string latest = fresh ? "" : latest_name(dir);
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (io::is_temporary_name(entry.path().filename().string())) remove_path(entry.path());
+  }
+  if (fresh) {
+    if (fs::exists(file(kLatest))) remove_path(file(kLatest));
+    remove_path(file(kCheckpoints));
+  }
+  if (fs::is_directory(file(kCheckpoints))) {
+    for (const auto& entry : fs::directory_iterator(file(kCheckpoints))) {
+      const std::string name = entry.path().filename().string();
+      if (io::is_temporary_name(name) || (step_of(name) >= 0 && name > latest)) {
+        remove_path(entry.path());
+      }
+    }
+  }
+  fs::create_directories(file(kCheckpoints));
+}
+
+RunDirectory::~RunDirectory() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+}
+
+void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& optimizer,
+                          const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
+                          const TrainerState& state) {
+  const std::string name = step_name(state.step);
+  const std::string previous = latest_name(dir_);
+  if (previous == name) return;
+  for (const nn::NamedTensors& tensors : {model.state(), optimizer.state()}) {
+    if (const auto bad = optim::find_nonfinite(tensors)) {
+      fail(dir_, fmt::format("not saving step {}: '{}' holds NaN or Inf", state.step, *bad));
+    }
+  }
+  const std::string folder = file(kCheckpoints);
+  const std::string tmp = fmt::format("{}/.{}.tmp.{}", folder, name, ::getpid());
+  remove_path(tmp);
+  fs::create_directory(tmp);
+
+  nlohmann::json trainer = {{"step", state.step},
+                            {"epoch_index", state.epoch_index},
+                            {"loss_log_bytes", state.loss_log_bytes},
+                            {"generators", state.generators},
+                            {"flags", state.flags}};
+  nn::save(model, tmp + "/model.safetensors",
+           {{"config", model.config().to_json()}, {"step", std::to_string(state.step)}});
+  nn::save_safetensors(tmp + "/optimizer.safetensors", optimizer.state());
+  src_vocab.save(tmp + "/src.vocab");
+  tgt_vocab.save(tmp + "/tgt.vocab");
+  io::write_atomic(tmp + "/trainer.json", trainer.dump(1) + "\n");
+
+  const std::string target = folder + "/" + name;
+  remove_path(target);  // a checkpoint of this step that `latest` never named
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    fail(target, fmt::format("cannot rename {} to it", tmp));
+  }
+  io::sync_directory(folder);
+  io::write_atomic(file(kLatest), name + "\n");
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string other = entry.path().filename().string();
+    if (step_of(other) >= 0 && other != name && other != previous) remove_path(entry.path());
+  }
+}
+
+RunDirectory::Resumed RunDirectory::resume_model() const {
+  Resumed r;
+  r.loaded = load_run(dir_);
+  r.loaded.model->train();
+  r.state = read_trainer_state(r.loaded.checkpoint);
+  if (r.state.step != r.loaded.step) {
+    fail(r.loaded.checkpoint, fmt::format("trainer.json is at step {}, model.safetensors at {}",
+                                          r.state.step, r.loaded.step));
+  }
+  return r;
+}
+
+void RunDirectory::resume_optimizer(optim::Optimizer& optimizer) const {
+  const std::string checkpoint = latest_checkpoint(dir_);
+  const std::string path = checkpoint + "/optimizer.safetensors";
+  const nn::SafetensorsContents contents = nn::load_safetensors(path);
+  try {
+    optimizer.load_state(contents.tensors);  // in file order, which is the order state() wrote
+  } catch (const Error& e) {
+    fail(path, e.what());
+  }
+  const TrainerState state = read_trainer_state(checkpoint);
+  if (optimizer.step_count() != state.step) {
+    fail(path, fmt::format("is at step {}, trainer.json at {}", optimizer.step_count(), state.step));
+  }
 }
 
 nn::Metadata generator_states(const Generator& data_gen, nn::Module& model) {
-  nn::Metadata out{{"rng.data", encode_state(data_gen.state())}};
+  nn::Metadata out{{"data", encode_state(data_gen.state())}};
   for (auto& [name, m] : model.named_modules()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(m)) out["rng." + name] = encode_state(d->generator().state());
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) out[name] = encode_state(d->generator().state());
   }
   return out;
 }
 
-void restore_generators(const nn::Metadata& states, Generator& data_gen, nn::Module& model) {
+void restore_generators(const nn::Metadata& states, const std::string& source, Generator& data_gen,
+                        nn::Module& model) {
   auto get = [&](const std::string& key) {
     auto it = states.find(key);
-    if (it == states.end()) {
-      throw nn::CheckpointError(fmt::format("optimizer.safetensors: no generator state '{}'", key));
-    }
-    return decode_state(it->second, key);
+    if (it == states.end()) fail(source, fmt::format("no state for generator '{}'", key));
+    return decode_state(it->second, fmt::format("{}: generator '{}'", source, key));
   };
-  data_gen.set_state(get("rng.data"));
+  data_gen.set_state(get("data"));
   for (auto& [name, m] : model.named_modules()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(m)) d->generator().set_state(get("rng." + name));
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) d->generator().set_state(get(name));
   }
 }
 

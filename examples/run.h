@@ -1,8 +1,26 @@
-// A training run on disk, shared by train (which writes and resumes it) and translate (which
-// reads it):
-//   model.safetensors      parameters and buffers; metadata: the config and the step
-//   optimizer.safetensors  optimizer moments and step; metadata: the random generators' states
-//   src.vocab, tgt.vocab   the vocabularies
+// A training run on disk, written by train and read by train --resume and translate. The run
+// directory is one unit: every checkpoint is committed atomically, so after a kill -9 at any
+// instant or a full disk at any byte a reader finds the last complete checkpoint or the one
+// before it, never a mix.
+//
+//   DIR/.tapegrad-run             marks DIR as a run: train writes only the names below in it
+//   DIR/.lock                     held (flock) by the train process writing DIR
+//   DIR/train.tsv, valid.tsv      the data split, written once when the run starts
+//   DIR/loss.tsv                  step, loss, learning rate; one line per step
+//   DIR/checkpoints/step-00000300/
+//       model.safetensors         parameters and buffers; metadata: "config" (JSON) and "step"
+//       optimizer.safetensors     moments and step count
+//       src.vocab, tgt.vocab      the vocabularies
+//       trainer.json              step, data position, generator states, loss.tsv's length at
+//                                 this step, and the flags that define the run
+//   DIR/latest                    "step-00000300": the newest complete checkpoint
+//   DIR/loss.svg, attention_*.svg, report.html
+//
+// Committing a checkpoint: its files are written and synced in checkpoints/.step-N.tmp.PID,
+// the folder is renamed to step-N and synced, then `latest` is replaced atomically. Only after
+// that is the checkpoint before the previous one removed, so two complete ones remain.
+// Start-up removes what a killed process left: temporaries, and checkpoints newer than
+// `latest` that were never pointed to.
 #pragma once
 
 #include <memory>
@@ -15,26 +33,78 @@
 
 namespace tapegrad::examples {
 
+// A run directory or checkpoint that cannot be used; the message names the file and field.
+class RunError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The directory of the newest complete checkpoint of the run in `dir`, from DIR/latest.
+std::string latest_checkpoint(const std::string& dir);
+
 struct LoadedModel {
   std::unique_ptr<nn::MiniTransformer> model;
   data::Vocabulary src_vocab{data::Level::Char};
   data::Vocabulary tgt_vocab{data::Level::Char};
-  nn::Metadata metadata;  // of model.safetensors
+  std::string checkpoint;  // the checkpoint directory it came from
+  int64_t step = 0;
 };
 
-// Writes every file of the run into `dir` (created if needed); each file is replaced atomically.
-void save_run(const std::string& dir, nn::MiniTransformer& model, const optim::Optimizer& optimizer,
-              const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
-              const nn::Metadata& model_metadata, const nn::Metadata& optimizer_metadata);
-
-// Rebuilds the model from model.safetensors' config and loads its weights and vocabularies.
+// Loads the newest checkpoint's model (in eval mode) and vocabularies. The config is validated
+// and checked against the file's tensors before the model is built.
 LoadedModel load_run(const std::string& dir);
 
-// Restores the optimizer from optimizer.safetensors and returns that file's metadata.
-nn::Metadata load_optimizer(const std::string& dir, optim::Optimizer& optimizer);
+// The trainer's side of a checkpoint (trainer.json).
+struct TrainerState {
+  int64_t step = 0;
+  int64_t epoch_index = 0;           // batches of the current epoch already used
+  int64_t loss_log_bytes = 0;        // loss.tsv's length after this step's line
+  nn::Metadata generators;           // "data" and each Dropout's name -> "a b c d"
+  std::map<std::string, std::string> flags;  // the flags that define the run, canonical text
+};
 
-// The states of the generator and of every Dropout in the model, as metadata strings, and back.
+// The train process's hold on a run directory: locks it (a second train on the same DIR is
+// an error), removes what a killed process left behind, and commits checkpoints.
+class RunDirectory {
+ public:
+  // Opens `dir` for writing, creating it if needed. A directory that is not marked as a run
+  // must not hold any of the names train writes (it would write over the user's files), and
+  // no file in `inputs` (the user's data) may lie inside it. fresh = true discards an earlier
+  // run kept there.
+  RunDirectory(const std::string& dir, bool fresh, const std::vector<std::string>& inputs);
+  ~RunDirectory();
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  const std::string& path() const { return dir_; }
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+
+  // Writes and commits the checkpoint of state.step (see the protocol above). Refuses a state
+  // holding NaN or Inf. Committing the step `latest` already names does nothing.
+  void commit(nn::MiniTransformer& model, const optim::Optimizer& optimizer,
+              const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
+              const TrainerState& state);
+
+  // Reads the newest checkpoint back into a model built from its config, the optimizer, the
+  // vocabularies and the trainer state, checking that its parts agree on the step.
+  struct Resumed {
+    LoadedModel loaded;
+    TrainerState state;
+  };
+  Resumed resume_model() const;
+  void resume_optimizer(optim::Optimizer& optimizer) const;
+
+ private:
+  std::string dir_;
+  int lock_fd_ = -1;
+};
+
+// The trainer state of the newest checkpoint, validated field by field.
+TrainerState read_trainer_state(const std::string& checkpoint_dir);
+
+// The states of the generator and of every Dropout in the model, as text, and back.
 nn::Metadata generator_states(const Generator& data_gen, nn::Module& model);
-void restore_generators(const nn::Metadata& states, Generator& data_gen, nn::Module& model);
+void restore_generators(const nn::Metadata& states, const std::string& source, Generator& data_gen,
+                        nn::Module& model);
 
 }  // namespace tapegrad::examples

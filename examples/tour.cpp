@@ -5,10 +5,13 @@
 #include <fmt/core.h>
 
 #include "autograd/autograd.h"
+#include "examples/cli.h"
 
 using namespace tapegrad;
 
-int main() {
+namespace {
+
+int tour() {
   // 1. A small graph: y = sum(tanh(x @ w + b)). Leaves that require grad get a .grad().
   Generator gen(0);
   Tensor x = tensor({1, 2, 3, 4}, {2, 2});
@@ -56,4 +59,17 @@ int main() {
   }
   fmt::print("targets                         {}\n", labels);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return examples::run_main("tour", [&] {
+    examples::Flags f(argc, argv, "tour: the engine alone: a graph, its gradients, gradcheck, XOR\nusage: tour");
+    if (!f.finish()) return 0;
+    if (!f.positional().empty()) {
+      throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
+    }
+    return tour();
+  });
 }

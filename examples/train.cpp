@@ -7,12 +7,15 @@
 //   ./build/examples/train --data pairs.tsv --level word --out runs/mine
 //   ./build/examples/train --out runs/dates --resume --steps 4000   # continue a run
 //
-// Output in --out: the checkpoint (model, optimizer, vocabularies), loss.tsv (step, loss,
-// learning rate; appended to on --resume), loss.svg, one heatmap per sample (cross-attention
-// per head), report.html, and the data as train.tsv / valid.tsv.
+// Output in --out (the layout and how checkpoints are committed: examples/run.h): checkpoints
+// every --save-every steps and at the end, loss.tsv (step, loss, learning rate), loss.svg,
+// one heatmap per sample (cross-attention per head), report.html, and the data split as
+// train.tsv / valid.tsv. Ctrl-C or SIGTERM saves a checkpoint and exits non-zero; kill -9 loses
+// only the steps since the last one. --resume continues from the newest checkpoint with the
+// run's saved flags; a flag given that conflicts with them is an error.
 //
 // Determinism: the same flags (seed and --threads included) on the same machine give
-// bit-identical loss.tsv and checkpoint files, and so does a run stopped and resumed.
+// bit-identical loss.tsv and checkpoint files, and so does a run stopped, killed and resumed.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <numeric>
 
@@ -31,6 +35,7 @@
 #include "examples/cli.h"
 #include "examples/report.h"
 #include "examples/run.h"
+#include "io/files.h"
 #include "nn/nn.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -40,52 +45,113 @@ namespace fs = std::filesystem;
 
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
-void on_interrupt(int) { g_interrupted = 1; }
+// The signal that asked the run to stop (SIGINT or SIGTERM), or 0.
+volatile std::sig_atomic_t g_signal = 0;
+void on_signal(int signo) { g_signal = signo; }
+
+// Training went wrong in a way that must stop it (a loss or gradient that is not finite).
+class TrainingError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct Settings {
   std::string task, data, level, out, schedule;
-  bool strict, resume;
-  int64_t steps, stop_after, batch, train_size, valid_size, eval_every, threads, warmup, max_len;
+  bool strict, resume, reschedule, check_finite;
+  int64_t steps, stop_after, save_every, batch, train_size, valid_size, eval_every, threads,
+      warmup, max_len;
   double lr, label_smoothing, clip;
   uint64_t seed;
   nn::MiniTransformerConfig model;
+  std::map<std::string, std::string> saved;  // with --resume: the run's flags (run_flags)
 };
+
+// The flags that define a run, as canonical text: saved with every checkpoint, compared with
+// the flags given to --resume. The others (--steps, --stop-after, --save-every, --eval-every,
+// --threads, --strict) may change from one invocation to the next.
+std::map<std::string, std::string> run_flags(const Settings& s) {
+  auto real = [](double x) { return fmt::format("{}", x); };
+  auto boolean = [](bool b) { return std::string(b ? "true" : "false"); };
+  return {{"task", s.task},
+          {"data", s.data},
+          {"level", s.level},
+          {"batch", std::to_string(s.batch)},
+          {"train-size", std::to_string(s.train_size)},
+          {"valid-size", std::to_string(s.valid_size)},
+          {"lr", real(s.lr)},
+          {"schedule", s.schedule},
+          {"warmup", std::to_string(s.warmup)},
+          {"steps", std::to_string(s.steps)},
+          {"label-smoothing", real(s.label_smoothing)},
+          {"clip", real(s.clip)},
+          {"seed", std::to_string(s.seed)},
+          {"max-len", std::to_string(s.max_len)},
+          {"d-model", std::to_string(s.model.d_model)},
+          {"heads", std::to_string(s.model.heads)},
+          {"d-ff", std::to_string(s.model.d_ff)},
+          {"encoder-layers", std::to_string(s.model.encoder_layers)},
+          {"decoder-layers", std::to_string(s.model.decoder_layers)},
+          {"dropout", real(s.model.dropout)},
+          {"pre-norm", boolean(s.model.norm_first)}};
+}
+
+// Bounds on the flags: each well past what a run on one CPU machine uses, so that a typo
+// (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
+constexpr int64_t kMaxSteps = 100'000'000;
+constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
 
 std::optional<Settings> parse(int argc, char** argv) {
   examples::Flags f(argc, argv,
                     "train: teacher-forced MiniTransformer training\n"
                     "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
   Settings s;
+  s.resume = f.boolean("resume", "continue the run saved in --out, with its saved flags");
+  const std::string default_out =
+      "runs/" + (f.peek("data") ? fs::path(*f.peek("data")).stem().string()
+                                : f.peek("task").value_or("dates"));
+  s.out = f.text("out", default_out, "output directory (default: runs/<task or corpus name>)");
+  if (s.resume && !f.peek("help")) {
+    s.saved = examples::read_trainer_state(examples::latest_checkpoint(s.out)).flags;
+    f.fallback(s.saved);
+  }
   s.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   s.data = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
   s.level = f.text("level", "char", "tokens: char or word");
   s.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
-  s.out = f.text("out", "", "output directory (default: runs/<task>)");
-  s.resume = f.boolean("resume", "continue the run saved in --out");
-  s.steps = f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1);
-  s.stop_after = f.integer(
-      "stop-after", 0,
-      "stop after this many steps of this invocation, saving a run to --resume (0: never)", 0);
-  s.batch = f.integer("batch", 64, "examples per step", 1);
-  s.train_size = f.integer("train-size", 20000, "generated training examples", 1);
-  s.valid_size = f.integer("valid-size", 500, "held-out examples", 1);
-  s.eval_every = f.integer("eval-every", 500, "steps between validations", 1);
+  s.steps = f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
+  s.stop_after = f.integer("stop-after", 0,
+                           "stop after this many steps of this invocation, saving a run to "
+                           "--resume (0: never)",
+                           0, kMaxSteps);
+  s.save_every = f.integer("save-every", 500, "steps between checkpoints (0: only at the end)", 0,
+                           kMaxSteps);
+  s.batch = f.integer("batch", 64, "examples per step", 1, 65536);
+  s.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
+  s.valid_size = f.integer("valid-size", 500, "held-out examples", 1, kMaxExamples);
+  s.eval_every = f.integer("eval-every", 500, "steps between validations", 1, kMaxSteps);
   s.lr = f.real("lr", 2e-3, "peak learning rate", 0, 10);
   s.schedule = f.text("schedule", "cosine",
                       "cosine (warmup + cosine decay), noam (the paper's) or constant");
-  s.warmup = f.integer("warmup", 200, "warmup steps", 0);
+  s.warmup = f.integer("warmup", 200, "warmup steps", 0, kMaxSteps);
+  s.reschedule = f.boolean("reschedule",
+                           "with --resume: accept a changed schedule (--steps of a cosine "
+                           "schedule, --schedule, --lr, --warmup)");
   s.label_smoothing = f.real("label-smoothing", 0.1, "label smoothing epsilon", 0, 1);
   s.clip = f.real("clip", 1.0, "global gradient-norm clip (0: off)", 0, 1e9);
-  s.seed = static_cast<uint64_t>(f.integer("seed", 0, "seed for data, init and dropout", 0));
-  s.threads = f.integer("threads", 2, "threads for products and kernels (set_num_threads)", 1);
-  s.max_len = f.integer("max-len", 128, "longest source or target sequence in tokens", 2);
-  s.model.d_model = f.integer("d-model", 64, "model width", 1);
-  s.model.heads = f.integer("heads", 4, "attention heads", 1);
-  s.model.d_ff = f.integer("d-ff", 256, "feed-forward width", 1);
-  s.model.encoder_layers = f.integer("encoder-layers", 2, "encoder layers", 0);
-  s.model.decoder_layers = f.integer("decoder-layers", 2, "decoder layers", 0);
-  s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 1);
+  s.check_finite = !f.boolean("allow-nonfinite",
+                              "go on when a loss or gradient is NaN or Inf (default: stop with "
+                              "an error naming the step and the tensor)");
+  s.seed = static_cast<uint64_t>(
+      f.integer("seed", 0, "seed for data, init and dropout", 0, INT64_MAX));
+  s.threads = f.integer("threads", 2, "threads for products and kernels (set_num_threads)", 1,
+                        kMaxThreads);
+  s.max_len = f.integer("max-len", 128, "longest source or target sequence in tokens", 2, 4096);
+  s.model.d_model = f.integer("d-model", 64, "model width", 1, 4096);
+  s.model.heads = f.integer("heads", 4, "attention heads", 1, 256);
+  s.model.d_ff = f.integer("d-ff", 256, "feed-forward width", 1, 16384);
+  s.model.encoder_layers = f.integer("encoder-layers", 2, "encoder layers", 0, 64);
+  s.model.decoder_layers = f.integer("decoder-layers", 2, "decoder layers", 1, 64);
+  s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 0.99);
   s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
   if (!f.finish()) return std::nullopt;
   if (!f.positional().empty())
@@ -110,10 +176,80 @@ std::optional<Settings> parse(int argc, char** argv) {
     throw examples::FlagError(
         fmt::format("--warmup {} must be below --steps {}", s.warmup, s.steps));
   }
-  if (s.out.empty()) s.out = "runs/" + (s.data.empty() ? s.task : fs::path(s.data).stem().string());
+  if (s.reschedule && !s.resume) throw examples::FlagError("--reschedule goes with --resume");
   s.model.max_len = s.max_len;
   s.model.seed = s.seed;
+  // the model's size, before any data is read (vocabularies add to it later)
+  nn::MiniTransformerConfig sized = s.model;
+  sized.src_vocab = sized.tgt_vocab = 1;
+  try {
+    sized.check();
+  } catch (const Error& e) {
+    throw examples::FlagError(e.what());
+  }
+  if (s.resume) {
+    std::vector<std::string> conflicts;
+    // --steps is checked against the run's progress (check_schedule); the schedule's other
+    // flags may change with --reschedule
+    std::set<std::string> may_change = {"steps"};
+    if (s.reschedule) may_change.insert({"schedule", "lr", "warmup"});
+    for (const auto& [name, value] : run_flags(s)) {
+      const auto it = s.saved.find(name);
+      if (it == s.saved.end()) {
+        conflicts.push_back(fmt::format("--{}: the run saved no value", name));
+      } else if (it->second != value && !may_change.contains(name)) {
+        conflicts.push_back(fmt::format("--{}: the run has {}, got {}", name,
+                                        it->second.empty() ? "none" : it->second, value));
+      }
+    }
+    if (!conflicts.empty()) {
+      throw examples::FlagError(fmt::format("--resume: flags conflict with the run in {}:\n  {}",
+                                            s.out, fmt::join(conflicts, "\n  ")));
+    }
+  }
   return s;
+}
+
+std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
+                                               int64_t steps, int64_t d_model) {
+  if (kind == "cosine")
+    return std::make_unique<optim::WarmupCosineSchedule>(lr, warmup, steps, lr / 100);
+  if (kind == "noam")
+    return std::make_unique<optim::NoamSchedule>(d_model, std::max<int64_t>(1, warmup), lr / 1e-3);
+  return std::make_unique<optim::ConstantSchedule>(lr);
+}
+
+// A resumed run continues its schedule. When the flags change it (a cosine schedule over more
+// steps restarts part of its decay), say what the learning rate does next, and go on only
+// with --reschedule.
+void check_schedule(const Settings& s, int64_t done) {
+  const auto& saved = s.saved;
+  if (s.steps < done) {
+    throw examples::FlagError(
+        fmt::format("--steps {}: the run in {} is already at step {}", s.steps, s.out, done));
+  }
+  if (s.steps == done) {
+    throw examples::FlagError(fmt::format(
+        "the run in {} finished at step {} of {}; give a larger --steps to train on", s.out, done,
+        s.steps));
+  }
+  const auto old = make_schedule(saved.at("schedule"), std::stod(saved.at("lr")),
+                                 std::stoll(saved.at("warmup")), std::stoll(saved.at("steps")),
+                                 s.model.d_model);
+  const auto now = make_schedule(s.schedule, s.lr, s.warmup, s.steps, s.model.d_model);
+  if (now->lr(done + 1) == old->lr(done + 1) && now->lr(s.steps) == old->lr(s.steps)) return;
+  const std::string what = fmt::format(
+      "the learning rate was {:.3g} at step {}; the new schedule ({} over {} steps) gives {:.3g} "
+      "at step {} and {:.3g} at step {}",
+      old->lr(done), done, s.schedule, s.steps, now->lr(done + 1), done + 1, now->lr(s.steps),
+      s.steps);
+  if (!s.reschedule) {
+    throw examples::FlagError(fmt::format(
+        "--resume: these flags change the run's schedule ({} over {} steps): {}. Pass "
+        "--reschedule to go on with it",
+        saved.at("schedule"), saved.at("steps"), what));
+  }
+  fmt::print("rescheduled: {}\n", what);
 }
 
 std::string duration(double seconds) {
@@ -164,46 +300,104 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
   return m;
 }
 
+// The length problem of an example, or "" when source and target fit the model.
+std::string length_problem(const data::Example& e, const data::Vocabulary& tokenizer,
+                           int64_t max_len) {
+  const auto src = static_cast<int64_t>(tokenizer.tokenize(e.source).size());
+  const auto tgt = static_cast<int64_t>(tokenizer.tokenize(e.target).size());
+  if (src == 0 || tgt == 0) return "empty source or target";
+  if (src > max_len || tgt + 1 > max_len) {
+    return fmt::format("{} source and {} target tokens; --max-len {} allows {} and {}", src, tgt,
+                       max_len, max_len, max_len - 1);
+  }
+  return "";
+}
+
+struct Split {
+  std::vector<data::Example> train, valid;
+};
+
+// A new run's data: generated, or read from --data (checked line by line) and split.
+Split make_split(const Settings& s, data::Level level) {
+  const data::Vocabulary tokenizer(level);
+  Split split;
+  if (s.data.empty()) {
+    const auto task = data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
+    split.train = task.train;
+    split.valid = task.valid;
+    for (const auto* set : {&split.train, &split.valid}) {
+      for (size_t i = 0; i < set->size(); ++i) {
+        const std::string problem = length_problem((*set)[i], tokenizer, s.max_len);
+        if (!problem.empty()) {
+          throw data::DataError(fmt::format("generated {} example {} ('{}'): {}",
+                                            set == &split.train ? "training" : "held-out", i + 1,
+                                            (*set)[i].source, problem));
+        }
+      }
+    }
+    return split;
+  }
+  const data::Corpus corpus = data::load_tsv(s.data, {.strict = s.strict});
+  for (const std::string& p : corpus.problems) fmt::print(stderr, "skipped {}\n", p);
+  if (corpus.skipped > 0) fmt::print(stderr, "{} malformed lines skipped\n", corpus.skipped);
+  for (size_t i = 0; i < corpus.examples.size(); ++i) {
+    const std::string problem = length_problem(corpus.examples[i], tokenizer, s.max_len);
+    if (!problem.empty()) {
+      throw data::DataError(fmt::format("{}:{}: {}", s.data, corpus.lines[i], problem));
+    }
+  }
+  split.train = corpus.examples;
+  Generator split_gen(s.seed);
+  for (size_t i = split.train.size(); i > 1; --i) {
+    std::swap(split.train[i - 1], split.train[split_gen.below(i)]);
+  }
+  const auto n_valid = std::min<size_t>(static_cast<size_t>(s.valid_size), split.train.size() / 10);
+  if (n_valid == 0) {
+    throw data::DataError(
+        fmt::format("{}: too few examples ({}) to hold any out", s.data, split.train.size()));
+  }
+  split.valid.assign(split.train.end() - static_cast<std::ptrdiff_t>(n_valid), split.train.end());
+  split.train.resize(split.train.size() - n_valid);
+  return split;
+}
+
+// The name of the first parameter whose gradient holds NaN or Inf.
+std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
+  nn::NamedTensors grads;
+  for (const auto& [name, p] : params) {
+    if (p.grad().defined()) grads.emplace_back(name, p.grad());
+  }
+  return optim::find_nonfinite(grads);
+}
+
 int run(const Settings& s) {
   set_num_threads(static_cast<int>(s.threads));
-  fs::create_directories(s.out);
+  std::vector<std::string> inputs;
+  if (!s.data.empty()) inputs.push_back(s.data);
+  examples::RunDirectory run_dir(s.out, !s.resume, inputs);
 
-  // data
-  std::vector<data::Example> train, valid;
-  if (s.data.empty()) {
-    const auto split =
-        data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
-    train = split.train;
-    valid = split.valid;
-  } else {
-    const data::Corpus corpus = data::load_tsv(s.data, {.strict = s.strict});
-    for (const std::string& p : corpus.problems) fmt::print(stderr, "skipped {}\n", p);
-    if (corpus.skipped > 0) fmt::print(stderr, "{} malformed lines skipped\n", corpus.skipped);
-    train = corpus.examples;
-    Generator split_gen(s.seed);
-    for (size_t i = train.size(); i > 1; --i) std::swap(train[i - 1], train[split_gen.below(i)]);
-    const auto n_valid = std::min<size_t>(static_cast<size_t>(s.valid_size), train.size() / 10);
-    if (n_valid == 0)
-      throw data::DataError(
-          fmt::format("{}: too few examples ({}) to hold any out", s.data, train.size()));
-    valid.assign(train.end() - static_cast<std::ptrdiff_t>(n_valid), train.end());
-    train.resize(train.size() - n_valid);
-  }
-  data::write_tsv(s.out + "/train.tsv", train);
-  data::write_tsv(s.out + "/valid.tsv", valid);
-
-  // model, vocabularies, optimizer
+  // data, model, vocabularies
   const data::Level level = s.level == "char" ? data::Level::Char : data::Level::Word;
+  Split split;
   std::unique_ptr<nn::MiniTransformer> model;
   data::Vocabulary src_vocab(level), tgt_vocab(level);
+  examples::TrainerState state;
   if (s.resume) {
-    examples::LoadedModel loaded = examples::load_run(s.out);
-    model = std::move(loaded.model);
-    src_vocab = std::move(loaded.src_vocab);
-    tgt_vocab = std::move(loaded.tgt_vocab);
+    auto resumed = run_dir.resume_model();
+    check_schedule(s, resumed.state.step);
+    model = std::move(resumed.loaded.model);
+    src_vocab = std::move(resumed.loaded.src_vocab);
+    tgt_vocab = std::move(resumed.loaded.tgt_vocab);
+    state = std::move(resumed.state);
+    // the split this run started with, as it wrote it
+    split.train = data::load_tsv(run_dir.file("train.tsv"), {.strict = true}).examples;
+    split.valid = data::load_tsv(run_dir.file("valid.tsv"), {.strict = true}).examples;
   } else {
+    split = make_split(s, level);
+    data::write_tsv(run_dir.file("train.tsv"), split.train);
+    data::write_tsv(run_dir.file("valid.tsv"), split.valid);
     std::vector<std::string> sources, targets;
-    for (const auto& e : train) {
+    for (const auto& e : split.train) {
       sources.push_back(e.source);
       targets.push_back(e.target);
     }
@@ -215,36 +409,29 @@ int run(const Settings& s) {
     cfg.pad_id = data::Vocabulary::kPad;
     model = std::make_unique<nn::MiniTransformer>(cfg);
   }
+  const std::vector<data::Example>& train = split.train;
+  const std::vector<data::Example>& valid = split.valid;
   const auto train_set = data::encode_all(train, src_vocab, tgt_vocab);
   const auto valid_set = data::encode_all(valid, src_vocab, tgt_vocab);
-  for (const auto* set : {&train_set, &valid_set}) {
-    for (size_t i = 0; i < set->size(); ++i) {
-      const auto& e = (*set)[i];
-      if (e.source.empty() || static_cast<int64_t>(std::max(e.source.size(), e.target.size() + 1)) >
-                                  model->config().max_len) {
-        throw data::DataError(
-            fmt::format("{} example {} ('{}') is empty or longer than --max-len {} tokens",
-                        set == &train_set ? "training" : "validation", i + 1,
-                        (set == &train_set ? train : valid)[i].source, model->config().max_len));
-      }
-    }
-  }
   optim::Adam adam(model->named_parameters(), {.lr = s.lr, .beta2 = 0.98, .eps = 1e-9});
-  std::unique_ptr<optim::Schedule> schedule;
-  if (s.schedule == "cosine")
-    schedule = std::make_unique<optim::WarmupCosineSchedule>(s.lr, s.warmup, s.steps, s.lr / 100);
-  if (s.schedule == "noam")
-    schedule = std::make_unique<optim::NoamSchedule>(model->config().d_model,
-                                                     std::max<int64_t>(1, s.warmup), s.lr / 1e-3);
-  if (s.schedule == "constant") schedule = std::make_unique<optim::ConstantSchedule>(s.lr);
+  const auto schedule = make_schedule(s.schedule, s.lr, s.warmup, s.steps, model->config().d_model);
 
   Generator data_gen(s.seed + 1);
   Generator epoch_start = data_gen;  // batches of an epoch are rebuilt from here on resume
-  int64_t epoch_index = 0;
+  const std::string loss_path = run_dir.file("loss.tsv");
   if (s.resume) {
-    const nn::Metadata meta = examples::load_optimizer(s.out, adam);
-    examples::restore_generators(meta, epoch_start, *model);
-    epoch_index = std::stoll(meta.at("epoch_index"));
+    run_dir.resume_optimizer(adam);
+    examples::restore_generators(state.generators, examples::latest_checkpoint(s.out), epoch_start,
+                                 *model);
+    // loss.tsv may hold lines of steps after the checkpoint: they will be run again
+    std::error_code ec;
+    const auto log_bytes = fs::file_size(loss_path, ec);
+    if (ec || log_bytes < static_cast<uint64_t>(state.loss_log_bytes)) {
+      throw examples::RunError(fmt::format("{}: shorter than the {} bytes the checkpoint of step {} "
+                                           "logged; it was changed or truncated",
+                                           loss_path, state.loss_log_bytes, state.step));
+    }
+    fs::resize_file(loss_path, static_cast<uint64_t>(state.loss_log_bytes));
     fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
   }
   fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
@@ -252,24 +439,36 @@ int run(const Settings& s) {
              tgt_vocab.size());
 
   // training
-  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   const bool tty = ::isatty(::fileno(stderr)) != 0;
   std::vector<examples::CurvePoint> train_curve, valid_curve;
   Metrics last;
   data_gen = epoch_start;
   std::vector<data::Batch> epoch = data::make_batches(train_set, s.batch, data_gen);
+  if (state.epoch_index > static_cast<int64_t>(epoch.size())) {
+    throw examples::RunError(fmt::format(
+        "{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
+        examples::latest_checkpoint(s.out), state.epoch_index, epoch.size()));
+  }
+  int64_t epoch_index = state.epoch_index;
   const auto t0 = std::chrono::steady_clock::now();
   int64_t tokens_seen = 0;
   double smoothed = 0;
   const int64_t first_step = adam.step_count() + 1;
-  std::ofstream loss_log(s.out + "/loss.tsv", s.resume ? std::ios::app : std::ios::trunc);
+  std::ofstream loss_log(loss_path, s.resume ? std::ios::app : std::ios::trunc);
+  if (!loss_log) throw examples::RunError(fmt::format("{}: cannot open", loss_path));
   model->train();
+  const auto flags = run_flags(s);
   auto save = [&] {
-    loss_log.flush();
-    nn::Metadata opt_meta = examples::generator_states(epoch_start, *model);
-    opt_meta["epoch_index"] = std::to_string(epoch_index);
-    examples::save_run(s.out, *model, adam, src_vocab, tgt_vocab,
-                       {{"step", std::to_string(adam.step_count())}}, opt_meta);
+    if (!loss_log.flush()) throw examples::RunError(fmt::format("{}: write failed", loss_path));
+    io::sync_file(loss_path);
+    run_dir.commit(*model, adam, src_vocab, tgt_vocab,
+                   {.step = adam.step_count(),
+                    .epoch_index = epoch_index,
+                    .loss_log_bytes = static_cast<int64_t>(loss_log.tellp()),
+                    .generators = examples::generator_states(epoch_start, *model),
+                    .flags = flags});
   };
   for (int64_t step = first_step; step <= s.steps; ++step) {
     if (epoch_index == static_cast<int64_t>(epoch.size())) {
@@ -282,12 +481,20 @@ int run(const Settings& s) {
     Tensor loss = cross_entropy(
         reshape(logits, {-1, logits.size(2)}), reshape(b.tgt_out, {-1}),
         {.ignore_index = data::Vocabulary::kPad, .label_smoothing = s.label_smoothing});
+    const double l = loss.item();
+    if (s.check_finite && !std::isfinite(l)) {
+      throw TrainingError(fmt::format("step {}: the loss is {} (--allow-nonfinite goes on)", step, l));
+    }
     loss.backward();
-    if (s.clip > 0) optim::clip_grad_norm(model->named_parameters(), s.clip);
+    const double norm = s.clip > 0 ? optim::clip_grad_norm(model->named_parameters(), s.clip) : 0;
+    if (s.check_finite && (s.clip == 0 || !std::isfinite(norm))) {
+      if (const auto bad = nonfinite_gradient(model->named_parameters())) {
+        throw TrainingError(fmt::format("step {}: the gradient of '{}' holds NaN or Inf", step, *bad));
+      }
+    }
     adam.set_lr(schedule->lr(step));
     adam.step();
     adam.zero_grad();
-    const double l = loss.item();
     loss_log << fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l, adam.lr());
     smoothed = step == first_step ? l : 0.95 * smoothed + 0.05 * l;
     tokens_seen += b.target_tokens + b.src.numel();
@@ -312,12 +519,14 @@ int run(const Settings& s) {
           "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
           tty ? "\n" : "", step, last.loss, 100 * last.token_accuracy, 100 * last.exact_match);
     }
-    if (g_interrupted ||
+    if (s.save_every > 0 && step % s.save_every == 0) save();
+    if (g_signal != 0 ||
         (s.stop_after > 0 && step - first_step + 1 == s.stop_after && step < s.steps)) {
       save();
       fmt::print(stderr, "\n{} at step {}: saved {}; continue with --resume\n",
-                 g_interrupted ? "interrupted" : "stopped", step, s.out);
-      return g_interrupted ? 130 : 0;
+                 g_signal == SIGTERM ? "terminated" : g_signal ? "interrupted" : "stopped", step,
+                 s.out);
+      return g_signal != 0 ? 128 + g_signal : 0;
     }
   }
   const double seconds =
@@ -354,16 +563,16 @@ int run(const Settings& s) {
       tgt_tokens.emplace_back("<eos>");
       const Tensor w = squeeze(last_layer.last_weights(), 0);
       const std::string file = fmt::format("attention_{}.svg", i);
-      examples::write_file(s.out + "/" + file,
-                           examples::heatmap_svg(w, src_vocab.tokenize(valid[i].source), tgt_tokens,
-                                                 valid[i].source + " -> " + predicted));
+      io::write_atomic(run_dir.file(file),
+                       examples::heatmap_svg(w, src_vocab.tokenize(valid[i].source), tgt_tokens,
+                                             valid[i].source + " -> " + predicted));
       report.heatmap_files.push_back(file);
     }
   }
   last_layer.keep_weights(false);
-  examples::write_file(s.out + "/loss.svg", examples::loss_curve_svg(train_curve, valid_curve));
+  io::write_atomic(run_dir.file("loss.svg"), examples::loss_curve_svg(train_curve, valid_curve));
   report.loss_curve_file = "loss.svg";
-  examples::write_file(s.out + "/report.html", examples::report_html(report));
+  io::write_atomic(run_dir.file("report.html"), examples::report_html(report));
   fmt::print("\ncheckpoint, loss curve, attention heatmaps and report.html in {}/\n", s.out);
   return 0;
 }

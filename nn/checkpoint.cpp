@@ -1,17 +1,13 @@
 #include "nn/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+
+#include "io/files.h"
 
 namespace tapegrad::nn {
 
@@ -21,7 +17,8 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit Hugging Face's reader uses
-thread_local bool t_fail_before_rename = false;
+constexpr int kMaxJsonDepth = 128;                  // likewise; ours need 3
+constexpr size_t kMaxRank = 64;
 
 const char* dtype_code(DType d) {
   switch (d) {
@@ -44,17 +41,35 @@ std::optional<DType> dtype_from_code(const std::string& code) {
   throw CheckpointError(fmt::format("{}: {}", path, what));
 }
 
-// Writes all of `data` to fd, or throws.
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail(path, fmt::format("write failed: {}", std::strerror(errno)));
-    p += w;
-    n -= static_cast<size_t>(w);
+// The deepest nesting of arrays and objects in `text`, found by a scan that stops as soon as it
+// passes `limit`: nlohmann's parser is iterative, but what reads the tree afterwards (dump(),
+// comparisons) recurses, so depth is checked before parsing.
+int json_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
   }
+  return deepest;
 }
+
+// Text from the file for an error message: at most 64 characters of it.
+std::string clip(std::string text) {
+  if (text.size() > 64) text = text.substr(0, 60) + " ...";
+  return text;
+}
+std::string quote(const nlohmann::json& v) { return clip(v.dump()); }
 
 }  // namespace
 
@@ -79,46 +94,28 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
   const uint64_t header_len = text.size();
 
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, fmt::format("cannot create: {}", std::strerror(errno)));
   try {
-    write_all(fd, &header_len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const Tensor& c : packed) {
-      write_all(fd, static_cast<const char*>(c.impl().storage->data()) +
-                        c.offset() * dtype_size(c.dtype()),
-                c.numel() * dtype_size(c.dtype()), tmp);
-    }
-    if (::fsync(fd) != 0) fail(tmp, fmt::format("fsync failed: {}", std::strerror(errno)));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail(tmp, fmt::format("close failed: {}", std::strerror(errno)));
-  }
-  if (t_fail_before_rename) {
-    t_fail_before_rename = false;
-    ::unlink(tmp.c_str());
-    fail(path, "save failed before the rename (injected by fail_next_save_before_rename)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    fail(path, fmt::format("cannot rename {} over it: {}", tmp, why));
+    io::write_atomic(path, [&](const io::Sink& write) {
+      write(&header_len, 8);
+      write(text.data(), text.size());
+      for (const Tensor& c : packed) {
+        write(static_cast<const char*>(c.impl().storage->data()) +
+                  c.offset() * dtype_size(c.dtype()),
+              c.numel() * dtype_size(c.dtype()));
+      }
+    });
+  } catch (const io::FileError& e) {
+    throw CheckpointError(e.what());
   }
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {
-  std::error_code ec;
-  const uint64_t file_size = std::filesystem::file_size(path, ec);
-  if (ec) fail(path, fmt::format("cannot read: {}", ec.message()));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open");
-  return read_safetensors(in, file_size, path);
+  try {
+    io::OpenedFile f = io::open_regular(path, std::numeric_limits<uint64_t>::max());
+    return read_safetensors(f.stream, f.size, path);
+  } catch (const io::FileError& e) {
+    throw CheckpointError(e.what());
+  }
 }
 
 SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const std::string& path) {
@@ -133,6 +130,9 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const
   std::string text(header_len, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_len));
   if (!in) fail(path, "truncated header");
+  if (json_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+    fail(path, fmt::format("header nests deeper than {} levels", kMaxJsonDepth));
+  }
   const nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
   if (header.is_discarded() || !header.is_object()) fail(path, "header is not a JSON object");
   const uint64_t data_size = file_size - 8 - header_len;
@@ -151,73 +151,94 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const
     if (name == "__metadata__") {
       if (!v.is_object()) fail(path, "__metadata__ is not an object");
       for (const auto& [k, s] : v.items()) {
-        if (!s.is_string()) fail(path, fmt::format("metadata '{}' is not a string", k));
+        if (!s.is_string()) fail(path, fmt::format("metadata '{}' is not a string", clip(k)));
         out.metadata[k] = s.get<std::string>();
       }
       continue;
     }
-    auto bad = [&](const std::string& why) { fail(path, fmt::format("tensor '{}': {}", name, why)); };
+    auto bad = [&](const std::string& why) {
+      fail(path, fmt::format("tensor '{}': {}", clip(name), why));
+    };
     if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
         !v.contains("data_offsets")) {
       bad("needs dtype, shape and data_offsets");
     }
     const auto& jd = v["dtype"];
     const auto dtype = jd.is_string() ? dtype_from_code(jd.get<std::string>()) : std::nullopt;
-    if (!dtype) bad(fmt::format("unsupported dtype {}", jd.dump()));
+    if (!dtype) bad(fmt::format("unsupported dtype {}", quote(jd)));
     Entry e{name, *dtype, {}, 0, 0};
     const auto& js = v["shape"];
-    if (!js.is_array()) bad("shape is not an array");
+    if (!js.is_array() || js.size() > kMaxRank) bad(fmt::format("bad shape {}", quote(js)));
+    // Every element takes at least one byte of the data region, which bounds each extent and
+    // the running product (overflow-checked) before anything is multiplied out.
     uint64_t elements = 1;
+    bool zero = false;
     for (const auto& d : js) {
-      if (!d.is_number_unsigned()) bad(fmt::format("bad shape {}", js.dump()));
+      if (!d.is_number_unsigned()) bad(fmt::format("bad shape {}", quote(js)));
       const uint64_t n = d.get<uint64_t>();
-      // every element takes at least one byte of the data region: bounds the product too
-      if (n > data_size && n != 0) bad(fmt::format("shape {} is larger than the file", js.dump()));
-      elements = n == 0 || elements == 0 ? 0 : elements * n;
-      if (elements > data_size) bad(fmt::format("shape {} is larger than the file", js.dump()));
+      zero = zero || n == 0;
+      if (n > data_size && n != 0) bad(fmt::format("shape {} is larger than the file", quote(js)));
+      if (!zero && (__builtin_mul_overflow(elements, n, &elements) || elements > data_size)) {
+        bad(fmt::format("shape {} is larger than the file", quote(js)));
+      }
       e.shape.push_back(static_cast<int64_t>(n));
     }
+    const uint64_t bytes = zero ? 0 : elements * dtype_size(e.dtype);  // <= 8 x the file size
     const auto& jo = v["data_offsets"];
     if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() ||
         !jo[1].is_number_unsigned()) {
-      bad(fmt::format("bad data_offsets {}", jo.dump()));
+      bad(fmt::format("bad data_offsets {}", quote(jo)));
     }
     e.begin = jo[0].get<uint64_t>();
     e.end = jo[1].get<uint64_t>();
     if (e.begin > e.end || e.end > data_size) {
       bad(fmt::format("data_offsets [{}, {}] outside the {} data bytes", e.begin, e.end, data_size));
     }
-    if (e.end - e.begin != elements * dtype_size(e.dtype)) {
+    if (e.end - e.begin != bytes) {
       bad(fmt::format("data_offsets [{}, {}] hold {} bytes, shape {} {} needs {}", e.begin, e.end,
-                      e.end - e.begin, e.shape, dtype_name(e.dtype), elements * dtype_size(e.dtype)));
+                      e.end - e.begin, e.shape, dtype_name(e.dtype), bytes));
     }
     entries.push_back(std::move(e));
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < entries.size(); ++i) {
-    if (entries[i].begin < entries[i - 1].end) {
-      fail(path, fmt::format("tensors '{}' and '{}' overlap", entries[i - 1].name, entries[i].name));
+  // The tensors tile the data region exactly, as the safetensors format requires: no overlap,
+  // no gap, nothing after the last.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t covered = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].begin < covered) {
+      fail(path, fmt::format("tensors '{}' and '{}' overlap", clip(entries[i - 1].name),
+                             clip(entries[i].name)));
     }
+    if (entries[i].begin > covered) {
+      fail(path, fmt::format("data bytes [{}, {}) before tensor '{}' belong to no tensor", covered,
+                             entries[i].begin, clip(entries[i].name)));
+    }
+    covered = entries[i].end;
+  }
+  if (covered != data_size) {
+    fail(path, fmt::format("data bytes [{}, {}) after the last tensor belong to no tensor", covered,
+                           data_size));
   }
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, e.dtype);
     in.seekg(static_cast<std::streamoff>(8 + header_len + e.begin));
     in.read(static_cast<char*>(t.impl().storage->data()),
             static_cast<std::streamsize>(e.end - e.begin));
-    if (!in) fail(path, fmt::format("tensor '{}': read failed", e.name));
+    if (!in) fail(path, fmt::format("tensor '{}': read failed", clip(e.name)));
     if (e.dtype == DType::Bool) {
       const auto* p = static_cast<const uint8_t*>(t.impl().storage->data());
       for (uint64_t i = 0; i < e.end - e.begin; ++i) {
-        if (p[i] > 1) fail(path, fmt::format("tensor '{}': bool byte {} is not 0 or 1", e.name, p[i]));
+        if (p[i] > 1) {
+          fail(path, fmt::format("tensor '{}': bool byte {} is not 0 or 1", clip(e.name), p[i]));
+        }
       }
     }
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
 }
-
-void fail_next_save_before_rename() { t_fail_before_rename = true; }
 
 void save(const Module& module, const std::string& path, const Metadata& metadata) {
   save_safetensors(path, module.state(), metadata);
@@ -249,11 +270,15 @@ Metadata load(Module& module, const std::string& path, bool strict) {
   }
   if (strict) {
     for (const auto& [name, t] : file.tensors) {
-      if (!expected.contains(name)) problems.push_back(fmt::format("unexpected '{}'", name));
+      if (!expected.contains(name)) problems.push_back(fmt::format("unexpected '{}'", clip(name)));
     }
   }
   if (!problems.empty()) {
-    fail(path, fmt::format("does not fit {}: {}", module.type_name(), fmt::join(problems, "; ")));
+    constexpr size_t kListed = 20;
+    const size_t more = problems.size() > kListed ? problems.size() - kListed : 0;
+    problems.resize(problems.size() - more);
+    fail(path, fmt::format("does not fit {}: {}{}", module.type_name(), fmt::join(problems, "; "),
+                           more ? fmt::format("; and {} more", more) : ""));
   }
   for (const auto& [name, t] : matched) module.assign(name, t);
   return file.metadata;

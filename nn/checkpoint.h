@@ -3,8 +3,8 @@
 //   N bytes   JSON: {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
 //                    ..., "__metadata__": {"key": "value"}}, padded with spaces to 8 bytes
 //   the rest  raw little-endian tensor data; offsets are relative to its start
-// Keys are the dotted names of Module::state(). Saving writes a temporary file and renames it
-// over the target, so a failure never leaves a half-written checkpoint in its place.
+// Keys are the dotted names of Module::state(). Saving is atomic (io::write_atomic): a failure
+// never leaves a half-written checkpoint in its place.
 #pragma once
 
 #include <istream>
@@ -31,15 +31,13 @@ struct SafetensorsContents {
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const Metadata& metadata = {});
-// Validates the whole header (lengths, JSON, dtypes, shapes, offsets in range and disjoint)
-// before allocating anything the file asks for.
+// Only a regular file. Validates the whole header before allocating anything the file asks for:
+// its length (at most 100 MB), JSON nesting (at most 128 deep), dtypes, shapes (byte counts
+// overflow-checked, within the file) and offsets, which must tile the data exactly. Errors
+// name the file and the tensor or field, quoting at most 64 characters of what they found.
 SafetensorsContents load_safetensors(const std::string& path);
 // The same from a stream of `size` bytes; `name` stands for the file in error messages.
 SafetensorsContents read_safetensors(std::istream& in, uint64_t size, const std::string& name);
-
-// For tests of checkpoint safety: the next save on this thread fails after its temporary file
-// is fully written and synced, just before the rename, as a crash at that point would.
-void fail_next_save_before_rename();
 
 // Saves module.state() (parameters and buffers).
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});

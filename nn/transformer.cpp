@@ -145,42 +145,140 @@ std::string MiniTransformerConfig::to_json() const {
   return j.dump();
 }
 
-MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text) {
+namespace {
+// Bounds on a config, so that a hostile or mistyped one is refused before it allocates. Each is
+// well past what a CPU transformer trained here uses, and state_elements() caps the whole.
+struct Limits {
+  int64_t vocab = 1'000'000;   // ids of a word-level vocabulary of a large corpus
+  int64_t d_model = 16384;     // wider than GPT-3's 12288
+  int64_t heads = 1024;
+  int64_t d_ff = 65536;
+  int64_t layers = 128;        // per stack
+  int64_t max_len = 65536;     // the positional table is max_len x d_model
+  // 2^31 elements: 8 GiB of float32 weights, and Adam's two moments triple that, which already
+  // exceeds a 24 GiB machine.
+  int64_t state_elements = int64_t{1} << 31;
+};
+constexpr Limits kLimits;
+
+// Counts fit in int64 once check() has bounded every factor.
+int64_t dense(int64_t in, int64_t out) { return in * out + out; }  // a Linear's weight and bias
+}  // namespace
+
+void MiniTransformerConfig::check() const {
+  std::vector<std::string> problems;
+  auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) problems.push_back(fmt::format("{} = {} is outside [{}, {}]", name, v, lo, hi));
+  };
+  range("src_vocab", src_vocab, 1, kLimits.vocab);
+  range("tgt_vocab", tgt_vocab, 1, kLimits.vocab);
+  range("d_model", d_model, 1, kLimits.d_model);
+  range("heads", heads, 1, kLimits.heads);
+  range("d_ff", d_ff, 1, kLimits.d_ff);
+  range("encoder_layers", encoder_layers, 0, kLimits.layers);
+  range("decoder_layers", decoder_layers, 1, kLimits.layers);
+  range("max_len", max_len, 2, kLimits.max_len);
+  if (heads >= 1 && d_model % heads != 0) {
+    problems.push_back(fmt::format("d_model = {} is not divisible by heads = {}", d_model, heads));
+  }
+  if (!(dropout >= 0 && dropout < 1)) {
+    problems.push_back(fmt::format("dropout = {} is outside [0, 1)", dropout));
+  }
+  if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab)) {
+    problems.push_back(fmt::format("pad_id = {} is not an id of both vocabularies", pad_id));
+  }
+  if (share_embeddings && src_vocab != tgt_vocab) {
+    problems.push_back(fmt::format("share_embeddings needs equal vocabularies, got {} and {}",
+                                   src_vocab, tgt_vocab));
+  }
+  if (problems.empty() && state_elements() > kLimits.state_elements) {
+    problems.push_back(fmt::format("the model would hold {} elements, over the limit of {}",
+                                   state_elements(), kLimits.state_elements));
+  }
+  TG_CHECK(problems.empty(), "MiniTransformerConfig: {}", fmt::join(problems, "; "));
+}
+
+int64_t MiniTransformerConfig::state_elements() const {
+  const int64_t C = d_model, attention = 4 * dense(C, C), norm = 2 * C;
+  const int64_t feed_forward = dense(C, d_ff) + dense(d_ff, C);
+  const int64_t encoder_layer = attention + feed_forward + 2 * norm;
+  const int64_t decoder_layer = 2 * attention + feed_forward + 3 * norm;
+  const int64_t embeddings = src_vocab * C + (share_embeddings ? 0 : tgt_vocab * C);
+  const int64_t output = tie_output ? tgt_vocab : dense(C, tgt_vocab);
+  const int64_t final_norms = norm_first ? 2 * norm : 0;
+  return embeddings + max_len * C + encoder_layers * encoder_layer +
+         decoder_layers * decoder_layer + final_norms + output;
+}
+
+MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
+                                                       const std::string& source) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  TG_CHECK(j.is_object(), "MiniTransformerConfig: not a JSON object: {}", text);
+  TG_CHECK(j.is_object(), "{}: not a JSON object", source);
+  std::vector<std::string> problems;
+  auto field = [&](const char* name) -> const nlohmann::json* {
+    const auto it = j.find(name);
+    if (it == j.end()) {
+      problems.push_back(fmt::format("'{}' is missing", name));
+      return nullptr;
+    }
+    return &*it;
+  };
+  auto integer = [&](const char* name, int64_t& out) {
+    if (const auto* v = field(name)) {
+      if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
+        out = v->get<int64_t>();
+      } else {
+        problems.push_back(fmt::format("'{}' must be an integer, got {}", name,
+                                       v->is_primitive() ? v->dump().substr(0, 40) : v->type_name()));
+      }
+    }
+  };
+  auto boolean = [&](const char* name, bool& out) {
+    if (const auto* v = field(name)) {
+      if (v->is_boolean()) out = v->get<bool>();
+      else problems.push_back(fmt::format("'{}' must be true or false", name));
+    }
+  };
   MiniTransformerConfig c;
+  integer("src_vocab", c.src_vocab);
+  integer("tgt_vocab", c.tgt_vocab);
+  integer("d_model", c.d_model);
+  integer("heads", c.heads);
+  integer("d_ff", c.d_ff);
+  integer("encoder_layers", c.encoder_layers);
+  integer("decoder_layers", c.decoder_layers);
+  integer("max_len", c.max_len);
+  integer("pad_id", c.pad_id);
+  if (const auto* v = field("dropout")) {
+    if (v->is_number()) c.dropout = v->get<double>();
+    else problems.push_back("'dropout' must be a number");
+  }
+  if (const auto* v = field("activation")) {
+    if (v->is_string() && (*v == "relu" || *v == "gelu")) {
+      c.activation = *v == "relu" ? Activation::ReLU : Activation::GELU;
+    } else {
+      problems.push_back("'activation' must be \"relu\" or \"gelu\"");
+    }
+  }
+  boolean("norm_first", c.norm_first);
+  boolean("share_embeddings", c.share_embeddings);
+  boolean("tie_output", c.tie_output);
+  if (const auto* v = field("seed")) {
+    if (v->is_number_unsigned()) c.seed = v->get<uint64_t>();
+    else problems.push_back("'seed' must be a non-negative integer");
+  }
+  TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
   try {
-    c.src_vocab = j.at("src_vocab").get<int64_t>();
-    c.tgt_vocab = j.at("tgt_vocab").get<int64_t>();
-    c.d_model = j.at("d_model").get<int64_t>();
-    c.heads = j.at("heads").get<int64_t>();
-    c.d_ff = j.at("d_ff").get<int64_t>();
-    c.encoder_layers = j.at("encoder_layers").get<int64_t>();
-    c.decoder_layers = j.at("decoder_layers").get<int64_t>();
-    c.dropout = j.at("dropout").get<double>();
-    c.max_len = j.at("max_len").get<int64_t>();
-    c.pad_id = j.at("pad_id").get<int64_t>();
-    const std::string act = j.at("activation").get<std::string>();
-    TG_CHECK(act == "relu" || act == "gelu", "MiniTransformerConfig: unknown activation '{}'", act);
-    c.activation = act == "relu" ? Activation::ReLU : Activation::GELU;
-    c.norm_first = j.at("norm_first").get<bool>();
-    c.share_embeddings = j.at("share_embeddings").get<bool>();
-    c.tie_output = j.at("tie_output").get<bool>();
-    c.seed = j.at("seed").get<uint64_t>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("MiniTransformerConfig: {}", e.what()));
+    c.check();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", source, e.what()));
   }
   return c;
 }
 
 MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)
     : Module("MiniTransformer"), cfg_(cfg) {
-  TG_CHECK(cfg.src_vocab > 0 && cfg.tgt_vocab > 0,
-           "MiniTransformer: vocabulary sizes must be positive, got src {} tgt {}", cfg.src_vocab,
-           cfg.tgt_vocab);
-  TG_CHECK(!cfg.share_embeddings || cfg.src_vocab == cfg.tgt_vocab,
-           "MiniTransformer: share_embeddings needs equal vocabularies, got {} and {}",
-           cfg.src_vocab, cfg.tgt_vocab);
+  cfg.check();
   Generator gen(cfg.seed);
   // Embeddings start at N(0, 1/C), so after the sqrt(C) scaling in embed() tokens have unit
   // variance, the scale of the positional encoding (fairseq's choice). With PyTorch's N(0, 1)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ class Optimizer {
 
   // Buffers and the step count ("step", a one-element int64 tensor).
   NamedTensors state() const;
-  // Restores what state() gave; names and shapes must match this optimizer's.
+  // Restores what state() gave; names and shapes must match this optimizer's, the step count
+  // must be non-negative and every value finite.
   void load_state(const NamedTensors& state);
 
  protected:
@@ -101,6 +103,9 @@ class AdamW : public Adam {
  public:
   AdamW(NamedTensors params, const AdamOptions& options = {.weight_decay = 0.01});
 };
+
+// The name of the first tensor that holds a NaN or an infinity, or nullopt when all are finite.
+std::optional<std::string> find_nonfinite(const NamedTensors& tensors);
 
 // Scales all gradients together so their global L2 norm is at most max_norm (as
 // torch.nn.utils.clip_grad_norm_) and returns the norm before clipping.

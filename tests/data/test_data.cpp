@@ -75,7 +75,8 @@ TEST_CASE("TSV corpora load and report malformed lines with their line numbers",
   CHECK_THROWS_WITH(load_tsv(f.path, {.strict = true}), f.path + ":2: no tab between source and target");
   CHECK_THROWS_WITH(load_tsv(f.write("")), f.path + ": no valid examples (0 lines, 0 malformed)");
   CHECK_THROWS_WITH(load_tsv(f.write("x\n")), f.path + ": no valid examples (1 lines, 1 malformed)");
-  CHECK_THROWS_WITH(load_tsv(f.path + ".missing"), f.path + ".missing: cannot open");
+  CHECK_THROWS_WITH(load_tsv(f.path + ".missing"),
+                    f.path + ".missing: cannot open: No such file or directory");
 }
 
 TEST_CASE("UTF-8 validation", "[data]") {

@@ -26,5 +26,5 @@ expect 1 "$dir/bad.tsv:2: no tab between source and target" -- --data "$dir/bad.
 expect 1 "$dir/empty.tsv: no valid examples (0 lines, 0 malformed)" -- --data "$dir/empty.tsv"
 printf 'ok\tfine\n' > "$dir/tiny.tsv"
 expect 1 "too few examples (1) to hold any out" -- --data "$dir/tiny.tsv"
-expect 1 "is empty or longer than --max-len 8 tokens" -- --task dates --max-len 8 --train-size 50 --valid-size 5
+expect 1 "generated training example 1 ('2038-11-05'): 10 source and 10 target tokens; --max-len 8 allows 8 and 7" -- --task dates --max-len 8 --train-size 50 --valid-size 5
 echo "train flag and data errors: ok"

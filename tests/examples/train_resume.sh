@@ -10,14 +10,16 @@ trap 'rm -rf "$dir"' EXIT
 args=(--task copy --train-size 500 --valid-size 50 --eval-every 1000 --d-model 32 --d-ff 64 --seed 3 --warmup 10)
 "$train" "${args[@]}" --steps 60 --out "$dir/straight" > /dev/null 2>&1
 "$train" "${args[@]}" --steps 60 --stop-after 30 --out "$dir/resumed" > /dev/null 2>&1
-"$train" "${args[@]}" --steps 60 --out "$dir/resumed" --resume > /dev/null 2>&1
-for f in model.safetensors optimizer.safetensors src.vocab tgt.vocab loss.tsv; do
+"$train" --out "$dir/resumed" --resume > /dev/null 2>&1  # the run's own flags
+ckpt=checkpoints/step-00000060
+for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors $ckpt/src.vocab $ckpt/tgt.vocab \
+    $ckpt/trainer.json latest loss.tsv; do
   cmp "$dir/straight/$f" "$dir/resumed/$f"
 done
 echo "resume: bit-identical after 30 + 30 steps"
 # determinism: the same run again gives the same loss sequence and checkpoint
 "$train" "${args[@]}" --steps 60 --out "$dir/again" > /dev/null 2>&1
-for f in model.safetensors optimizer.safetensors loss.tsv; do
+for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors loss.tsv; do
   cmp "$dir/straight/$f" "$dir/again/$f"
 done
 echo "determinism: two runs with one seed are bit-identical"

@@ -1,4 +1,6 @@
 // safetensors checkpoints: round trips, mismatch reports, and every kind of bad file.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -44,7 +46,7 @@ TEST_CASE("save then load gives bit-identical outputs", "[nn]") {
   save(a, dir.file("a.safetensors"), {{"config", a.config().to_json()}});
   const Metadata meta = load(b, dir.file("a.safetensors"));
   CHECK(b.forward(src, tgt).to_vector<float>() == a.forward(src, tgt).to_vector<float>());
-  const MiniTransformerConfig cfg = MiniTransformerConfig::from_json(meta.at("config"));
+  const MiniTransformerConfig cfg = MiniTransformerConfig::from_json(meta.at("config"), "test");
   CHECK(cfg.d_model == 8);
   CHECK(cfg.seed == 1);
   CHECK(cfg.dropout == 0.1);
@@ -106,7 +108,7 @@ TEST_CASE("bad files give clear errors", "[nn][errors]") {
     }
     return "no error";
   };
-  CHECK_THROWS_WITH(load_safetensors(dir.file("none")), Catch::Contains("cannot read"));
+  CHECK_THROWS_WITH(load_safetensors(dir.file("none")), Catch::Contains("cannot open"));
 
   { std::ofstream(p, std::ios::binary) << "abc"; }
   CHECK(error_of() == p + ": truncated: 3 bytes, expected at least 8");
@@ -140,22 +142,41 @@ TEST_CASE("bad files give clear errors", "[nn][errors]") {
 
   write_raw(p, R"({"__metadata__":{"k":1}})", 0);
   CHECK(error_of() == p + ": metadata 'k' is not a string");
-}
 
-TEST_CASE("a save that fails between writing and renaming keeps the old checkpoint", "[nn]") {
-  TempDir dir;
-  const std::string path = dir.file("model.safetensors");
-  MiniTransformer a(tiny(1)), b(tiny(2));
-  save(a, path);
-  fail_next_save_before_rename();
-  CHECK_THROWS_WITH(save(b, path), path + ": save failed before the rename (injected by "
-                                          "fail_next_save_before_rename)");
-  MiniTransformer c(tiny(3));
-  load(c, path);  // still a's checkpoint, whole
-  CHECK(c.src_embed->weight.to_vector<float>() == a.src_embed->weight.to_vector<float>());
-  save(b, path);  // the injection was for one save only
-  load(c, path);
-  CHECK(c.src_embed->weight.to_vector<float>() == b.src_embed->weight.to_vector<float>());
+  // nesting is refused before the JSON is parsed, whatever the depth
+  for (const int depth : {129, 100'000}) {
+    write_raw(p, R"({"w":)" + std::string(depth, '[') + std::string(depth, ']') + "}", 0);
+    CHECK(error_of() == p + ": header nests deeper than 128 levels");
+  }
+  write_raw(p, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":[[["[[[["]]]}})", 4);
+  CHECK(load_safetensors(p).tensors.size() == 1);  // brackets inside strings do not count
+
+  // the tensors tile the data exactly
+  write_raw(p, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8);
+  CHECK(error_of() == p + ": data bytes [0, 4) before tensor 'a' belong to no tensor");
+  write_raw(p, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 12);
+  CHECK(error_of() == p + ": data bytes [4, 12) after the last tensor belong to no tensor");
+  write_raw(p, R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  CHECK(load_safetensors(p).tensors.size() == 2);  // an empty tensor takes no bytes
+
+  // a byte count that overflows 64 bits is not mistaken for a small one
+  write_raw(p, R"({"a":{"dtype":"F64","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", 0);
+  CHECK(error_of() == p + ": tensor 'a': shape [4294967296,4294967296,0] is larger than the file");
+  write_raw(p, R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", 0);
+  CHECK(error_of() == p + ": tensor 'a': shape [2305843009213693952] is larger than the file");
+
+  // what an error quotes from the file is bounded
+  write_raw(p, "{\"" + std::string(100'000, 'n') + R"(":{"dtype":"F32"}})", 0);
+  CHECK(error_of() == p + ": tensor '" + std::string(60, 'n') + " ...': needs dtype, shape and data_offsets");
+  write_raw(p, std::string(R"({"a":{"dtype":[1,)") + std::string(50'000, '1') + R"(],"shape":[],"data_offsets":[0,0]}})", 0);
+  CHECK(error_of().size() < p.size() + 120);
+
+  // only regular files
+  CHECK_THROWS_WITH(load_safetensors(dir.path), Catch::Contains("not a regular file (a directory)"));
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_safetensors(fifo), fifo + ": not a regular file (a fifo)");
+  CHECK_THROWS_WITH(load_safetensors("/dev/zero"), "/dev/zero: not a regular file (a character device)");
 }
 
 TEST_CASE("a failed save leaves the previous checkpoint in place", "[nn]") {
@@ -168,7 +189,7 @@ TEST_CASE("a failed save leaves the previous checkpoint in place", "[nn]") {
   // renaming over a directory fails after the temporary file was fully written
   fs::create_directories(dir.file("dir.safetensors"));
   CHECK_THROWS_WITH(save_safetensors(dir.file("dir.safetensors"), {{"w", ones({2})}}),
-                    Catch::Contains("cannot rename"));
+                    Catch::Contains("cannot replace it"));
   CHECK(fs::directory_iterator(dir.file("dir.safetensors")) == fs::directory_iterator());
   CHECK(load_safetensors(path).tensors[0].second.to_vector<float>() == std::vector<float>{1, 1});
   for (const auto& entry : fs::directory_iterator(dir.path)) {

@@ -219,7 +219,64 @@ TEST_CASE("MiniTransformer errors", "[nn][errors]") {
   CHECK_THROWS_WITH(model.forward(from_vector(std::vector<int64_t>(17, 3), {1, 17}), ids({1}, 1)),
                     "PositionalEncoding: sequence length 17 exceeds max_len 16");
   CHECK_THROWS_WITH(MiniTransformer({.src_vocab = 5, .tgt_vocab = 6, .share_embeddings = true}),
-                    "MiniTransformer: share_embeddings needs equal vocabularies, got 5 and 6");
+                    "MiniTransformerConfig: share_embeddings needs equal vocabularies, got 5 and 6");
+}
+
+TEST_CASE("a config is checked field by field before a model is built", "[nn][errors]") {
+  // every problem in one message
+  CHECK_THROWS_WITH(MiniTransformer({.src_vocab = 0, .tgt_vocab = 6, .d_model = 30, .heads = 4,
+                                     .decoder_layers = 0, .dropout = 1.0}),
+                    "MiniTransformerConfig: src_vocab = 0 is outside [1, 1000000]; decoder_layers "
+                    "= 0 is outside [1, 128]; d_model = 30 is not divisible by heads = 4; dropout "
+                    "= 1 is outside [0, 1); pad_id = 0 is not an id of both vocabularies");
+  // a model that would not fit in memory is refused before anything is allocated
+  CHECK_THROWS_WITH(MiniTransformer({.src_vocab = 1'000'000, .tgt_vocab = 1'000'000, .d_model = 4096}),
+                    Catch::Contains("over the limit of 2147483648"));
+
+  const std::string good = MiniTransformerConfig(tiny()).to_json();
+  auto with = [&](const std::string& key, const std::string& value) {
+    auto j = good;
+    const size_t at = j.find("\"" + key + "\":");
+    const size_t end = j.find_first_of(",}", at);
+    return j.replace(at, end - at, "\"" + key + "\":" + value);
+  };
+  CHECK(MiniTransformerConfig::from_json(good, "cfg").to_json() == good);
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("heads", "4.5"), "cfg.json"),
+                    "cfg.json: 'heads' must be an integer, got 4.5");
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("d_model", "\"8\""), "cfg.json"),
+                    "cfg.json: 'd_model' must be an integer, got \"8\"");
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("d_model", "1000000000"), "cfg.json"),
+                    Catch::StartsWith("cfg.json: MiniTransformerConfig: d_model = 1000000000 is "
+                                      "outside [1, 16384]"));
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("d_model", "18446744073709551615"), "c"),
+                    Catch::StartsWith("c: 'd_model' must be an integer"));
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("norm_first", "1"), "c"),
+                    "c: 'norm_first' must be true or false");
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("activation", "\"tanh\""), "c"),
+                    "c: 'activation' must be \"relu\" or \"gelu\"");
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(R"({"heads": 4})", "c"),
+                    Catch::StartsWith("c: 'src_vocab' is missing; 'tgt_vocab' is missing"));
+  CHECK_THROWS_WITH(MiniTransformerConfig::from_json("[1]", "c"), "c: not a JSON object");
+}
+
+TEST_CASE("state_elements counts a checkpoint's elements without building the model", "[nn]") {
+  for (const bool norm_first : {false, true}) {
+    for (const bool share : {false, true}) {
+      for (const bool tie : {false, true}) {
+        MiniTransformerConfig cfg = tiny();
+        cfg.tgt_vocab = cfg.src_vocab;
+        cfg.norm_first = norm_first;
+        cfg.share_embeddings = share;
+        cfg.tie_output = tie;
+        cfg.encoder_layers = 2;
+        cfg.decoder_layers = 3;
+        MiniTransformer model(cfg);
+        int64_t elements = 0;
+        for (const auto& [name, t] : model.state()) elements += t.numel();
+        CHECK(cfg.state_elements() == elements);
+      }
+    }
+  }
 }
 
 namespace {

@@ -1,0 +1,49 @@
+// Files as a user trusts them: readers open only regular files of a bounded size (a FIFO,
+// /dev/zero or a directory given as a data file is an error, not a hang), and writers replace
+// a file atomically (a temporary in the same directory, written, synced, renamed over the
+// target, the directory synced), so a crash or a full disk leaves the old file or the new one,
+// never a mix. Errors are io::FileError and name the file.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace tapegrad::io {
+
+class FileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct OpenedFile {
+  std::ifstream stream;  // binary
+  uint64_t size = 0;     // bytes
+};
+
+// Opens `path` for reading when it is a regular file of at most max_bytes; throws FileError
+// ("PATH: not a regular file (a fifo)", "PATH: 5000000 bytes, over the limit of 4194304").
+OpenedFile open_regular(const std::string& path, uint64_t max_bytes);
+
+// Receives the bytes of a file being written, in order.
+using Sink = std::function<void(const void* data, size_t n)>;
+
+// Replaces `path` with what `body` writes, atomically. The temporary is
+// "<dir>/.<name>.tmp.<pid>"; on any failure it is removed and FileError (or body's own
+// exception) propagates, leaving `path` as it was.
+void write_atomic(const std::string& path, const std::function<void(const Sink&)>& body);
+void write_atomic(const std::string& path, std::string_view contents);
+
+// fsync on a directory, so that a rename or a new entry in it survives a power cut.
+void sync_directory(const std::string& dir);
+// fsync on a file another handle appends to (a log), so that what was flushed is on disk.
+void sync_file(const std::string& path);
+
+// True for the temporary names write_atomic uses, so a program can remove the ones a killed
+// process left behind.
+bool is_temporary_name(std::string_view file_name);
+
+}  // namespace tapegrad::io
