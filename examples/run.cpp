@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "data/error.h"
@@ -23,9 +24,12 @@ namespace {
 constexpr const char* kMarker = ".tapegrad-run";
 constexpr const char* kLatest = "latest";
 constexpr const char* kCheckpoints = "checkpoints";
-// The names train writes in a run directory, besides the marker and the lock.
-const std::vector<std::string> kOwnNames = {"train.tsv",  "valid.tsv", "loss.tsv",
-                                            "loss.svg",   "report.html", kLatest, kCheckpoints};
+// Whether train writes a file of this name in a run directory (besides the marker and lock).
+bool is_own_name(const std::string& name) {
+  static const std::set<std::string> names = {"train.tsv", "valid.tsv",   "loss.tsv",  "loss.svg",
+                                              "report.html", kLatest, kCheckpoints};
+  return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
+}
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
@@ -171,14 +175,6 @@ RunDirectory::RunDirectory(const std::string& dir, bool fresh, const std::vector
     : dir_(dir) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(dir)) && !fs::is_directory(dir)) fail(dir, "not a directory");
-  const bool marked = fs::exists(fs::symlink_status(file(kMarker)));
-  if (fs::is_directory(dir) && !marked) {
-    for (const std::string& name : kOwnNames) {
-      if (fs::exists(fs::symlink_status(file(name)))) {
-        fail(file(name), "exists and was not written by train; choose another --out");
-      }
-    }
-  }
   const fs::path root = fs::weakly_canonical(dir);
   for (const std::string& input : inputs) {
     const fs::path p = fs::weakly_canonical(input);
@@ -190,6 +186,14 @@ RunDirectory::RunDirectory(const std::string& dir, bool fresh, const std::vector
     }
   }
 
+  const bool marked = fs::exists(fs::symlink_status(file(kMarker)));
+  if (fs::is_directory(dir) && !marked) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (is_own_name(entry.path().filename().string())) {
+        fail(entry.path().string(), "exists and was not written by train; choose another --out");
+      }
+    }
+  }
   fs::create_directories(dir, ec);
   if (ec) fail(dir, fmt::format("cannot create: {}", ec.message()));
   lock_fd_ = ::open(file(".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

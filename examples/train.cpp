@@ -372,13 +372,13 @@ std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
 
 int run(const Settings& s) {
   set_num_threads(static_cast<int>(s.threads));
+  // data, model, vocabularies; a new run's data is read and checked before --out is touched
+  const data::Level level = s.level == "char" ? data::Level::Char : data::Level::Word;
+  Split split;
+  if (!s.resume) split = make_split(s, level);
   std::vector<std::string> inputs;
   if (!s.data.empty()) inputs.push_back(s.data);
   examples::RunDirectory run_dir(s.out, !s.resume, inputs);
-
-  // data, model, vocabularies
-  const data::Level level = s.level == "char" ? data::Level::Char : data::Level::Word;
-  Split split;
   std::unique_ptr<nn::MiniTransformer> model;
   data::Vocabulary src_vocab(level), tgt_vocab(level);
   examples::TrainerState state;
@@ -393,7 +393,6 @@ int run(const Settings& s) {
     split.train = data::load_tsv(run_dir.file("train.tsv"), {.strict = true}).examples;
     split.valid = data::load_tsv(run_dir.file("valid.tsv"), {.strict = true}).examples;
   } else {
-    split = make_split(s, level);
     data::write_tsv(run_dir.file("train.tsv"), split.train);
     data::write_tsv(run_dir.file("valid.tsv"), split.valid);
     std::vector<std::string> sources, targets;

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# train checks its flags and its data before the first step, naming the flag or file and line.
+# train checks its flags and its data before the first step, naming the flag or file and line;
+# translate, classify and tour check theirs, and every program answers --help.
+#   train_errors.sh TRAIN TRANSLATE CLASSIFY TOUR
 set -uo pipefail
 train=$1
 dir=$(mktemp -d)
@@ -27,4 +29,40 @@ expect 1 "$dir/empty.tsv: no valid examples (0 lines, 0 malformed)" -- --data "$
 printf 'ok\tfine\n' > "$dir/tiny.tsv"
 expect 1 "too few examples (1) to hold any out" -- --data "$dir/tiny.tsv"
 expect 1 "generated training example 1 ('2038-11-05'): 10 source and 10 target tokens; --max-len 8 allows 8 and 7" -- --task dates --max-len 8 --train-size 50 --valid-size 5
+# every numeric flag: zero, negative, huge, NaN, inf and words are refused before any work
+for flag in steps batch train-size valid-size eval-every warmup threads max-len d-model heads \
+    d-ff decoder-layers save-every seed; do
+  for bad in -1 1e12 99999999999999999999 nan inf 4.5 many ""; do
+    out=$(timeout 20 "$train" --$flag "$bad" --out "$dir/run" 2>&1 < /dev/null)
+    code=$?
+    if [[ $code != 2 || $out != *"--$flag"* ]]; then
+      echo "train --$flag '$bad': expected exit 2 naming the flag, got exit $code: $out"
+      exit 1
+    fi
+  done
+done
+for flag in lr dropout label-smoothing clip; do
+  for bad in -1 1e300 nan inf -inf; do
+    expect 2 "--$flag: must be in" -- --$flag "$bad"
+  done
+  expect 2 "--$flag: expected a number, got 'many'" -- --$flag many
+done
+expect 2 "--decoder-layers: must be in [1, 64], got 0" -- --decoder-layers 0
+expect 2 "--train-size: must be in [1, 10000000], got 1000000000000" -- --train-size 1000000000000
+expect 2 "--threads: must be in [1, 1024], got 100000" -- --threads 100000
+expect 2 "MiniTransformerConfig: the model would hold" -- --d-model 4096 --d-ff 16384 --encoder-layers 64 --heads 8
+expect 2 "--reschedule goes with --resume" -- --reschedule
+expect 2 "unexpected argument 'extra'" -- extra
+[[ ! -e $dir/run ]] || { echo "a refused command created its --out"; exit 1; }
+
+translate=$2 classify=$3 tour=$4
+for program in "$train" "$translate" "$classify" "$tour"; do
+  out=$("$program" --help 2>&1) && [[ $out == *usage:* ]] || { echo "$program --help: $out"; exit 1; }
+done
+out=$("$tour" --bogus 2>&1); [[ $? == 2 && $out == *"--bogus: unknown flag"* ]] || { echo "tour --bogus: $out"; exit 1; }
+for bad in 1e9 0 65 -1; do
+  out=$(timeout 20 "$translate" --beam "$bad" x 2>&1); code=$?
+  [[ $code == 2 && $out == *"translate: --beam: "* ]] || { echo "translate --beam $bad: exit $code: $out"; exit 1; }
+done
+out=$("$classify" --steps 0 2>&1); [[ $? == 2 && $out == *"--steps: must be in"* ]] || { echo "classify --steps 0: $out"; exit 1; }
 echo "train flag and data errors: ok"

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Hostile files and flags against train and translate, one class at a time: special files given
+# as data, damaged and inconsistent checkpoints, configs of the wrong type or size, files that
+# are not train's to overwrite. Each must end in an error that names the file (or flag) and
+# the line or field, within a time limit (no hang), with exit code 1 or 2 (no crash).
+#   train_hostile.sh TRAIN TRANSLATE
+set -uo pipefail
+train=$1
+translate=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+expect() {  # expect EXIT_CODE MESSAGE -- COMMAND...
+  local code=$1 message=$2
+  shift 3
+  local out got
+  out=$(timeout 60 "$@" 2>&1 < /dev/null)
+  got=$?
+  if [[ $got != "$code" || $out != *"$message"* ]]; then
+    echo "FAILED: $*"
+    echo "  expected exit $code and '$message'"
+    echo "  got exit $got: ${out:0:600}"
+    fails=$((fails + 1))
+  fi
+}
+args=(--task copy --train-size 200 --valid-size 20 --eval-every 100000 --d-model 16 --heads 2
+      --d-ff 32 --seed 1 --warmup 2 --steps 8 --save-every 4)
+
+# --- data files that are not regular files, or too long -------------------------------------
+mkfifo "$dir/fifo.tsv"
+expect 1 "$dir/fifo.tsv: not a regular file (a fifo)" -- "$train" --data "$dir/fifo.tsv" --out "$dir/r"
+expect 1 "/dev/zero: not a regular file (a character device)" -- "$train" --data /dev/zero --out "$dir/r"
+mkdir "$dir/adir"
+expect 1 "$dir/adir: not a regular file (a directory)" -- "$train" --data "$dir/adir" --out "$dir/r"
+head -c 10000000 /dev/zero | tr '\0' 'x' > "$dir/one_line.tsv"
+expect 1 "$dir/one_line.tsv:1: line of 10000000 bytes exceeds the maximum of 4096" -- \
+  "$train" --data "$dir/one_line.tsv" --strict --out "$dir/r"
+{ for i in $(seq 1 30); do printf 'ab%d\tba%d\n' "$i" "$i"; done; echo; printf '%0200d\tx\n' 0; } > "$dir/long.tsv"
+expect 1 "$dir/long.tsv:32: 200 source and 1 target tokens; --max-len 128 allows 128 and 127" -- \
+  "$train" --data "$dir/long.tsv" --out "$dir/r"
+
+# --- what train may write over ----------------------------------------------------------------
+mkdir -p "$dir/user"
+for i in $(seq 1 40); do printf 'in%d\tout%d\n' "$i" "$i"; done > "$dir/user/train.tsv"
+cp "$dir/user/train.tsv" "$dir/corpus.tsv"
+expect 1 "$dir/user/train.tsv: lies inside --out $dir/user" -- "$train" --data "$dir/user/train.tsv" --out "$dir/user"
+expect 1 "$dir/user/train.tsv: exists and was not written by train" -- "$train" --data "$dir/corpus.tsv" --out "$dir/user"
+cmp "$dir/user/train.tsv" "$dir/corpus.tsv" || { echo "FAILED: the user's train.tsv changed"; fails=$((fails + 1)); }
+: > "$dir/afile"
+expect 1 "$dir/afile: not a directory" -- "$train" "${args[@]}" --out "$dir/afile"
+
+# --- a good run to damage -----------------------------------------------------------------------
+"$train" "${args[@]}" --out "$dir/good" > /dev/null 2>&1 || { echo "FAILED: the good run"; exit 1; }
+[[ $(cat "$dir/good/latest") == step-00000008 ]] || { echo "FAILED: latest is $(cat "$dir/good/latest")"; exit 1; }
+fresh() {  # a copy of the good run to damage, ready for --resume
+  rm -rf "$dir/bad"
+  cp -r "$dir/good" "$dir/bad"
+  ckpt="$dir/bad/checkpoints/step-00000008"
+}
+resume=("$train" --out "$dir/bad" --resume --steps 12 --reschedule)
+
+fresh; echo "not a step" > "$dir/bad/latest"
+expect 1 "$dir/bad/latest: expected a name like step-00000300, got 'not a step'" -- "$translate" --run "$dir/bad" abc
+fresh; echo "step-00000099" > "$dir/bad/latest"
+expect 1 "$dir/bad/latest: names $dir/bad/checkpoints/step-00000099, which is missing" -- "${resume[@]}"
+fresh; rm "$dir/bad/latest"; mkfifo "$dir/bad/latest"
+expect 1 "$dir/bad/latest: not a regular file (a fifo)" -- "$translate" --run "$dir/bad" abc
+fresh; rm "$dir/bad/latest"
+expect 1 "$dir/bad: no complete checkpoint" -- "${resume[@]}"
+fresh; rm "$ckpt/src.vocab"; mkfifo "$ckpt/src.vocab"
+expect 1 "$ckpt/src.vocab: not a regular file (a fifo)" -- "$translate" --run "$dir/bad" abc
+fresh; { echo "tapegrad-vocab char"; printf '<pad>\n<bos>\n<eos>\n<unk>\n'; printf '%02000d\n' 0; } > "$ckpt/tgt.vocab"
+expect 1 "$ckpt/tgt.vocab:6: token of 2000 bytes is over the limit of 1024" -- "$translate" --run "$dir/bad" abc
+
+# safetensors headers, rewritten with their length prefix
+header() { head -c "$((8 + $(od -An -tu8 -N8 "$1")))" "$1" | tail -c +9; }
+put_header() {  # put_header FILE NEW_HEADER: keeps the data, pads the header to 8 bytes
+  local data h="$2"
+  data=$(mktemp)
+  tail -c +"$((9 + $(od -An -tu8 -N8 "$1")))" "$1" > "$data"
+  while (( ${#h} % 8 )); do h+=" "; done
+  local n=${#h} i le=""
+  for i in 0 1 2 3 4 5 6 7; do le+=$(printf '\\x%02x' $(((n >> (8 * i)) & 255))); done
+  { printf "$le"; printf '%s' "$h"; cat "$data"; } > "$1"
+  rm "$data"
+}
+fresh; put_header "$ckpt/model.safetensors" "$(header "$ckpt/model.safetensors" | sed 's/"heads\\":2/"heads\\":2.5/')"
+expect 1 "$ckpt/model.safetensors: metadata 'config': 'heads' must be an integer, got 2.5" -- "$translate" --run "$dir/bad" abc
+fresh; put_header "$ckpt/model.safetensors" "$(header "$ckpt/model.safetensors" | sed 's/"d_model\\":16/"d_model\\":1000000000/')"
+expect 1 "d_model = 1000000000 is outside [1, 16384]" -- "$translate" --run "$dir/bad" abc
+fresh; put_header "$ckpt/model.safetensors" "$(header "$ckpt/model.safetensors" | sed 's/"d_ff\\":32/"d_ff\\":64/')"
+expect 1 "its config describes a model of" -- "$translate" --run "$dir/bad" abc
+fresh; put_header "$ckpt/model.safetensors" "{\"w\":$(printf '[%.0s' $(seq 1 100000))$(printf ']%.0s' $(seq 1 100000))}"
+expect 1 "$ckpt/model.safetensors: header nests deeper than 128 levels" -- "$translate" --run "$dir/bad" abc
+
+# inconsistent or damaged trainer state
+fresh; sed -i 's/"epoch_index": [0-9]*/"epoch_index": 999999/' "$ckpt/trainer.json"
+expect 1 "trainer.json's epoch_index 999999 is past the" -- "${resume[@]}"
+fresh; sed -i 's/"epoch_index": [0-9]*/"epoch_index": -3/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: 'epoch_index' must be a non-negative integer" -- "${resume[@]}"
+fresh; sed -i 's/"data": "[0-9 ]*"/"data": "1 2"/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: generator 'data': expected four unsigned integers" -- "${resume[@]}"
+fresh; cp "$dir/bad/checkpoints/step-00000004/model.safetensors" "$ckpt/model.safetensors"
+expect 1 "$ckpt: trainer.json is at step 8, model.safetensors at 4" -- "${resume[@]}"
+fresh; cp "$dir/bad/checkpoints/step-00000004/optimizer.safetensors" "$ckpt/optimizer.safetensors"
+expect 1 "$ckpt/optimizer.safetensors: is at step 4, trainer.json at 8" -- "${resume[@]}"
+fresh; printf '\x00\x00\xc0\x7f' | dd of="$ckpt/optimizer.safetensors" bs=1 seek=$(($(stat -c %s "$ckpt/optimizer.safetensors") - 4)) conv=notrunc 2> /dev/null
+expect 1 "holds NaN or Inf" -- "${resume[@]}"
+fresh; head -c 100 "$dir/good/loss.tsv" > "$dir/bad/loss.tsv"
+expect 1 "$dir/bad/loss.tsv: shorter than the" -- "${resume[@]}"
+
+# flags that conflict with the run, or a finished run
+fresh
+expect 2 "--batch: the run has 64, got 128" -- "$train" --out "$dir/bad" --resume --steps 12 --batch 128 --d-model 32
+expect 2 "--d-model: the run has 16, got 32" -- "$train" --out "$dir/bad" --resume --steps 12 --batch 128 --d-model 32
+expect 2 "the run in $dir/bad finished at step 8 of 8" -- "$train" --out "$dir/bad" --resume
+expect 2 "--steps 6: the run in $dir/bad is already at step 8" -- "$train" --out "$dir/bad" --resume --steps 6
+expect 2 "the learning rate was 2e-05 at step 8; the new schedule (cosine over 12 steps) gives" -- \
+  "$train" --out "$dir/bad" --resume --steps 12
+
+# what a killed process left is cleaned up; a second writer is refused
+fresh
+: > "$dir/bad/.loss.svg.tmp.99999"
+mkdir "$dir/bad/checkpoints/.step-00000012.tmp.99999" "$dir/bad/checkpoints/step-00000999"
+"$train" --out "$dir/bad" --resume --steps 12 --reschedule > /dev/null 2>&1 || { echo "FAILED: resume after a crash"; fails=$((fails + 1)); }
+left=$(find "$dir/bad" -name '*.tmp.*' -o -name step-00000999 | wc -l)
+[[ $left == 0 ]] || { echo "FAILED: $left leftovers of a killed process remain"; fails=$((fails + 1)); }
+ls "$dir/bad/checkpoints" | tr '\n' ' ' | grep -qx "step-00000008 step-00000012 " || {
+  echo "FAILED: checkpoints kept: $(ls "$dir/bad/checkpoints")"; fails=$((fails + 1)); }
+"$train" "${args[@]}" --steps 100000 --save-every 0 --out "$dir/busy" > /dev/null 2>&1 &
+busy=$!
+for _ in $(seq 1 100); do [[ -f $dir/busy/loss.tsv ]] && break; sleep 0.05; done
+expect 1 "$dir/busy: another train process is writing this run" -- "$train" "${args[@]}" --out "$dir/busy"
+kill -TERM "$busy"
+wait "$busy"
+code=$?
+[[ $code == 143 && $(cat "$dir/busy/latest" 2> /dev/null) == step-* ]] || {
+  echo "FAILED: SIGTERM: exit $code, latest '$(cat "$dir/busy/latest" 2> /dev/null)'"; fails=$((fails + 1)); }
+
+((fails == 0)) || { echo "$fails hostile cases failed"; exit 1; }
+echo "hostile files and flags: every case an error naming its file or flag"
