@@ -34,7 +34,13 @@ std::optional<std::string> Flags::peek(const std::string& name) const {
   return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
-void Flags::fallback(const std::map<std::string, std::string>& values) {
+std::string Flags::label(const std::string& name) const {
+  if (given(name) || !values_.contains(name)) return "--" + name;
+  return fmt::format("--{} (saved in {})", name, fallback_source_);
+}
+
+void Flags::fallback(const std::map<std::string, std::string>& values, const std::string& source) {
+  fallback_source_ = source;
   for (const auto& [name, value] : values) {
     if (given(name) || value.empty()) continue;  // "" is the unset text flag
     if (value == "false") continue;               // a boolean flag left out
@@ -49,14 +55,14 @@ std::string Flags::text(const std::string& name, const std::string& fallback,
                               fallback.empty() ? "none" : fallback));
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
-  if (it->second.empty()) throw FlagError(fmt::format("--{}: needs a value", name));
+  if (it->second.empty()) throw FlagError(fmt::format("{}: needs a value", label(name)));
   return it->second;
 }
 
 namespace {
 // The whole of `text` as a number of type T, or a FlagError naming the flag.
 template <class T>
-T parse_number(const std::string& name, const std::string& text, const char* kind) {
+T parse_number(const std::string& label, const std::string& text, const char* kind) {
   size_t used = 0;
   T x{};
   try {
@@ -69,7 +75,7 @@ T parse_number(const std::string& name, const std::string& text, const char* kin
     used = 0;
   }
   if (text.empty() || used != text.size()) {
-    throw FlagError(fmt::format("--{}: expected {}, got '{}'", name, kind, text));
+    throw FlagError(fmt::format("{}: expected {}, got '{}'", label, kind, text));
   }
   return x;
 }
@@ -78,18 +84,19 @@ T parse_number(const std::string& name, const std::string& text, const char* kin
 int64_t Flags::integer(const std::string& name, int64_t fallback, const std::string& help,
                        int64_t min, int64_t max) {
   const std::string given = text(name, std::to_string(fallback), fmt::format("{}; {} to {}", help, min, max));
-  const auto x = parse_number<int64_t>(name, given, "an integer");
+  const auto x = parse_number<int64_t>(label(name), given, "an integer");
   if (x < min || x > max) {
-    throw FlagError(fmt::format("--{}: must be in [{}, {}], got {}", name, min, max, given));
+    throw FlagError(fmt::format("{}: must be in [{}, {}], got {}", label(name), min, max, given));
   }
   return x;
 }
 
 double Flags::real(const std::string& name, double fallback, const std::string& help, double min,
                    double max) {
-  const auto x = parse_number<double>(name, text(name, fmt::format("{}", fallback), help), "a number");
+  const auto x =
+      parse_number<double>(label(name), text(name, fmt::format("{}", fallback), help), "a number");
   if (!std::isfinite(x) || x < min || x > max) {
-    throw FlagError(fmt::format("--{}: must be in [{}, {}], got {}", name, min, max, x));
+    throw FlagError(fmt::format("{}: must be in [{}, {}], got {}", label(name), min, max, x));
   }
   return x;
 }

@@ -34,9 +34,10 @@ class Flags {
   bool given(const std::string& name) const { return given_.contains(name); }
   // The flag's text as given, without reading it as a flag (no help entry).
   std::optional<std::string> peek(const std::string& name) const;
-  // Values to use for flags the command line did not give (a resumed run's saved flags). A
-  // boolean flag takes "true" or "false". Call before reading the flags.
-  void fallback(const std::map<std::string, std::string>& values);
+  // Values to use for flags the command line did not give (a resumed run's saved flags), read
+  // from `source`, which errors about them name. A boolean flag takes "true" or "false". Call
+  // before reading the flags.
+  void fallback(const std::map<std::string, std::string>& values, const std::string& source);
   // Arguments that are not flags, in order.
   const std::vector<std::string>& positional() const { return positional_; }
   // Throws on unknown flags. Returns false when --help was asked for (and prints it).
@@ -46,6 +47,8 @@ class Flags {
   std::string usage_;
   std::map<std::string, std::string> values_;
   std::set<std::string> given_;
+  std::string fallback_source_;
+  std::string label(const std::string& name) const;  // "--name", and where a fallback came from
   std::vector<std::string> positional_;
   std::vector<std::string> help_;
   std::vector<std::string> known_;

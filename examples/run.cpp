@@ -144,7 +144,11 @@ LoadedModel load_run(const std::string& dir) {
 
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   const std::string path = checkpoint_dir + "/trainer.json";
-  const nlohmann::json j = nlohmann::json::parse(read_small(path), nullptr, false);
+  const std::string text = read_small(path);
+  if (io::json_depth(text) > io::kMaxJsonDepth) {
+    fail(path, fmt::format("nests deeper than {} levels", io::kMaxJsonDepth));
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) fail(path, "not a JSON object");
   TrainerState s;
   auto integer = [&](const char* key, int64_t& out) {

@@ -111,8 +111,9 @@ std::optional<Settings> parse(int argc, char** argv) {
                                 : f.peek("task").value_or("dates"));
   s.out = f.text("out", default_out, "output directory (default: runs/<task or corpus name>)");
   if (s.resume && !f.peek("help")) {
-    s.saved = examples::read_trainer_state(examples::latest_checkpoint(s.out)).flags;
-    f.fallback(s.saved);
+    const std::string checkpoint = examples::latest_checkpoint(s.out);
+    s.saved = examples::read_trainer_state(checkpoint).flags;
+    f.fallback(s.saved, checkpoint + "/trainer.json");
   }
   s.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   s.data = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
@@ -233,9 +234,19 @@ void check_schedule(const Settings& s, int64_t done) {
         "the run in {} finished at step {} of {}; give a larger --steps to train on", s.out, done,
         s.steps));
   }
-  const auto old = make_schedule(saved.at("schedule"), std::stod(saved.at("lr")),
-                                 std::stoll(saved.at("warmup")), std::stoll(saved.at("steps")),
-                                 s.model.d_model);
+  // the saved values a given flag replaced were never parsed as flags: parse them here
+  auto number = [&](const char* name) {
+    try {
+      return std::stod(saved.at(name));
+    } catch (const std::exception&) {
+      throw examples::RunError(fmt::format("{}/trainer.json: flag '{}' is '{}', not a number",
+                                           examples::latest_checkpoint(s.out), name,
+                                           saved.at(name).substr(0, 40)));
+    }
+  };
+  const auto old = make_schedule(saved.at("schedule"), number("lr"),
+                                 static_cast<int64_t>(number("warmup")),
+                                 static_cast<int64_t>(number("steps")), s.model.d_model);
   const auto now = make_schedule(s.schedule, s.lr, s.warmup, s.steps, s.model.d_model);
   if (now->lr(done + 1) == old->lr(done + 1) && now->lr(s.steps) == old->lr(s.steps)) return;
   const std::string what = fmt::format(

@@ -46,4 +46,11 @@ void sync_file(const std::string& path);
 // process left behind.
 bool is_temporary_name(std::string_view file_name);
 
+// JSON from a file is untrusted too. nlohmann's parser is iterative, but what reads the tree
+// afterwards (dump(), comparisons) recurses, so a reader checks the nesting of the text first:
+// the deepest nesting of arrays and objects in `text`, by a scan that stops once past `limit`.
+// kMaxJsonDepth is the safetensors library's bound; tapegrad's own files nest 3 deep.
+constexpr int kMaxJsonDepth = 128;
+int json_depth(std::string_view text, int limit = kMaxJsonDepth);
+
 }  // namespace tapegrad::io

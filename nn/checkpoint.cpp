@@ -17,7 +17,7 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit Hugging Face's reader uses
-constexpr int kMaxJsonDepth = 128;                  // likewise; ours need 3
+constexpr int kMaxJsonDepth = io::kMaxJsonDepth;    // likewise; ours need 3
 constexpr size_t kMaxRank = 64;
 
 const char* dtype_code(DType d) {
@@ -39,29 +39,6 @@ std::optional<DType> dtype_from_code(const std::string& code) {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw CheckpointError(fmt::format("{}: {}", path, what));
-}
-
-// The deepest nesting of arrays and objects in `text`, found by a scan that stops as soon as it
-// passes `limit`: nlohmann's parser is iterative, but what reads the tree afterwards (dump(),
-// comparisons) recurses, so depth is checked before parsing.
-int json_depth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) break;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
 }
 
 // Text from the file for an error message: at most 64 characters of it.
@@ -130,7 +107,7 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const
   std::string text(header_len, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_len));
   if (!in) fail(path, "truncated header");
-  if (json_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+  if (io::json_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
     fail(path, fmt::format("header nests deeper than {} levels", kMaxJsonDepth));
   }
   const nlohmann::json header = nlohmann::json::parse(text, nullptr, false);

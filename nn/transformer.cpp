@@ -5,6 +5,7 @@
 
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/shape.h"
+#include "io/files.h"
 
 namespace tapegrad::nn {
 
@@ -212,6 +213,8 @@ int64_t MiniTransformerConfig::state_elements() const {
 
 MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
                                                        const std::string& source) {
+  TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
+           source, io::kMaxJsonDepth);
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   TG_CHECK(j.is_object(), "{}: not a JSON object", source);
   std::vector<std::string> problems;
