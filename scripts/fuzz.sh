@@ -17,11 +17,15 @@ if ((${#missing[@]})); then
 fi
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTAPEGRAD_FUZZ=ON -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF > /dev/null
-cmake --build build-fuzz -j2 --target safetensors_fuzz tsv_fuzz vocab_fuzz
-for target in safetensors tsv vocab; do
+cmake --build build-fuzz -j2 --target safetensors_fuzz tsv_fuzz vocab_fuzz config_fuzz
+# Inputs up to 2 MiB (a 4 KiB cap once hid a nesting depth that overflowed the stack), and the
+# JSON dictionary for the two JSON readers.
+for target in safetensors tsv vocab config; do
   scratch=$(mktemp -d)
-  (cd build-fuzz && "fuzz/${target}_fuzz" -max_total_time="$seconds" -max_len=4096 \
-      -print_final_stats=1 "$scratch" "../fuzz/corpus/$target" 2>&1) |
+  dict=()
+  [[ $target == safetensors || $target == config ]] && dict=(-dict=../fuzz/json.dict)
+  (cd build-fuzz && "fuzz/${target}_fuzz" -max_total_time="$seconds" -max_len=2097152 \
+      "${dict[@]}" -print_final_stats=1 "$scratch" "../fuzz/corpus/$target" 2>&1) |
     grep -E "stat::number_of_executed_units|ERROR|SUMMARY|Done" | sed "s/^/$target: /"
   status=${PIPESTATUS[0]}
   rm -rf "$scratch"
