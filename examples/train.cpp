@@ -97,7 +97,7 @@ std::map<std::string, std::string> run_flags(const Settings& s) {
 
 // Bounds on the flags: each well past what a run on one CPU machine uses, so that a typo
 // (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
-constexpr int64_t kMaxSteps = 100'000'000;
+constexpr int64_t kMaxSteps = 10'000'000;  // checkpoint folders are named with 8 digits
 constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
 
 std::optional<Settings> parse(int argc, char** argv) {
@@ -389,6 +389,9 @@ int run(const Settings& s) {
   if (!s.resume) split = make_split(s, level);
   std::vector<std::string> inputs;
   if (!s.data.empty()) inputs.push_back(s.data);
+  if (!s.resume && fs::exists(s.out + "/latest")) {
+    fmt::print("replacing the earlier run in {} (--resume continues a run instead)\n", s.out);
+  }
   examples::RunDirectory run_dir(s.out, !s.resume, inputs);
   std::unique_ptr<nn::MiniTransformer> model;
   data::Vocabulary src_vocab(level), tgt_vocab(level);

@@ -46,6 +46,7 @@ while ((killed < kills)); do
   loaded=$((loaded + 1))
 done
 echo "$killed kills: the run loaded after $loaded, $before_first came before the first checkpoint"
+((loaded >= killed / 2)) || { echo "too few kills after a checkpoint to test anything"; exit 1; }
 
 # resume to the end (no saves on the way: checkpoints do not depend on how often they are made)
 "$train" --out "$run" --resume --save-every 0 > /dev/null 2>&1
