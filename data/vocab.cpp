@@ -123,6 +123,9 @@ Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
     if (v.ids_.contains(*token)) {
       throw DataError(fmt::format("{}:{}: token '{}' repeated", path, line_no, line));
     }
+    if (v.size() == kMaxTokens) {
+      throw DataError(fmt::format("{}:{}: more than {} tokens", path, line_no, kMaxTokens));
+    }
     const auto id = static_cast<size_t>(v.size());
     if (id < specials.size() && *token != specials[id]) {
       throw DataError(fmt::format("{}:{}: expected special token '{}', got '{}'", path, line_no,

@@ -35,8 +35,10 @@ class Vocabulary {
   // Atomic (io::write_atomic).
   void save(const std::string& path) const;
   // Throws data::DataError naming the file and line; only a regular file of at most
-  // kMaxFileBytes (a million tokens of a kilobyte each: tokens are at most 1024 bytes).
+  // kMaxFileBytes (a million tokens of a kilobyte each: tokens are at most 1024 bytes) and at
+  // most kMaxTokens tokens, the largest vocabulary a MiniTransformerConfig accepts.
   static constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
+  static constexpr int64_t kMaxTokens = 1'000'000;
   static Vocabulary load(const std::string& path);
   // The same from a stream; `name` stands for the file in messages.
   static Vocabulary read(std::istream& in, const std::string& name);

@@ -95,7 +95,8 @@ std::string latest_checkpoint(const std::string& dir) {
   if (!fs::is_directory(dir)) fail(dir, "not a directory");
   const std::string name = latest_name(dir);
   if (name.empty()) {
-    fail(dir, "no complete checkpoint (no 'latest' file): the run has not saved one yet");
+    fail(dir, "no complete checkpoint (no 'latest' file): the run has not saved one yet; train "
+              "without --resume starts it");
   }
   const std::string path = dir + "/" + kCheckpoints + "/" + name;
   if (!fs::is_directory(path)) fail(dir + "/" + kLatest, fmt::format("names {}, which is missing", path));

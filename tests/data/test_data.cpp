@@ -53,6 +53,16 @@ TEST_CASE("vocabularies round-trip through their file", "[data]") {
                     f.path + ":3: expected special token '<bos>', got 'x'");
 }
 
+TEST_CASE("a vocabulary file is bounded in size, token length and token count", "[data][errors]") {
+  TempFile f;
+  std::string text = "tapegrad-vocab word\n<pad>\n<bos>\n<eos>\n<unk>\n";
+  for (int64_t i = 4; i < Vocabulary::kMaxTokens + 1; ++i) text += std::to_string(i) + '\n';
+  CHECK_THROWS_WITH(Vocabulary::load(f.write(text)), f.path + ":1000002: more than 1000000 tokens");
+  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char\n" + std::string(5000, 'x') + "\n")),
+                    f.path + ":2: token of 5000 bytes is over the limit of 1024");
+  CHECK_THROWS_WITH(Vocabulary::load("/dev/zero"), "/dev/zero: not a regular file (a character device)");
+}
+
 TEST_CASE("TSV corpora load and report malformed lines with their line numbers", "[data]") {
   TempFile f;
   const std::string good = "4 March 2025\t2025-03-04\n\nMar 5, 2025\t2025-03-05\r\n";
