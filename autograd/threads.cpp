@@ -35,8 +35,8 @@ class Pool {
         workers_.emplace_back([this, i] { work(i); });
       } catch (const std::system_error& e) {
         stop();
-        throw Error(fmt::format("set_num_threads: cannot start thread {} of {}: {}", i + 1,
-                                threads, e.what()));
+        throw Error(fmt::format("set_num_threads: cannot start thread {} of {}: {}", i + 1, threads,
+                                e.what()));
       }
     }
   }

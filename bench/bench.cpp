@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
     const std::string w =
         f.text("workload", "mini-train-small",
                "encoder-forward, encoder-train, mini-train-small, mini-train-base or sgemm");
-    const int64_t iterations = f.integer("iterations", 5, "timed iterations after warm-up", 1, 1'000'000);
+    const int64_t iterations =
+        f.integer("iterations", 5, "timed iterations after warm-up", 1, 1'000'000);
     const int64_t threads = f.integer("threads", 2, "threads (set_num_threads)", 1, kMaxThreads);
     if (!f.finish()) return 0;
     set_num_threads(static_cast<int>(threads));

@@ -14,9 +14,11 @@ namespace {
 // What is wrong with the line, or "" when it is a good example.
 std::string check_line(const std::string& line, size_t length, const CorpusOptions& options) {
   if (length > options.max_line_bytes) {
-    return fmt::format("line of {} bytes exceeds the maximum of {}", length, options.max_line_bytes);
+    return fmt::format("line of {} bytes exceeds the maximum of {}", length,
+                       options.max_line_bytes);
   }
-  if (const auto bad = find_invalid_utf8(line)) return fmt::format("invalid UTF-8 at byte {}", *bad);
+  if (const auto bad = find_invalid_utf8(line))
+    return fmt::format("invalid UTF-8 at byte {}", *bad);
   const auto tabs = std::count(line.begin(), line.end(), '\t');
   if (tabs == 0) return "no tab between source and target";
   if (tabs > 1) return fmt::format("{} tabs; expected one between source and target", tabs);

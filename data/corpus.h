@@ -16,15 +16,15 @@ struct Example {
 };
 
 struct CorpusOptions {
-  bool strict = false;          // a malformed line is fatal instead of skipped
-  size_t max_line_bytes = 4096; // longer lines are malformed
+  bool strict = false;           // a malformed line is fatal instead of skipped
+  size_t max_line_bytes = 4096;  // longer lines are malformed
 };
 
 struct Corpus {
   std::vector<Example> examples;
-  std::vector<int64_t> lines;          // the line of the file each example came from
-  int64_t skipped = 0;                 // malformed lines skipped (never in strict mode)
-  std::vector<std::string> problems;   // "file:line: what", one per skipped line
+  std::vector<int64_t> lines;         // the line of the file each example came from
+  int64_t skipped = 0;                // malformed lines skipped (never in strict mode)
+  std::vector<std::string> problems;  // "file:line: what", one per skipped line
 };
 
 // Malformed: no tab, more than one tab, an empty side, invalid UTF-8, a line over the limit.

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 #include "data/error.h"
 #include "data/text.h"
 #include "io/files.h"
@@ -13,10 +12,14 @@ namespace {
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else
+      out += c;
   }
   return out;
 }
@@ -30,10 +33,14 @@ std::optional<std::string> unescape(const std::string& s) {
       continue;
     }
     if (++i == s.size()) return std::nullopt;
-    if (s[i] == '\\') out += '\\';
-    else if (s[i] == 'n') out += '\n';
-    else if (s[i] == 't') out += '\t';
-    else return std::nullopt;
+    if (s[i] == '\\')
+      out += '\\';
+    else if (s[i] == 'n')
+      out += '\n';
+    else if (s[i] == 't')
+      out += '\t';
+    else
+      return std::nullopt;
   }
   return out;
 }
@@ -105,7 +112,8 @@ Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
   std::string line;
   read_line(in, line, kMaxTokenBytes);
   if (line != "tapegrad-vocab char" && line != "tapegrad-vocab word") {
-    throw DataError(fmt::format("{}:1: expected 'tapegrad-vocab char' or 'tapegrad-vocab word'", path));
+    throw DataError(
+        fmt::format("{}:1: expected 'tapegrad-vocab char' or 'tapegrad-vocab word'", path));
   }
   Vocabulary v(line == "tapegrad-vocab char" ? Level::Char : Level::Word);
   const std::vector<std::string> specials = v.tokens_;
@@ -115,11 +123,14 @@ Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
   while (const auto length = read_line(in, line, kMaxTokenBytes)) {
     ++line_no;
     if (*length > kMaxTokenBytes) {
-      throw DataError(fmt::format("{}:{}: token of {} bytes is over the limit of {}", path, line_no, *length, kMaxTokenBytes));
+      throw DataError(fmt::format("{}:{}: token of {} bytes is over the limit of {}", path, line_no,
+                                  *length, kMaxTokenBytes));
     }
-    if (find_invalid_utf8(line)) throw DataError(fmt::format("{}:{}: invalid UTF-8", path, line_no));
+    if (find_invalid_utf8(line))
+      throw DataError(fmt::format("{}:{}: invalid UTF-8", path, line_no));
     const auto token = unescape(line);
-    if (!token || token->empty()) throw DataError(fmt::format("{}:{}: bad token '{}'", path, line_no, line));
+    if (!token || token->empty())
+      throw DataError(fmt::format("{}:{}: bad token '{}'", path, line_no, line));
     if (v.ids_.contains(*token)) {
       throw DataError(fmt::format("{}:{}: token '{}' repeated", path, line_no, line));
     }
@@ -134,7 +145,8 @@ Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
     v.add(*token);
   }
   if (v.size() < static_cast<int64_t>(specials.size())) {
-    throw DataError(fmt::format("{}: only {} tokens, the 4 special tokens are missing", path, v.size()));
+    throw DataError(
+        fmt::format("{}: only {} tokens, the 4 special tokens are missing", path, v.size()));
   }
   return v;
 }

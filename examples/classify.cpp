@@ -43,7 +43,8 @@ Batch make_batch(int64_t B, bool tagging, Generator& gen) {
     if (tagging) {
       std::map<int64_t, int> count;
       for (int64_t t : s) ++count[t];
-      for (size_t i = 0; i < S; ++i) labels.push_back(i < s.size() ? (count[s[i]] > 1 ? 1 : 0) : kIgnore);
+      for (size_t i = 0; i < S; ++i)
+        labels.push_back(i < s.size() ? (count[s[i]] > 1 ? 1 : 0) : kIgnore);
     } else {
       const auto pos = std::count_if(s.begin(), s.end(), [](int64_t t) { return t < 14; });
       const auto neg = static_cast<int64_t>(s.size()) - pos;
@@ -51,7 +52,8 @@ Batch make_batch(int64_t B, bool tagging, Generator& gen) {
     }
   }
   const auto Sl = static_cast<int64_t>(S);
-  return {from_vector(ids, {B, Sl}), tagging ? from_vector(labels, {B, Sl}) : from_vector(labels, {B})};
+  return {from_vector(ids, {B, Sl}),
+          tagging ? from_vector(labels, {B, Sl}) : from_vector(labels, {B})};
 }
 
 // Fraction of non-ignored labels the logits get right.
@@ -73,7 +75,8 @@ int train(Model& model, bool tagging, int64_t steps, double lr, uint64_t seed) {
   Generator gen(seed + 1);
   const int64_t K = tagging ? 2 : 3;
   auto loss_of = [&](const Tensor& logits, const Tensor& labels) {
-    return cross_entropy(reshape(logits, {-1, K}), reshape(labels, {-1}), {.ignore_index = kIgnore});
+    return cross_entropy(reshape(logits, {-1, K}), reshape(labels, {-1}),
+                         {.ignore_index = kIgnore});
   };
   for (int64_t step = 1; step <= steps; ++step) {
     const Batch b = make_batch(64, tagging, gen);
@@ -103,16 +106,24 @@ int train(Model& model, bool tagging, int64_t steps, double lr, uint64_t seed) {
 
 int main(int argc, char** argv) {
   return examples::run_main("classify", [&] {
-    examples::Flags f(argc, argv, "classify: encoder-only sequence classification or token tagging\n"
-                                  "usage: classify [--tag] [flags]");
+    examples::Flags f(argc, argv,
+                      "classify: encoder-only sequence classification or token tagging\n"
+                      "usage: classify [--tag] [flags]");
     const bool tagging = f.boolean("tag", "token tagging instead of sequence classification");
     const int64_t steps = f.integer("steps", 800, "training steps", 1, 10'000'000);
     const double lr = f.real("lr", 1e-3, "Adam learning rate", 0, 1);
     const auto seed = static_cast<uint64_t>(f.integer("seed", 0, "seed", 0, INT64_MAX));
     if (!f.finish()) return 0;
-    const nn::EncoderClassifierConfig cfg{.vocab = kVocab, .classes = tagging ? 2 : 3, .d_model = 64,
-                                          .heads = 4, .d_ff = 128, .layers = 2, .dropout = 0.0,
-                                          .max_len = 16, .pad_id = kPad, .seed = seed};
+    const nn::EncoderClassifierConfig cfg{.vocab = kVocab,
+                                          .classes = tagging ? 2 : 3,
+                                          .d_model = 64,
+                                          .heads = 4,
+                                          .d_ff = 128,
+                                          .layers = 2,
+                                          .dropout = 0.0,
+                                          .max_len = 16,
+                                          .pad_id = kPad,
+                                          .seed = seed};
     if (tagging) {
       nn::TokenClassifier model(cfg);
       return train(model, true, steps, lr, seed);

@@ -43,7 +43,7 @@ void Flags::fallback(const std::map<std::string, std::string>& values, const std
   fallback_source_ = source;
   for (const auto& [name, value] : values) {
     if (given(name) || value.empty()) continue;  // "" is the unset text flag
-    if (value == "false") continue;               // a boolean flag left out
+    if (value == "false") continue;              // a boolean flag left out
     values_[name] = value == "true" ? "" : value;
   }
 }
@@ -51,8 +51,8 @@ void Flags::fallback(const std::map<std::string, std::string>& values, const std
 std::string Flags::text(const std::string& name, const std::string& fallback,
                         const std::string& help) {
   known_.push_back(name);
-  help_.push_back(fmt::format("  --{:<18} {} (default: {})", name, help,
-                              fallback.empty() ? "none" : fallback));
+  help_.push_back(
+      fmt::format("  --{:<18} {} (default: {})", name, help, fallback.empty() ? "none" : fallback));
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
   if (it->second.empty()) throw FlagError(fmt::format("{}: needs a value", label(name)));
@@ -83,7 +83,8 @@ T parse_number(const std::string& label, const std::string& text, const char* ki
 
 int64_t Flags::integer(const std::string& name, int64_t fallback, const std::string& help,
                        int64_t min, int64_t max) {
-  const std::string given = text(name, std::to_string(fallback), fmt::format("{}; {} to {}", help, min, max));
+  const std::string given =
+      text(name, std::to_string(fallback), fmt::format("{}; {} to {}", help, min, max));
   const auto x = parse_number<int64_t>(label(name), given, "an integer");
   if (x < min || x > max) {
     throw FlagError(fmt::format("{}: must be in [{}, {}], got {}", label(name), min, max, given));

@@ -26,8 +26,8 @@ constexpr const char* kLatest = "latest";
 constexpr const char* kCheckpoints = "checkpoints";
 // Whether train writes a file of this name in a run directory (besides the marker and lock).
 bool is_own_name(const std::string& name) {
-  static const std::set<std::string> names = {"train.tsv", "valid.tsv",   "loss.tsv",  "loss.svg",
-                                              "report.html", kLatest, kCheckpoints};
+  static const std::set<std::string> names = {"train.tsv",   "valid.tsv", "loss.tsv",  "loss.svg",
+                                              "report.html", kLatest,     kCheckpoints};
   return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
 }
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
@@ -64,7 +64,8 @@ std::string latest_name(const std::string& dir) {
   if (!fs::exists(fs::symlink_status(path))) return "";
   std::string name = read_small(path);
   if (!name.empty() && name.back() == '\n') name.pop_back();
-  if (step_of(name) < 0) fail(path, fmt::format("expected a name like step-00000300, got '{}'", name.substr(0, 40)));
+  if (step_of(name) < 0)
+    fail(path, fmt::format("expected a name like step-00000300, got '{}'", name.substr(0, 40)));
   return name;
 }
 
@@ -95,11 +96,13 @@ std::string latest_checkpoint(const std::string& dir) {
   if (!fs::is_directory(dir)) fail(dir, "not a directory");
   const std::string name = latest_name(dir);
   if (name.empty()) {
-    fail(dir, "no complete checkpoint (no 'latest' file): the run has not saved one yet; train "
-              "without --resume starts it");
+    fail(dir,
+         "no complete checkpoint (no 'latest' file): the run has not saved one yet; train "
+         "without --resume starts it");
   }
   const std::string path = dir + "/" + kCheckpoints + "/" + name;
-  if (!fs::is_directory(path)) fail(dir + "/" + kLatest, fmt::format("names {}, which is missing", path));
+  if (!fs::is_directory(path))
+    fail(dir + "/" + kLatest, fmt::format("names {}, which is missing", path));
   return path;
 }
 
@@ -136,9 +139,9 @@ LoadedModel load_run(const std::string& dir) {
   run.src_vocab = data::Vocabulary::load(run.checkpoint + "/src.vocab");
   run.tgt_vocab = data::Vocabulary::load(run.checkpoint + "/tgt.vocab");
   if (run.src_vocab.size() != cfg.src_vocab || run.tgt_vocab.size() != cfg.tgt_vocab) {
-    fail(run.checkpoint, fmt::format("vocabularies of {} and {} tokens do not match the model's {} and {}",
-                                     run.src_vocab.size(), run.tgt_vocab.size(), cfg.src_vocab,
-                                     cfg.tgt_vocab));
+    fail(run.checkpoint,
+         fmt::format("vocabularies of {} and {} tokens do not match the model's {} and {}",
+                     run.src_vocab.size(), run.tgt_vocab.size(), cfg.src_vocab, cfg.tgt_vocab));
   }
   return run;
 }
@@ -172,11 +175,13 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   integer("loss_log_bytes", s.loss_log_bytes);
   strings("generators", s.generators);
   strings("flags", s.flags);
-  for (const auto& [name, text] : s.generators) decode_state(text, path + ": generator '" + name + "'");
+  for (const auto& [name, text] : s.generators)
+    decode_state(text, path + ": generator '" + name + "'");
   return s;
 }
 
-RunDirectory::RunDirectory(const std::string& dir, bool fresh, const std::vector<std::string>& inputs)
+RunDirectory::RunDirectory(const std::string& dir, bool fresh,
+                           const std::vector<std::string>& inputs)
     : dir_(dir) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(dir)) && !fs::is_directory(dir)) fail(dir, "not a directory");
@@ -297,7 +302,8 @@ void RunDirectory::resume_optimizer(optim::Optimizer& optimizer) const {
   }
   const TrainerState state = read_trainer_state(checkpoint);
   if (optimizer.step_count() != state.step) {
-    fail(path, fmt::format("is at step {}, trainer.json at {}", optimizer.step_count(), state.step));
+    fail(path,
+         fmt::format("is at step {}, trainer.json at {}", optimizer.step_count(), state.step));
   }
 }
 

@@ -57,9 +57,9 @@ LoadedModel load_run(const std::string& dir);
 // The trainer's side of a checkpoint (trainer.json).
 struct TrainerState {
   int64_t step = 0;
-  int64_t epoch_index = 0;           // batches of the current epoch already used
-  int64_t loss_log_bytes = 0;        // loss.tsv's length after this step's line
-  nn::Metadata generators;           // "data" and each Dropout's name -> "a b c d"
+  int64_t epoch_index = 0;                   // batches of the current epoch already used
+  int64_t loss_log_bytes = 0;                // loss.tsv's length after this step's line
+  nn::Metadata generators;                   // "data" and each Dropout's name -> "a b c d"
   std::map<std::string, std::string> flags;  // the flags that define the run, canonical text
 };
 

@@ -29,8 +29,7 @@ int tour() {
   Tensor b64 = b.detach().to(DType::Float64).set_requires_grad(true);
   const Tensor x64 = x.to(DType::Float64);
   const GradcheckResult check = gradcheck(
-      [&](const std::vector<Tensor>& in) { return tanh(matmul(x64, in[0]) + in[1]); },
-      {w64, b64});
+      [&](const std::vector<Tensor>& in) { return tanh(matmul(x64, in[0]) + in[1]); }, {w64, b64});
   fmt::print("gradcheck of tanh(x @ w + b): {}\n\n", check.message());
 
   // 3. Learn XOR with a 2-8-1 network, cross-entropy over two classes, gradient descent.
@@ -46,8 +45,7 @@ int tour() {
     Tensor loss = cross_entropy(logits, labels);
     loss.backward();
     if (step % 100 == 0) {
-      fmt::print("step {:3d}  loss {:.4f}  predictions {}\n", step, loss.item(),
-                 argmax(logits, 1));
+      fmt::print("step {:3d}  loss {:.4f}  predictions {}\n", step, loss.item(), argmax(logits, 1));
     }
     NoGradGuard no_grad;  // the update itself is not part of any graph
     for (Tensor* p : {&w1, &b1, &w2, &b2}) {
@@ -65,7 +63,8 @@ int tour() {
 
 int main(int argc, char** argv) {
   return examples::run_main("tour", [&] {
-    examples::Flags f(argc, argv, "tour: the engine alone: a graph, its gradients, gradcheck, XOR\nusage: tour");
+    examples::Flags f(
+        argc, argv, "tour: the engine alone: a graph, its gradients, gradcheck, XOR\nusage: tour");
     if (!f.finish()) return 0;
     if (!f.positional().empty()) {
       throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));

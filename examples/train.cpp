@@ -21,10 +21,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <cmath>
 #include <fstream>
 #include <numeric>
 
@@ -58,8 +58,8 @@ class TrainingError : public std::runtime_error {
 struct Settings {
   std::string task, data, level, out, schedule;
   bool strict, resume, reschedule, check_finite;
-  int64_t steps, stop_after, save_every, batch, train_size, valid_size, eval_every, threads,
-      warmup, max_len;
+  int64_t steps, stop_after, save_every, batch, train_size, valid_size, eval_every, threads, warmup,
+      max_len;
   double lr, label_smoothing, clip;
   uint64_t seed;
   nn::MiniTransformerConfig model;
@@ -97,7 +97,7 @@ std::map<std::string, std::string> run_flags(const Settings& s) {
 
 // Bounds on the flags: each well past what a run on one CPU machine uses, so that a typo
 // (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
-constexpr int64_t kMaxSteps = 10'000'000;  // checkpoint folders are named with 8 digits
+constexpr int64_t kMaxSteps = 10'000'000;     // checkpoint folders are named with 8 digits
 constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
 
 std::optional<Settings> parse(int argc, char** argv) {
@@ -119,13 +119,14 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.data = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
   s.level = f.text("level", "char", "tokens: char or word");
   s.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
-  s.steps = f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
+  s.steps =
+      f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
   s.stop_after = f.integer("stop-after", 0,
                            "stop after this many steps of this invocation, saving a run to "
                            "--resume (0: never)",
                            0, kMaxSteps);
-  s.save_every = f.integer("save-every", 500, "steps between checkpoints (0: only at the end)", 0,
-                           kMaxSteps);
+  s.save_every =
+      f.integer("save-every", 500, "steps between checkpoints (0: only at the end)", 0, kMaxSteps);
   s.batch = f.integer("batch", 64, "examples per step", 1, 65536);
   s.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
   s.valid_size = f.integer("valid-size", 500, "held-out examples", 1, kMaxExamples);
@@ -142,10 +143,10 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.check_finite = !f.boolean("allow-nonfinite",
                               "go on when a loss or gradient is NaN or Inf (default: stop with "
                               "an error naming the step and the tensor)");
-  s.seed = static_cast<uint64_t>(
-      f.integer("seed", 0, "seed for data, init and dropout", 0, INT64_MAX));
-  s.threads = f.integer("threads", 2, "threads for products and kernels (set_num_threads)", 1,
-                        kMaxThreads);
+  s.seed =
+      static_cast<uint64_t>(f.integer("seed", 0, "seed for data, init and dropout", 0, INT64_MAX));
+  s.threads =
+      f.integer("threads", 2, "threads for products and kernels (set_num_threads)", 1, kMaxThreads);
   s.max_len = f.integer("max-len", 128, "longest source or target sequence in tokens", 2, 4096);
   s.model.d_model = f.integer("d-model", 64, "model width", 1, 4096);
   s.model.heads = f.integer("heads", 4, "attention heads", 1, 256);
@@ -230,9 +231,9 @@ void check_schedule(const Settings& s, int64_t done) {
         fmt::format("--steps {}: the run in {} is already at step {}", s.steps, s.out, done));
   }
   if (s.steps == done) {
-    throw examples::FlagError(fmt::format(
-        "the run in {} finished at step {} of {}; give a larger --steps to train on", s.out, done,
-        s.steps));
+    throw examples::FlagError(
+        fmt::format("the run in {} finished at step {} of {}; give a larger --steps to train on",
+                    s.out, done, s.steps));
   }
   // the saved values a given flag replaced were never parsed as flags: parse them here
   auto number = [&](const char* name) {
@@ -244,9 +245,9 @@ void check_schedule(const Settings& s, int64_t done) {
                                            saved.at(name).substr(0, 40)));
     }
   };
-  const auto old = make_schedule(saved.at("schedule"), number("lr"),
-                                 static_cast<int64_t>(number("warmup")),
-                                 static_cast<int64_t>(number("steps")), s.model.d_model);
+  const auto old =
+      make_schedule(saved.at("schedule"), number("lr"), static_cast<int64_t>(number("warmup")),
+                    static_cast<int64_t>(number("steps")), s.model.d_model);
   const auto now = make_schedule(s.schedule, s.lr, s.warmup, s.steps, s.model.d_model);
   if (now->lr(done + 1) == old->lr(done + 1) && now->lr(s.steps) == old->lr(s.steps)) return;
   const std::string what = fmt::format(
@@ -255,10 +256,10 @@ void check_schedule(const Settings& s, int64_t done) {
       old->lr(done), done, s.schedule, s.steps, now->lr(done + 1), done + 1, now->lr(s.steps),
       s.steps);
   if (!s.reschedule) {
-    throw examples::FlagError(fmt::format(
-        "--resume: these flags change the run's schedule ({} over {} steps): {}. Pass "
-        "--reschedule to go on with it",
-        saved.at("schedule"), saved.at("steps"), what));
+    throw examples::FlagError(
+        fmt::format("--resume: these flags change the run's schedule ({} over {} steps): {}. Pass "
+                    "--reschedule to go on with it",
+                    saved.at("schedule"), saved.at("steps"), what));
   }
   fmt::print("rescheduled: {}\n", what);
 }
@@ -333,7 +334,8 @@ Split make_split(const Settings& s, data::Level level) {
   const data::Vocabulary tokenizer(level);
   Split split;
   if (s.data.empty()) {
-    const auto task = data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
+    const auto task =
+        data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
     split.train = task.train;
     split.valid = task.valid;
     for (const auto* set : {&split.train, &split.valid}) {
@@ -440,9 +442,10 @@ int run(const Settings& s) {
     std::error_code ec;
     const auto log_bytes = fs::file_size(loss_path, ec);
     if (ec || log_bytes < static_cast<uint64_t>(state.loss_log_bytes)) {
-      throw examples::RunError(fmt::format("{}: shorter than the {} bytes the checkpoint of step {} "
-                                           "logged; it was changed or truncated",
-                                           loss_path, state.loss_log_bytes, state.step));
+      throw examples::RunError(
+          fmt::format("{}: shorter than the {} bytes the checkpoint of step {} "
+                      "logged; it was changed or truncated",
+                      loss_path, state.loss_log_bytes, state.step));
     }
     fs::resize_file(loss_path, static_cast<uint64_t>(state.loss_log_bytes));
     fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
@@ -460,9 +463,9 @@ int run(const Settings& s) {
   data_gen = epoch_start;
   std::vector<data::Batch> epoch = data::make_batches(train_set, s.batch, data_gen);
   if (state.epoch_index > static_cast<int64_t>(epoch.size())) {
-    throw examples::RunError(fmt::format(
-        "{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
-        examples::latest_checkpoint(s.out), state.epoch_index, epoch.size()));
+    throw examples::RunError(
+        fmt::format("{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
+                    examples::latest_checkpoint(s.out), state.epoch_index, epoch.size()));
   }
   int64_t epoch_index = state.epoch_index;
   const auto t0 = std::chrono::steady_clock::now();
@@ -496,13 +499,15 @@ int run(const Settings& s) {
         {.ignore_index = data::Vocabulary::kPad, .label_smoothing = s.label_smoothing});
     const double l = loss.item();
     if (s.check_finite && !std::isfinite(l)) {
-      throw TrainingError(fmt::format("step {}: the loss is {} (--allow-nonfinite goes on)", step, l));
+      throw TrainingError(
+          fmt::format("step {}: the loss is {} (--allow-nonfinite goes on)", step, l));
     }
     loss.backward();
     const double norm = s.clip > 0 ? optim::clip_grad_norm(model->named_parameters(), s.clip) : 0;
     if (s.check_finite && (s.clip == 0 || !std::isfinite(norm))) {
       if (const auto bad = nonfinite_gradient(model->named_parameters())) {
-        throw TrainingError(fmt::format("step {}: the gradient of '{}' holds NaN or Inf", step, *bad));
+        throw TrainingError(
+            fmt::format("step {}: the gradient of '{}' holds NaN or Inf", step, *bad));
       }
     }
     adam.set_lr(schedule->lr(step));
@@ -537,8 +542,10 @@ int run(const Settings& s) {
         (s.stop_after > 0 && step - first_step + 1 == s.stop_after && step < s.steps)) {
       save();
       fmt::print(stderr, "\n{} at step {}: saved {}; continue with --resume\n",
-                 g_signal == SIGTERM ? "terminated" : g_signal ? "interrupted" : "stopped", step,
-                 s.out);
+                 g_signal == SIGTERM ? "terminated"
+                 : g_signal          ? "interrupted"
+                                     : "stopped",
+                 step, s.out);
       return g_signal != 0 ? 128 + g_signal : 0;
     }
   }

@@ -48,11 +48,13 @@ Outcome translate(examples::LoadedModel& run, const std::string& source, int64_t
 
 int main(int argc, char** argv) {
   return examples::run_main("translate", [&] {
-    examples::Flags f(argc, argv, "translate: decode with a trained MiniTransformer\n"
-                                  "usage: translate --run DIR [--beam N] [SOURCE ...]  (stdin when no SOURCE)");
+    examples::Flags f(argc, argv,
+                      "translate: decode with a trained MiniTransformer\n"
+                      "usage: translate --run DIR [--beam N] [SOURCE ...]  (stdin when no SOURCE)");
     const std::string dir = f.text("run", "runs/dates", "directory written by train");
     const int64_t beam = f.integer("beam", 1, "beam width (1: greedy)", 1, 64);
-    const int64_t max_len = f.integer("max-len", 64, "most tokens to generate (at most the model's max_len - 1)", 1, 65536);
+    const int64_t max_len = f.integer(
+        "max-len", 64, "most tokens to generate (at most the model's max_len - 1)", 1, 65536);
     if (!f.finish()) return 0;
     set_num_threads(1);  // one sentence at a time: small matrices
     examples::LoadedModel run = examples::load_run(dir);
@@ -77,15 +79,17 @@ int main(int argc, char** argv) {
       while (const auto length = data::read_line(std::cin, line, kMaxLineBytes)) {
         ++line_no;
         if (*length > kMaxLineBytes) {
-          report({"", fmt::format("line of {} bytes, over the limit of {}", *length, kMaxLineBytes)},
-                 fmt::format("stdin:{}", line_no));
+          report(
+              {"", fmt::format("line of {} bytes, over the limit of {}", *length, kMaxLineBytes)},
+              fmt::format("stdin:{}", line_no));
           continue;
         }
         if (!line.empty() && line.back() == '\r') line.pop_back();
         decode(line, fmt::format("stdin:{}", line_no));
       }
     }
-    if (failures > 0) fmt::print(stderr, "translate: {} source(s) could not be decoded\n", failures);
+    if (failures > 0)
+      fmt::print(stderr, "translate: {} source(s) could not be decoded\n", failures);
     return failures > 0 ? 1 : 0;
   });
 }

@@ -1,6 +1,7 @@
 #include "io/files.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 namespace tapegrad::io {
 
@@ -71,10 +70,9 @@ bool is_temporary_name(std::string_view name) {
 void write_atomic(const std::string& path, const std::function<void(const Sink&)>& body) {
   const fs::path target(path);
   const std::string dir = target.parent_path().string();
-  const std::string tmp =
-      (target.parent_path() / fmt::format(".{}{}{}", target.filename().string(), kTmpInfix,
-                                          ::getpid()))
-          .string();
+  const std::string tmp = (target.parent_path() / fmt::format(".{}{}{}", target.filename().string(),
+                                                              kTmpInfix, ::getpid()))
+                              .string();
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(tmp, fmt::format("cannot create: {}", errno_text()));
   const Sink sink = [&](const void* data, size_t n) {
@@ -113,9 +111,12 @@ int json_depth(std::string_view text, int limit) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {

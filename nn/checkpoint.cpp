@@ -17,7 +17,7 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit Hugging Face's reader uses
-constexpr int kMaxJsonDepth = io::kMaxJsonDepth;    // likewise; ours need 3
+constexpr int kMaxJsonDepth = io::kMaxJsonDepth;   // likewise; ours need 3
 constexpr size_t kMaxRank = 64;
 
 const char* dtype_code(DType d) {
@@ -76,9 +76,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
       write(&header_len, 8);
       write(text.data(), text.size());
       for (const Tensor& c : packed) {
-        write(static_cast<const char*>(c.impl().storage->data()) +
-                  c.offset() * dtype_size(c.dtype()),
-              c.numel() * dtype_size(c.dtype()));
+        write(
+            static_cast<const char*>(c.impl().storage->data()) + c.offset() * dtype_size(c.dtype()),
+            c.numel() * dtype_size(c.dtype()));
       }
     });
   } catch (const io::FileError& e) {
@@ -95,7 +95,8 @@ SafetensorsContents load_safetensors(const std::string& path) {
   }
 }
 
-SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const std::string& path) {
+SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size,
+                                     const std::string& path) {
   if (file_size < 8) fail(path, fmt::format("truncated: {} bytes, expected at least 8", file_size));
 
   uint64_t header_len = 0;
@@ -169,7 +170,8 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size, const
     e.begin = jo[0].get<uint64_t>();
     e.end = jo[1].get<uint64_t>();
     if (e.begin > e.end || e.end > data_size) {
-      bad(fmt::format("data_offsets [{}, {}] outside the {} data bytes", e.begin, e.end, data_size));
+      bad(fmt::format("data_offsets [{}, {}] outside the {} data bytes", e.begin, e.end,
+                      data_size));
     }
     if (e.end - e.begin != bytes) {
       bad(fmt::format("data_offsets [{}, {}] hold {} bytes, shape {} {} needs {}", e.begin, e.end,

@@ -55,7 +55,8 @@ Encoder::Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Ge
     : Module("Encoder") {
   TG_CHECK(num_layers >= 0, "Encoder: negative number of layers {}", num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<EncoderLayer>(cfg, gen));
+  for (int64_t i = 0; i < num_layers; ++i)
+    layers->push_back(std::make_shared<EncoderLayer>(cfg, gen));
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(cfg.d_model));
 }
 
@@ -107,7 +108,8 @@ Decoder::Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Ge
     : Module("Decoder") {
   TG_CHECK(num_layers >= 0, "Decoder: negative number of layers {}", num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<DecoderLayer>>());
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(cfg, gen));
+  for (int64_t i = 0; i < num_layers; ++i)
+    layers->push_back(std::make_shared<DecoderLayer>(cfg, gen));
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(cfg.d_model));
 }
 
@@ -134,15 +136,21 @@ LayerConfig MiniTransformerConfig::layer() const {
 }
 
 std::string MiniTransformerConfig::to_json() const {
-  const nlohmann::json j = {
-      {"src_vocab", src_vocab},   {"tgt_vocab", tgt_vocab},
-      {"d_model", d_model},       {"heads", heads},
-      {"d_ff", d_ff},             {"encoder_layers", encoder_layers},
-      {"decoder_layers", decoder_layers}, {"dropout", dropout},
-      {"max_len", max_len},       {"pad_id", pad_id},
-      {"activation", activation == Activation::ReLU ? "relu" : "gelu"},
-      {"norm_first", norm_first}, {"share_embeddings", share_embeddings},
-      {"tie_output", tie_output}, {"seed", seed}};
+  const nlohmann::json j = {{"src_vocab", src_vocab},
+                            {"tgt_vocab", tgt_vocab},
+                            {"d_model", d_model},
+                            {"heads", heads},
+                            {"d_ff", d_ff},
+                            {"encoder_layers", encoder_layers},
+                            {"decoder_layers", decoder_layers},
+                            {"dropout", dropout},
+                            {"max_len", max_len},
+                            {"pad_id", pad_id},
+                            {"activation", activation == Activation::ReLU ? "relu" : "gelu"},
+                            {"norm_first", norm_first},
+                            {"share_embeddings", share_embeddings},
+                            {"tie_output", tie_output},
+                            {"seed", seed}};
   return j.dump();
 }
 
@@ -150,12 +158,12 @@ namespace {
 // Bounds on a config, so that a hostile or mistyped one is refused before it allocates. Each is
 // well past what a CPU transformer trained here uses, and state_elements() caps the whole.
 struct Limits {
-  int64_t vocab = 1'000'000;   // ids of a word-level vocabulary of a large corpus
-  int64_t d_model = 16384;     // wider than GPT-3's 12288
+  int64_t vocab = 1'000'000;  // ids of a word-level vocabulary of a large corpus
+  int64_t d_model = 16384;    // wider than GPT-3's 12288
   int64_t heads = 1024;
   int64_t d_ff = 65536;
-  int64_t layers = 128;        // per stack
-  int64_t max_len = 65536;     // the positional table is max_len x d_model
+  int64_t layers = 128;     // per stack
+  int64_t max_len = 65536;  // the positional table is max_len x d_model
   // 2^31 elements: 8 GiB of float32 weights, and Adam's two moments triple that, which already
   // exceeds a 24 GiB machine.
   int64_t state_elements = int64_t{1} << 31;
@@ -169,7 +177,8 @@ int64_t dense(int64_t in, int64_t out) { return in * out + out; }  // a Linear's
 void MiniTransformerConfig::check() const {
   std::vector<std::string> problems;
   auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo || v > hi) problems.push_back(fmt::format("{} = {} is outside [{}, {}]", name, v, lo, hi));
+    if (v < lo || v > hi)
+      problems.push_back(fmt::format("{} = {} is outside [{}, {}]", name, v, lo, hi));
   };
   range("src_vocab", src_vocab, 1, kLimits.vocab);
   range("tgt_vocab", tgt_vocab, 1, kLimits.vocab);
@@ -231,15 +240,18 @@ MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
       if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
         out = v->get<int64_t>();
       } else {
-        problems.push_back(fmt::format("'{}' must be an integer, got {}", name,
-                                       v->is_primitive() ? v->dump().substr(0, 40) : v->type_name()));
+        problems.push_back(
+            fmt::format("'{}' must be an integer, got {}", name,
+                        v->is_primitive() ? v->dump().substr(0, 40) : v->type_name()));
       }
     }
   };
   auto boolean = [&](const char* name, bool& out) {
     if (const auto* v = field(name)) {
-      if (v->is_boolean()) out = v->get<bool>();
-      else problems.push_back(fmt::format("'{}' must be true or false", name));
+      if (v->is_boolean())
+        out = v->get<bool>();
+      else
+        problems.push_back(fmt::format("'{}' must be true or false", name));
     }
   };
   MiniTransformerConfig c;
@@ -253,8 +265,10 @@ MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
   integer("max_len", c.max_len);
   integer("pad_id", c.pad_id);
   if (const auto* v = field("dropout")) {
-    if (v->is_number()) c.dropout = v->get<double>();
-    else problems.push_back("'dropout' must be a number");
+    if (v->is_number())
+      c.dropout = v->get<double>();
+    else
+      problems.push_back("'dropout' must be a number");
   }
   if (const auto* v = field("activation")) {
     if (v->is_string() && (*v == "relu" || *v == "gelu")) {
@@ -267,8 +281,10 @@ MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
   boolean("share_embeddings", c.share_embeddings);
   boolean("tie_output", c.tie_output);
   if (const auto* v = field("seed")) {
-    if (v->is_number_unsigned()) c.seed = v->get<uint64_t>();
-    else problems.push_back("'seed' must be a non-negative integer");
+    if (v->is_number_unsigned())
+      c.seed = v->get<uint64_t>();
+    else
+      problems.push_back("'seed' must be a non-negative integer");
   }
   TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
   try {
@@ -289,13 +305,13 @@ MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)
   const double embed_std = 1.0 / std::sqrt(static_cast<double>(cfg.d_model));
   src_embed = register_module("src_embed", std::make_shared<Embedding>(cfg.src_vocab, cfg.d_model,
                                                                        gen, cfg.pad_id, embed_std));
-  tgt_embed = cfg.share_embeddings
-                  ? src_embed
-                  : register_module("tgt_embed",
-                                    std::make_shared<Embedding>(cfg.tgt_vocab, cfg.d_model, gen,
-                                                                cfg.pad_id, embed_std));
-  positional = register_module(
-      "positional", std::make_shared<PositionalEncoding>(cfg.d_model, cfg.max_len, cfg.dropout, gen));
+  tgt_embed =
+      cfg.share_embeddings
+          ? src_embed
+          : register_module("tgt_embed", std::make_shared<Embedding>(cfg.tgt_vocab, cfg.d_model,
+                                                                     gen, cfg.pad_id, embed_std));
+  positional = register_module("positional", std::make_shared<PositionalEncoding>(
+                                                 cfg.d_model, cfg.max_len, cfg.dropout, gen));
   encoder = register_module(
       "encoder", std::make_shared<Encoder>(cfg.layer(), cfg.encoder_layers, cfg.norm_first, gen));
   decoder = register_module(
@@ -304,8 +320,8 @@ MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)
     out_bias = zeros({cfg.tgt_vocab});
     register_parameter("out_bias", out_bias);
   } else {
-    out_proj = register_module("out_proj",
-                               std::make_shared<Linear>(cfg.d_model, cfg.tgt_vocab, gen));
+    out_proj =
+        register_module("out_proj", std::make_shared<Linear>(cfg.d_model, cfg.tgt_vocab, gen));
   }
 }
 

@@ -16,12 +16,12 @@ enum class Activation { ReLU, GELU };
 // Everything a layer needs to know. Designated initializers:
 //   LayerConfig{.d_model = 128, .heads = 4, .d_ff = 512}
 struct LayerConfig {
-  int64_t d_model = 512;     // C, e.g. 512 in the paper's base model
-  int64_t heads = 8;         // H; d_model must be divisible by it
-  int64_t d_ff = 2048;       // the feed-forward block's hidden width, e.g. 4 * d_model
-  double dropout = 0.1;      // after attention, feed-forward and positional encoding
+  int64_t d_model = 512;  // C, e.g. 512 in the paper's base model
+  int64_t heads = 8;      // H; d_model must be divisible by it
+  int64_t d_ff = 2048;    // the feed-forward block's hidden width, e.g. 4 * d_model
+  double dropout = 0.1;   // after attention, feed-forward and positional encoding
   Activation activation = Activation::ReLU;
-  bool norm_first = false;   // false: post-norm as in the paper; true: pre-norm
+  bool norm_first = false;  // false: post-norm as in the paper; true: pre-norm
 };
 
 // x [..., C] -> linear2(dropout(activation(linear1(x)))) [..., C]
@@ -102,13 +102,13 @@ struct MiniTransformerConfig {
   int64_t encoder_layers = 2;  // the paper uses 6
   int64_t decoder_layers = 2;
   double dropout = 0.1;
-  int64_t max_len = 256;       // longest source or target sequence
-  int64_t pad_id = 0;          // padding token in both vocabularies: masked, no gradient
+  int64_t max_len = 256;  // longest source or target sequence
+  int64_t pad_id = 0;     // padding token in both vocabularies: masked, no gradient
   Activation activation = Activation::ReLU;
-  bool norm_first = false;     // pre-norm layers (and final norms on both stacks)
+  bool norm_first = false;        // pre-norm layers (and final norms on both stacks)
   bool share_embeddings = false;  // one embedding for source and target (needs equal vocabs)
-  bool tie_output = false;     // output projection reuses the target embedding's weight
-  uint64_t seed = 0;           // initialisation and dropout
+  bool tie_output = false;        // output projection reuses the target embedding's weight
+  uint64_t seed = 0;              // initialisation and dropout
 
   LayerConfig layer() const;
   // Throws Error naming every field out of range (see kLimits in transformer.cpp for the bounds

@@ -126,7 +126,8 @@ TEST_CASE("no shape whose element count or size overflows reaches an allocation"
           "[autograd][errors]") {
   constexpr int64_t k32 = int64_t{1} << 32;
   // 2^64 elements would wrap to 0 and a 64-byte buffer
-  CHECK_THROWS_WITH(zeros({k32, k32}), "shape [4294967296, 4294967296]: element count overflows int64");
+  CHECK_THROWS_WITH(zeros({k32, k32}),
+                    "shape [4294967296, 4294967296]: element count overflows int64");
   // 2^62 float32 elements would wrap to 0 bytes
   CHECK_THROWS_WITH(ones({int64_t{1} << 62}),
                     Catch::StartsWith("empty: shape [4611686018427387904] of float32 needs"));

@@ -1,14 +1,13 @@
 // The thread pool: parallel_for's ranges, its serial cases, its errors; and the promise that
 // a result never depends on the thread count.
-#include <algorithm>
-#include <atomic>
-#include <stdexcept>
-#include <thread>
-
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "autograd/autograd.h"
 #include "helpers.h"
@@ -70,7 +69,8 @@ TEST_CASE("an exception thrown in a worker's range reaches the caller", "[autogr
   std::atomic<int64_t> after{0};  // the pool still works
   parallel_for(4, 1, [&](int64_t b, int64_t e) { after += e - b; });
   CHECK(after == 4);
-  CHECK_THROWS_WITH(set_num_threads(0), "set_num_threads: thread count must be in [1, 1024], got 0");
+  CHECK_THROWS_WITH(set_num_threads(0),
+                    "set_num_threads: thread count must be in [1, 1024], got 0");
 }
 
 TEST_CASE("results and gradients are reproducible and agree across thread counts", "[autograd]") {
@@ -120,7 +120,8 @@ TEST_CASE("results and gradients are reproducible and agree across thread counts
   }
 }
 
-#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer's shadow memory does not fit an address-space limit
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer's shadow memory does not fit an address-space
+                              // limit
 TEST_CASE("threads the system refuses are an Error and the previous pool stays",
           "[autograd][errors]") {
   ThreadCount two(2);

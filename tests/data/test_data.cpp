@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 
 namespace {
 struct TempFile {
-  std::string path = (fs::temp_directory_path() / fmt::format("tapegrad-data-{}", ::getpid())).string();
+  std::string path =
+      (fs::temp_directory_path() / fmt::format("tapegrad-data-{}", ::getpid())).string();
   ~TempFile() { fs::remove(path); }
   const std::string& write(const std::string& content) const {
     std::ofstream(path, std::ios::binary) << content;
@@ -47,8 +48,9 @@ TEST_CASE("vocabularies round-trip through their file", "[data]") {
   for (int64_t i = 0; i < v.size(); ++i) CHECK(back.token(i) == v.token(i));
   CHECK_THROWS_WITH(Vocabulary::load(f.write("nope\n")),
                     f.path + ":1: expected 'tapegrad-vocab char' or 'tapegrad-vocab word'");
-  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char\n<pad>\n<bos>\n<eos>\n<unk>\na\na\n")),
-                    f.path + ":7: token 'a' repeated");
+  CHECK_THROWS_WITH(
+      Vocabulary::load(f.write("tapegrad-vocab char\n<pad>\n<bos>\n<eos>\n<unk>\na\na\n")),
+      f.path + ":7: token 'a' repeated");
   CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char\n<pad>\nx\n")),
                     f.path + ":3: expected special token '<bos>', got 'x'");
 }
@@ -58,9 +60,11 @@ TEST_CASE("a vocabulary file is bounded in size, token length and token count", 
   std::string text = "tapegrad-vocab word\n<pad>\n<bos>\n<eos>\n<unk>\n";
   for (int64_t i = 4; i < Vocabulary::kMaxTokens + 1; ++i) text += std::to_string(i) + '\n';
   CHECK_THROWS_WITH(Vocabulary::load(f.write(text)), f.path + ":1000002: more than 1000000 tokens");
-  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char\n" + std::string(5000, 'x') + "\n")),
-                    f.path + ":2: token of 5000 bytes is over the limit of 1024");
-  CHECK_THROWS_WITH(Vocabulary::load("/dev/zero"), "/dev/zero: not a regular file (a character device)");
+  CHECK_THROWS_WITH(
+      Vocabulary::load(f.write("tapegrad-vocab char\n" + std::string(5000, 'x') + "\n")),
+      f.path + ":2: token of 5000 bytes is over the limit of 1024");
+  CHECK_THROWS_WITH(Vocabulary::load("/dev/zero"),
+                    "/dev/zero: not a regular file (a character device)");
 }
 
 TEST_CASE("TSV corpora load and report malformed lines with their line numbers", "[data]") {
@@ -76,24 +80,26 @@ TEST_CASE("TSV corpora load and report malformed lines with their line numbers",
   const Corpus skipped = load_tsv(f.write(bad));
   CHECK(skipped.examples.size() == 2);
   CHECK(skipped.skipped == 5);
-  CHECK(skipped.problems == std::vector<std::string>{
-                                f.path + ":2: no tab between source and target",
-                                f.path + ":3: 2 tabs; expected one between source and target",
-                                f.path + ":4: empty source or target",
-                                f.path + ":5: invalid UTF-8 at byte 4",
-                                f.path + ":6: line of 5002 bytes exceeds the maximum of 4096"});
-  CHECK_THROWS_WITH(load_tsv(f.path, {.strict = true}), f.path + ":2: no tab between source and target");
+  CHECK(skipped.problems ==
+        std::vector<std::string>{f.path + ":2: no tab between source and target",
+                                 f.path + ":3: 2 tabs; expected one between source and target",
+                                 f.path + ":4: empty source or target",
+                                 f.path + ":5: invalid UTF-8 at byte 4",
+                                 f.path + ":6: line of 5002 bytes exceeds the maximum of 4096"});
+  CHECK_THROWS_WITH(load_tsv(f.path, {.strict = true}),
+                    f.path + ":2: no tab between source and target");
   CHECK_THROWS_WITH(load_tsv(f.write("")), f.path + ": no valid examples (0 lines, 0 malformed)");
-  CHECK_THROWS_WITH(load_tsv(f.write("x\n")), f.path + ": no valid examples (1 lines, 1 malformed)");
+  CHECK_THROWS_WITH(load_tsv(f.write("x\n")),
+                    f.path + ": no valid examples (1 lines, 1 malformed)");
   CHECK_THROWS_WITH(load_tsv(f.path + ".missing"),
                     f.path + ".missing: cannot open: No such file or directory");
 }
 
 TEST_CASE("UTF-8 validation", "[data]") {
   CHECK_FALSE(find_invalid_utf8("plain, é, 日本, 🙂").has_value());
-  CHECK(find_invalid_utf8("ab\xc3") == 2u);           // truncated sequence
-  CHECK(find_invalid_utf8("\xc0\xaf") == 0u);         // overlong
-  CHECK(find_invalid_utf8("x\xed\xa0\x80") == 1u);    // surrogate
+  CHECK(find_invalid_utf8("ab\xc3") == 2u);         // truncated sequence
+  CHECK(find_invalid_utf8("\xc0\xaf") == 0u);       // overlong
+  CHECK(find_invalid_utf8("x\xed\xa0\x80") == 1u);  // surrogate
   CHECK(split_chars("aé日") == std::vector<std::string>{"a", "é", "日"});
 }
 
@@ -122,7 +128,8 @@ TEST_CASE("make_batches covers every example once, in length buckets", "[data]")
   int64_t padded = 0;
   for (const Batch& b : batches) {
     CHECK(b.src.size(0) <= 32);
-    for (int64_t i = 0; i < b.tgt_out.size(0); ++i) seen.insert(static_cast<int64_t>(b.tgt_out.at({i, 0})));
+    for (int64_t i = 0; i < b.tgt_out.size(0); ++i)
+      seen.insert(static_cast<int64_t>(b.tgt_out.at({i, 0})));
     for (int64_t v : b.src.to_vector<int64_t>()) padded += v == 0;
   }
   CHECK(seen.size() == 1000);
@@ -146,14 +153,16 @@ TEST_CASE("built-in tasks are correct, deterministic and held out", "[data]") {
   for (const Example& e : dates.valid) CHECK_FALSE(train_sources.contains(e.source));
   const auto is_iso = [](const std::string& s) {
     for (size_t i = 0; i < s.size(); ++i) {
-      if ((i == 4 || i == 7) ? s[i] != '-' : !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+      if ((i == 4 || i == 7) ? s[i] != '-' : !std::isdigit(static_cast<unsigned char>(s[i])))
+        return false;
     }
     return s.size() == 10;
   };
-  const std::vector<std::string> months{"january", "february", "march", "april", "may", "june", "july",
-                                        "august", "september", "october", "november", "december"};
-  const std::vector<std::string> days{"monday", "tuesday", "wednesday", "thursday", "friday",
-                                      "saturday", "sunday"};
+  const std::vector<std::string> months{"january",   "february", "march",    "april",
+                                        "may",       "june",     "july",     "august",
+                                        "september", "october",  "november", "december"};
+  const std::vector<std::string> days{"monday", "tuesday",  "wednesday", "thursday",
+                                      "friday", "saturday", "sunday"};
   int checked_weekdays = 0;
   for (const Example& e : dates.train) {
     REQUIRE(is_iso(e.target));
@@ -161,20 +170,23 @@ TEST_CASE("built-in tasks are correct, deterministic and held out", "[data]") {
     const std::vector<std::string> w = split_words(e.source);
     if (w.size() == 6 && w[1] == "the" && w[3] == "of") {
       const int y = std::stoi(w[5]), d = std::stoi(w[2]);
-      const int mo = static_cast<int>(std::find(months.begin(), months.end(), w[4]) - months.begin()) + 1;
+      const int mo =
+          static_cast<int>(std::find(months.begin(), months.end(), w[4]) - months.begin()) + 1;
       REQUIRE(mo <= 12);
       CHECK(days[weekday(y, mo, d)] == w[0]);
       CHECK(e.target == iso_date(y, mo, d));
       ++checked_weekdays;
     }
     if (e.source.size() == 10 && e.source[2] == '/') {  // day first: dd/mm/yyyy
-      CHECK(e.target == e.source.substr(6, 4) + "-" + e.source.substr(3, 2) + "-" + e.source.substr(0, 2));
+      CHECK(e.target ==
+            e.source.substr(6, 4) + "-" + e.source.substr(3, 2) + "-" + e.source.substr(0, 2));
     }
   }
   CHECK(checked_weekdays > 100);
   CHECK(make_task(Task::Dates, 50, 5, 1).train == make_task(Task::Dates, 50, 5, 1).train);
   const TaskSplit rev = make_task(Task::Reverse, 10, 0, 2);
-  for (const Example& e : rev.train) CHECK(std::string(e.source.rbegin(), e.source.rend()) == e.target);
+  for (const Example& e : rev.train)
+    CHECK(std::string(e.source.rbegin(), e.source.rend()) == e.target);
   const TaskSplit srt = make_task(Task::Sort, 10, 0, 2);
   for (const Example& e : srt.train) {
     std::string letters = e.target;
@@ -190,5 +202,6 @@ TEST_CASE("a task written to TSV reads back the same", "[data]") {
   const TaskSplit s = make_task(Task::Dates, 100, 0, 4);
   write_tsv(f.path, s.train);
   CHECK(load_tsv(f.path, {.strict = true}).examples == s.train);
-  CHECK_THROWS_WITH(write_tsv(f.path, {{"a\tb", "c"}}), f.path + ": example 'a\tb' contains a tab or newline");
+  CHECK_THROWS_WITH(write_tsv(f.path, {{"a\tb", "c"}}),
+                    f.path + ": example 'a\tb' contains a tab or newline");
 }

@@ -13,8 +13,16 @@ namespace fs = std::filesystem;
 
 namespace {
 MiniTransformerConfig tiny(uint64_t seed = 0) {
-  return {.src_vocab = 11, .tgt_vocab = 13, .d_model = 8, .heads = 2, .d_ff = 16,
-          .encoder_layers = 1, .decoder_layers = 1, .dropout = 0.1, .max_len = 16, .seed = seed};
+  return {.src_vocab = 11,
+          .tgt_vocab = 13,
+          .d_model = 8,
+          .heads = 2,
+          .d_ff = 16,
+          .encoder_layers = 1,
+          .decoder_layers = 1,
+          .dropout = 0.1,
+          .max_len = 16,
+          .seed = seed};
 }
 
 struct TempDir {
@@ -41,7 +49,8 @@ TEST_CASE("save then load gives bit-identical outputs", "[nn]") {
   MiniTransformer a(tiny(1)), b(tiny(2));
   a.eval();
   b.eval();
-  const Tensor src = tensor({3, 4, 5}, {1, 3}, DType::Int64), tgt = tensor({1, 2}, {1, 2}, DType::Int64);
+  const Tensor src = tensor({3, 4, 5}, {1, 3}, DType::Int64),
+               tgt = tensor({1, 2}, {1, 2}, DType::Int64);
   REQUIRE(a.forward(src, tgt).to_vector<float>() != b.forward(src, tgt).to_vector<float>());
   save(a, dir.file("a.safetensors"), {{"config", a.config().to_json()}});
   const Metadata meta = load(b, dir.file("a.safetensors"));
@@ -57,15 +66,17 @@ TEST_CASE("save then load gives bit-identical outputs", "[nn]") {
 TEST_CASE("the file layout is safetensors", "[nn]") {
   TempDir dir;
   save_safetensors(dir.file("t.safetensors"),
-                   {{"b", tensor({1, 2, 3}, {3}, DType::Float64)}, {"a", arange(2)}},
-                   {{"k", "v"}});
+                   {{"b", tensor({1, 2, 3}, {3}, DType::Float64)}, {"a", arange(2)}}, {{"k", "v"}});
   std::ifstream in(dir.file("t.safetensors"), std::ios::binary);
   uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
   std::string header(n, '\0');
   in.read(header.data(), static_cast<std::streamsize>(n));
   CHECK(n % 8 == 0);
-  CHECK(header.rfind(R"({"__metadata__":{"k":"v"},"a":{"data_offsets":[24,40],"dtype":"I64","shape":[2]},"b":{"data_offsets":[0,24],"dtype":"F64","shape":[3]}})", 0) == 0);
+  CHECK(
+      header.rfind(
+          R"({"__metadata__":{"k":"v"},"a":{"data_offsets":[24,40],"dtype":"I64","shape":[2]},"b":{"data_offsets":[0,24],"dtype":"F64","shape":[3]}})",
+          0) == 0);
   const auto contents = load_safetensors(dir.file("t.safetensors"));
   REQUIRE(contents.tensors.size() == 2);
   CHECK(contents.tensors[0].first == "b");  // file order
@@ -78,10 +89,10 @@ TEST_CASE("loading reports every mismatch in one error, or loads non-strictly", 
   const std::string path = dir.file("m.safetensors");
   MiniTransformer model(tiny());
   NamedTensors state = model.state();
-  state.erase(state.begin());                                       // missing src_embed.weight
-  state[0].second = zeros({2, 2});                                  // wrong shape
-  state[1].second = state[1].second.to(DType::Float64);             // wrong dtype
-  state.emplace_back("extra.weight", zeros({1}));                   // unexpected
+  state.erase(state.begin());                            // missing src_embed.weight
+  state[0].second = zeros({2, 2});                       // wrong shape
+  state[1].second = state[1].second.to(DType::Float64);  // wrong dtype
+  state.emplace_back("extra.weight", zeros({1}));        // unexpected
   save_safetensors(path, state);
   const std::string names0 = state[0].first, names1 = state[1].first;
   CHECK_THROWS_WITH(load(model, path),
@@ -114,7 +125,8 @@ TEST_CASE("bad files give clear errors", "[nn][errors]") {
   CHECK(error_of() == p + ": truncated: 3 bytes, expected at least 8");
 
   write_raw(p, "{}", 0, uint64_t{1} << 62);  // absurd header length
-  CHECK(error_of() == p + ": header length 4611686018427387904 is impossible for a file of 10 bytes");
+  CHECK(error_of() ==
+        p + ": header length 4611686018427387904 is impossible for a file of 10 bytes");
 
   write_raw(p, "{not json", 0);
   CHECK(error_of() == p + ": header is not a JSON object");
@@ -126,12 +138,16 @@ TEST_CASE("bad files give clear errors", "[nn][errors]") {
   CHECK(error_of() == p + ": tensor 'w': data_offsets [0, 8] outside the 4 data bytes");
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8);
-  CHECK(error_of() == p + ": tensor 'w': data_offsets [0, 8] hold 8 bytes, shape [3] float32 needs 12");
+  CHECK(error_of() ==
+        p + ": tensor 'w': data_offsets [0, 8] hold 8 bytes, shape [3] float32 needs 12");
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[1000000000000],"data_offsets":[0,4]}})", 4);
   CHECK(error_of() == p + ": tensor 'w': shape [1000000000000] is larger than the file");
 
-  write_raw(p, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12);
+  write_raw(
+      p,
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      12);
   CHECK(error_of() == p + ": tensors 'a' and 'b' overlap");
 
   write_raw(p, R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8);
@@ -156,27 +172,37 @@ TEST_CASE("bad files give clear errors", "[nn][errors]") {
   CHECK(error_of() == p + ": data bytes [0, 4) before tensor 'a' belong to no tensor");
   write_raw(p, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 12);
   CHECK(error_of() == p + ": data bytes [4, 12) after the last tensor belong to no tensor");
-  write_raw(p, R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  write_raw(
+      p,
+      R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+      4);
   CHECK(load_safetensors(p).tensors.size() == 2);  // an empty tensor takes no bytes
 
   // a byte count that overflows 64 bits is not mistaken for a small one
-  write_raw(p, R"({"a":{"dtype":"F64","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", 0);
+  write_raw(p, R"({"a":{"dtype":"F64","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})",
+            0);
   CHECK(error_of() == p + ": tensor 'a': shape [4294967296,4294967296,0] is larger than the file");
   write_raw(p, R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", 0);
   CHECK(error_of() == p + ": tensor 'a': shape [2305843009213693952] is larger than the file");
 
   // what an error quotes from the file is bounded
   write_raw(p, "{\"" + std::string(100'000, 'n') + R"(":{"dtype":"F32"}})", 0);
-  CHECK(error_of() == p + ": tensor '" + std::string(60, 'n') + " ...': needs dtype, shape and data_offsets");
-  write_raw(p, std::string(R"({"a":{"dtype":[1,)") + std::string(50'000, '1') + R"(],"shape":[],"data_offsets":[0,0]}})", 0);
+  CHECK(error_of() ==
+        p + ": tensor '" + std::string(60, 'n') + " ...': needs dtype, shape and data_offsets");
+  write_raw(p,
+            std::string(R"({"a":{"dtype":[1,)") + std::string(50'000, '1') +
+                R"(],"shape":[],"data_offsets":[0,0]}})",
+            0);
   CHECK(error_of().size() < p.size() + 120);
 
   // only regular files
-  CHECK_THROWS_WITH(load_safetensors(dir.path), Catch::Contains("not a regular file (a directory)"));
+  CHECK_THROWS_WITH(load_safetensors(dir.path),
+                    Catch::Contains("not a regular file (a directory)"));
   const std::string fifo = dir.file("fifo");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   CHECK_THROWS_WITH(load_safetensors(fifo), fifo + ": not a regular file (a fifo)");
-  CHECK_THROWS_WITH(load_safetensors("/dev/zero"), "/dev/zero: not a regular file (a character device)");
+  CHECK_THROWS_WITH(load_safetensors("/dev/zero"),
+                    "/dev/zero: not a regular file (a character device)");
 }
 
 TEST_CASE("a failed save leaves the previous checkpoint in place", "[nn]") {

@@ -17,8 +17,15 @@ using tapegrad::testing::require_values;
 
 namespace {
 MiniTransformerConfig tiny(double dropout = 0.0) {
-  return {.src_vocab = 11, .tgt_vocab = 13, .d_model = 8, .heads = 2, .d_ff = 16,
-          .encoder_layers = 2, .decoder_layers = 2, .dropout = dropout, .max_len = 16};
+  return {.src_vocab = 11,
+          .tgt_vocab = 13,
+          .d_model = 8,
+          .heads = 2,
+          .d_ff = 16,
+          .encoder_layers = 2,
+          .decoder_layers = 2,
+          .dropout = dropout,
+          .max_len = 16};
 }
 Tensor ids(std::initializer_list<double> v, int64_t B) {
   return tensor(v, {B, static_cast<int64_t>(v.size()) / B}, DType::Int64);
@@ -29,7 +36,10 @@ TEST_CASE("encoder and decoder layers gradcheck, post-norm and pre-norm", "[nn][
   for (bool norm_first : {false, true}) {
     INFO("norm_first " << norm_first);
     Generator gen(1);
-    const LayerConfig cfg{.d_model = 4, .heads = 2, .d_ff = 6, .dropout = 0.0,
+    const LayerConfig cfg{.d_model = 4,
+                          .heads = 2,
+                          .d_ff = 6,
+                          .dropout = 0.0,
                           .activation = norm_first ? Activation::GELU : Activation::ReLU,
                           .norm_first = norm_first};
     EncoderLayer enc(cfg, gen);
@@ -47,15 +57,17 @@ TEST_CASE("encoder and decoder layers gradcheck, post-norm and pre-norm", "[nn][
     din.push_back(random_leaf({2, 2, 4}, 4));
     din.push_back(memory);
     require_gradcheck(
-        [&](auto& v) { return dec.forward(v[v.size() - 2], v.back(), causal_mask(2), Tensor(), pad); },
+        [&](auto& v) {
+          return dec.forward(v[v.size() - 2], v.back(), causal_mask(2), Tensor(), pad);
+        },
         din, {.max_per_input = 20});
   }
 }
 
 TEST_CASE("feed-forward block and layer stacks gradcheck", "[nn][gradcheck]") {
   Generator gen(7);
-  const LayerConfig cfg{.d_model = 4, .heads = 2, .d_ff = 6, .dropout = 0.0,
-                        .activation = Activation::GELU};
+  const LayerConfig cfg{
+      .d_model = 4, .heads = 2, .d_ff = 6, .dropout = 0.0, .activation = Activation::GELU};
   PositionwiseFeedForward ff(cfg, gen);
   ff.to(DType::Float64);
   std::vector<Tensor> in = ff.parameters();
@@ -71,7 +83,9 @@ TEST_CASE("feed-forward block and layer stacks gradcheck", "[nn][gradcheck]") {
   Decoder dec(cfg, 2, true, gen);
   dec.to(DType::Float64);
   require_gradcheck(
-      [&](auto&) { return dec.forward(random_leaf({2, 2, 4}, 10), x, causal_mask(2), Tensor(), pad); },
+      [&](auto&) {
+        return dec.forward(random_leaf({2, 2, 4}, 10), x, causal_mask(2), Tensor(), pad);
+      },
       dec.parameters(), {.max_per_input = 8});
 }
 
@@ -91,8 +105,7 @@ TEST_CASE("the whole MiniTransformer gradchecks with padding and causal masks", 
   tied.norm_first = true;
   MiniTransformer model2(tied);
   model2.to(DType::Float64);
-  require_gradcheck([&](auto&) { return f(model2); }, model2.parameters(),
-                    {.max_per_input = 6});
+  require_gradcheck([&](auto&) { return f(model2); }, model2.parameters(), {.max_per_input = 6});
 }
 
 TEST_CASE("extra padding after a source changes nothing", "[nn]") {
@@ -155,9 +168,16 @@ TEST_CASE("eval makes dropout the identity and train with the same seed reproduc
 }
 
 TEST_CASE("a MiniTransformer learns to copy with Adam", "[nn]") {
-  MiniTransformer model({.src_vocab = 8, .tgt_vocab = 8, .d_model = 16, .heads = 2, .d_ff = 32,
-                         .encoder_layers = 1, .decoder_layers = 1, .dropout = 0.0,
-                         .max_len = 8, .seed = 1});
+  MiniTransformer model({.src_vocab = 8,
+                         .tgt_vocab = 8,
+                         .d_model = 16,
+                         .heads = 2,
+                         .d_ff = 32,
+                         .encoder_layers = 1,
+                         .decoder_layers = 1,
+                         .dropout = 0.0,
+                         .max_len = 8,
+                         .seed = 1});
   Generator gen(2);
   // sequences of tokens 3..7, decoder input = <bos>=1 + target, predicted = target + <eos>=2
   const int64_t B = 16, L = 4;
@@ -176,7 +196,8 @@ TEST_CASE("a MiniTransformer learns to copy with Adam", "[nn]") {
       dec_out[b * (L + 1) + L] = 2;
     }
     const Tensor logits = model.forward(from_vector(src, {B, L}), from_vector(dec_in, {B, L + 1}));
-    Tensor loss = cross_entropy(reshape(logits, {B * (L + 1), 8}), from_vector(dec_out, {B * (L + 1)}));
+    Tensor loss =
+        cross_entropy(reshape(logits, {B * (L + 1), 8}), from_vector(dec_out, {B * (L + 1)}));
     loss.backward();
     loss_value = loss.item();
     adam.step();
@@ -186,8 +207,14 @@ TEST_CASE("a MiniTransformer learns to copy with Adam", "[nn]") {
 }
 
 TEST_CASE("sequence and token classifiers", "[nn]") {
-  const EncoderClassifierConfig cfg{.vocab = 10, .classes = 3, .d_model = 8, .heads = 2,
-                                    .d_ff = 16, .layers = 1, .dropout = 0.0, .max_len = 8};
+  const EncoderClassifierConfig cfg{.vocab = 10,
+                                    .classes = 3,
+                                    .d_model = 8,
+                                    .heads = 2,
+                                    .d_ff = 16,
+                                    .layers = 1,
+                                    .dropout = 0.0,
+                                    .max_len = 8};
   SequenceClassifier seq(cfg);
   TokenClassifier tok(cfg);
   const Tensor x = ids({4, 5, 6, 0, 7, 8, 0, 0}, 2);
@@ -210,28 +237,36 @@ TEST_CASE("MiniTransformer errors", "[nn][errors]") {
   CHECK_THROWS_WITH(model.forward(ids({3, 11}, 1), ids({1}, 1)),
                     "embedding: id 11 at flat position 1 of ids [1, 2] is outside the vocabulary "
                     "[0, 11)");
-  CHECK_THROWS_WITH(model.forward(ones({1, 2}), ids({1}, 1)),
-                    "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got float32 [1, 2]");
-  CHECK_THROWS_WITH(model.forward(zeros({0, 3}, DType::Int64), ids({1}, 1)),
-                    "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got int64 [0, 3]");
+  CHECK_THROWS_WITH(
+      model.forward(ones({1, 2}), ids({1}, 1)),
+      "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got float32 [1, 2]");
+  CHECK_THROWS_WITH(
+      model.forward(zeros({0, 3}, DType::Int64), ids({1}, 1)),
+      "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got int64 [0, 3]");
   CHECK_THROWS_WITH(model.forward(ids({3, 4}, 1), ids({1, 2}, 2)),
                     "MiniTransformer: target ids [2, 1] and source batch [1, 2, 8] differ");
   CHECK_THROWS_WITH(model.forward(from_vector(std::vector<int64_t>(17, 3), {1, 17}), ids({1}, 1)),
                     "PositionalEncoding: sequence length 17 exceeds max_len 16");
-  CHECK_THROWS_WITH(MiniTransformer({.src_vocab = 5, .tgt_vocab = 6, .share_embeddings = true}),
-                    "MiniTransformerConfig: share_embeddings needs equal vocabularies, got 5 and 6");
+  CHECK_THROWS_WITH(
+      MiniTransformer({.src_vocab = 5, .tgt_vocab = 6, .share_embeddings = true}),
+      "MiniTransformerConfig: share_embeddings needs equal vocabularies, got 5 and 6");
 }
 
 TEST_CASE("a config is checked field by field before a model is built", "[nn][errors]") {
   // every problem in one message
-  CHECK_THROWS_WITH(MiniTransformer({.src_vocab = 0, .tgt_vocab = 6, .d_model = 30, .heads = 4,
-                                     .decoder_layers = 0, .dropout = 1.0}),
+  CHECK_THROWS_WITH(MiniTransformer({.src_vocab = 0,
+                                     .tgt_vocab = 6,
+                                     .d_model = 30,
+                                     .heads = 4,
+                                     .decoder_layers = 0,
+                                     .dropout = 1.0}),
                     "MiniTransformerConfig: src_vocab = 0 is outside [1, 1000000]; decoder_layers "
                     "= 0 is outside [1, 128]; d_model = 30 is not divisible by heads = 4; dropout "
                     "= 1 is outside [0, 1); pad_id = 0 is not an id of both vocabularies");
   // a model that would not fit in memory is refused before anything is allocated
-  CHECK_THROWS_WITH(MiniTransformer({.src_vocab = 1'000'000, .tgt_vocab = 1'000'000, .d_model = 4096}),
-                    Catch::Contains("over the limit of 2147483648"));
+  CHECK_THROWS_WITH(
+      MiniTransformer({.src_vocab = 1'000'000, .tgt_vocab = 1'000'000, .d_model = 4096}),
+      Catch::Contains("over the limit of 2147483648"));
 
   const std::string good = MiniTransformerConfig(tiny()).to_json();
   auto with = [&](const std::string& key, const std::string& value) {
@@ -290,15 +325,23 @@ int64_t resident_bytes() {
 }  // namespace
 
 TEST_CASE("two thousand training steps keep memory flat after warm-up", "[nn]") {
-  MiniTransformer model({.src_vocab = 12, .tgt_vocab = 12, .d_model = 16, .heads = 2, .d_ff = 32,
-                         .encoder_layers = 1, .decoder_layers = 1, .dropout = 0.1, .max_len = 16});
+  MiniTransformer model({.src_vocab = 12,
+                         .tgt_vocab = 12,
+                         .d_model = 16,
+                         .heads = 2,
+                         .d_ff = 32,
+                         .encoder_layers = 1,
+                         .decoder_layers = 1,
+                         .dropout = 0.1,
+                         .max_len = 16});
   optim::Adam adam(model.named_parameters(), {.lr = 1e-3});
   Generator gen(4);
   auto step = [&] {
     const int64_t B = 8, S = 4 + static_cast<int64_t>(gen.below(8));  // lengths vary
     const Tensor src = uniform({B, S}, 1, 12, gen).to(DType::Int64);
     const Tensor tgt = uniform({B, S}, 1, 12, gen).to(DType::Int64);
-    Tensor loss = cross_entropy(reshape(model.forward(src, tgt), {B * S, 12}), reshape(tgt, {B * S}));
+    Tensor loss =
+        cross_entropy(reshape(model.forward(src, tgt), {B * S, 12}), reshape(tgt, {B * S}));
     loss.backward();
     adam.step();
     adam.zero_grad();
