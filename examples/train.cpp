@@ -302,8 +302,9 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
       ++tokens;
       correct_tokens += predicted[i] == expected[i];
     }
-    const auto decoded = nn::greedy_decode(model, b.src, {.max_len = b.tgt_out.size(1) + 8});
-    for (size_t i = 0; i < members.size(); ++i) exact += decoded[i] == members[i]->target;
+    const auto decoded = nn::generate(
+        model, b.src, {.max_len = std::min(model.config().max_len, b.tgt_out.size(1) + 8)});
+    for (size_t i = 0; i < members.size(); ++i) exact += decoded[i].tokens == members[i]->target;
   }
   model.train(was_training);
   m.loss = loss_sum / static_cast<double>(tokens);
@@ -567,19 +568,28 @@ int run(const Settings& s) {
                   {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)},
                   {"model", model->config().to_json()}};
   auto& last_layer = *(*model->decoder->layers)[model->decoder->layers->size() - 1].cross_attn;
-  last_layer.keep_weights(true);
+  model->eval();
   for (size_t i = 0; i < std::min<size_t>(8, valid.size()); ++i) {
     const Tensor src =
         from_vector(valid_set[i].source, {1, static_cast<int64_t>(valid_set[i].source.size())});
-    const auto out = nn::greedy_decode(*model, src, {.max_len = model->config().max_len - 1});
-    const std::string predicted = tgt_vocab.decode(out[0]);
+    const std::vector<int64_t> out =
+        nn::generate(*model, src, {.max_len = model->config().max_len})[0].tokens;
+    const std::string predicted = tgt_vocab.decode(out);
     fmt::print("  {:<36} -> {:<12} {}\n", valid[i].source, predicted,
                predicted == valid[i].target ? "ok" : "expected " + valid[i].target);
     report.samples.push_back({valid[i].source, valid[i].target, predicted});
-    if (i < 4 && !out[0].empty()) {
-      // the last decode call saw the whole output: its weights are [1, H, T, S]
+    if (i < 4 && !out.empty() && static_cast<int64_t>(out.size()) < model->config().max_len) {
+      // the output fed back teacher-forced: its cross-attention weights [1, H, T, S]
+      std::vector<int64_t> tgt_in{data::Vocabulary::kBos};
+      tgt_in.insert(tgt_in.end(), out.begin(), out.end());
+      last_layer.keep_weights(true);
+      {
+        NoGradGuard no_grad;
+        model->forward(src, from_vector(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}));
+      }
+      last_layer.keep_weights(false);
       std::vector<std::string> tgt_tokens;
-      for (int64_t id : out[0]) tgt_tokens.push_back(tgt_vocab.token(id));
+      for (int64_t id : out) tgt_tokens.push_back(tgt_vocab.token(id));
       tgt_tokens.emplace_back("<eos>");
       const Tensor w = squeeze(last_layer.last_weights(), 0);
       const std::string file = fmt::format("attention_{}.svg", i);
@@ -589,7 +599,6 @@ int run(const Settings& s) {
       report.heatmap_files.push_back(file);
     }
   }
-  last_layer.keep_weights(false);
   io::write_atomic(run_dir.file("loss.svg"), examples::loss_curve_svg(train_curve, valid_curve));
   report.loss_curve_file = "loss.svg";
   io::write_atomic(run_dir.file("report.html"), examples::report_html(report));

@@ -1,12 +1,16 @@
 // translate: loads a run saved by train and decodes sources given as arguments, or one per
-// line on standard input, greedily or with beam search. A source that cannot be decoded (too
-// long for the model, empty, not UTF-8) gets an error on stderr naming its line or argument;
-// the others are still decoded, and the exit code is 1 at the end.
+// line on standard input (in batches), greedily, with beam search or by sampling: the settings
+// of nn::generate. A source that cannot be decoded (too long for the model, empty, not UTF-8)
+// gets an error on stderr naming its line or argument; the others are still decoded, and the
+// exit code is 1 at the end.
 //
 //   ./build/examples/translate --run runs/dates "tuesday the 4th of march 2025" "Mar 5, 1999"
 //   echo "04/03/2025" | ./build/examples/translate --run runs/dates --beam 4
+//   ./build/examples/translate --run runs/dates --sample --top-p 0.9 --seed 3 "4 mar 2025"
 #include <fmt/core.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
 
 #include "autograd/autograd.h"
@@ -20,28 +24,60 @@ using namespace tapegrad;
 namespace {
 
 constexpr size_t kMaxLineBytes = 1 << 16;
+constexpr size_t kBatch = 64;  // sources decoded together
 
-// The decoded text, or why the source cannot be decoded.
-struct Outcome {
-  std::string text, error;
+struct Source {
+  std::string text, where;  // where: "argument 2", "stdin:3"
+  std::string error;        // set when it cannot be decoded
 };
 
-Outcome translate(examples::LoadedModel& run, const std::string& source, int64_t beam,
-                  int64_t max_len) {
-  if (const auto bad = data::find_invalid_utf8(source)) {
-    return {"", fmt::format("invalid UTF-8 at byte {}", *bad)};
-  }
-  std::vector<int64_t> ids = run.src_vocab.encode(source);
-  if (ids.empty()) return {"", "empty source"};
+// Decodes a batch of sources, printing one line each in order (empty for a failure) and the
+// failures on stderr. Returns the number of failures.
+int decode_batch(examples::LoadedModel& run, std::vector<Source>& batch,
+                 const nn::GenerateOptions& options) {
   const int64_t limit = run.model->config().max_len;
-  if (static_cast<int64_t>(ids.size()) > limit) {
-    return {"", fmt::format("{} tokens, over the model's max_len of {}", ids.size(), limit)};
+  std::vector<std::vector<int64_t>> ids(batch.size());
+  std::vector<size_t> good;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Source& s = batch[i];
+    if (!s.error.empty()) continue;
+    if (const auto bad = data::find_invalid_utf8(s.text)) {
+      s.error = fmt::format("invalid UTF-8 at byte {}", *bad);
+      continue;
+    }
+    ids[i] = run.src_vocab.encode(s.text);
+    if (ids[i].empty()) {
+      s.error = "empty source";
+    } else if (static_cast<int64_t>(ids[i].size()) > limit) {
+      s.error = fmt::format("{} tokens, over the model's max_len of {}", ids[i].size(), limit);
+    } else {
+      good.push_back(i);
+    }
   }
-  const Tensor src = from_vector(ids, {1, static_cast<int64_t>(ids.size())});
-  const nn::DecodeOptions options{.max_len = std::min(max_len, limit - 1)};
-  const auto out = beam > 1 ? nn::beam_search(*run.model, src, beam, options)
-                            : nn::greedy_decode(*run.model, src, options)[0];
-  return {run.tgt_vocab.decode(out), ""};
+  std::vector<std::string> text(batch.size());
+  if (!good.empty()) {
+    size_t S = 0;
+    for (size_t i : good) S = std::max(S, ids[i].size());
+    std::vector<int64_t> padded(good.size() * S, run.model->config().pad_id);
+    for (size_t g = 0; g < good.size(); ++g) {
+      std::copy(ids[good[g]].begin(), ids[good[g]].end(), padded.begin() + g * S);
+    }
+    const auto out = nn::generate(
+        *run.model,
+        from_vector(padded, {static_cast<int64_t>(good.size()), static_cast<int64_t>(S)}), options);
+    for (size_t g = 0; g < good.size(); ++g) text[good[g]] = run.tgt_vocab.decode(out[g].tokens);
+  }
+  int failures = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    fmt::print("{}\n", text[i]);  // one output line per input, so outputs stay aligned
+    if (batch[i].error.empty()) continue;
+    std::fflush(stdout);
+    fmt::print(stderr, "translate: {}: {}\n", batch[i].where, batch[i].error);
+    ++failures;
+  }
+  std::fflush(stdout);
+  batch.clear();
+  return failures;
 }
 
 }  // namespace
@@ -54,40 +90,53 @@ int main(int argc, char** argv) {
     const std::string dir = f.text("run", "runs/dates", "directory written by train");
     const int64_t beam = f.integer("beam", 1, "beam width (1: greedy)", 1, 64);
     const int64_t max_len = f.integer(
-        "max-len", 64, "most tokens to generate (at most the model's max_len - 1)", 1, 65536);
+        "max-len", 64, "most tokens to generate, <eos> included (at most the model's max_len)", 1,
+        65536);
+    const double length_penalty =
+        f.real("length-penalty", 0.6, "alpha of the GNMT length penalty (0: none)", 0, 10);
+    const bool sample = f.boolean("sample", "draw tokens from the model instead of the best");
+    const double temperature = f.real("temperature", 1.0, "sampling temperature", 1e-3, 100);
+    const int64_t top_k =
+        f.integer("top-k", 0, "sample among the k likeliest tokens (0: all)", 0, 1'000'000);
+    const double top_p = f.real("top-p", 1.0, "nucleus sampling: probability mass kept", 1e-6, 1);
+    const auto seed =
+        static_cast<uint64_t>(f.integer("seed", 0, "seed for sampling", 0, INT64_MAX));
     if (!f.finish()) return 0;
-    set_num_threads(1);  // one sentence at a time: small matrices
+    if (sample && beam > 1) throw examples::FlagError("--sample and --beam exclude each other");
+    set_num_threads(1);  // small matrices: one thread wastes nothing
     examples::LoadedModel run = examples::load_run(dir);
+    const nn::GenerateOptions options{.max_len = std::min(max_len, run.model->config().max_len),
+                                      .beam = beam,
+                                      .length_penalty = length_penalty,
+                                      .sample = sample,
+                                      .temperature = temperature,
+                                      .top_k = top_k,
+                                      .top_p = top_p,
+                                      .seed = seed};
     int failures = 0;
-    auto report = [&](const Outcome& o, const std::string& where) {
-      fmt::print("{}\n", o.text);  // one output line per input, so outputs stay aligned
-      if (o.error.empty()) return;
-      std::fflush(stdout);
-      fmt::print(stderr, "translate: {}: {}\n", where, o.error);
-      ++failures;
-    };
-    auto decode = [&](const std::string& source, const std::string& where) {
-      report(translate(run, source, beam, max_len), where);
-    };
+    std::vector<Source> batch;
     if (!f.positional().empty()) {
       for (size_t i = 0; i < f.positional().size(); ++i) {
-        decode(f.positional()[i], fmt::format("argument {}", i + 1));
+        batch.push_back({f.positional()[i], fmt::format("argument {}", i + 1), ""});
+        if (batch.size() == kBatch) failures += decode_batch(run, batch, options);
       }
     } else {
+      // a person typing at a terminal gets each answer at once
+      const size_t batch_size = ::isatty(::fileno(stdin)) ? 1 : kBatch;
       std::string line;
       int64_t line_no = 0;
       while (const auto length = data::read_line(std::cin, line, kMaxLineBytes)) {
         ++line_no;
-        if (*length > kMaxLineBytes) {
-          report(
-              {"", fmt::format("line of {} bytes, over the limit of {}", *length, kMaxLineBytes)},
-              fmt::format("stdin:{}", line_no));
-          continue;
-        }
         if (!line.empty() && line.back() == '\r') line.pop_back();
-        decode(line, fmt::format("stdin:{}", line_no));
+        batch.push_back({line, fmt::format("stdin:{}", line_no), ""});
+        if (*length > kMaxLineBytes) {
+          batch.back().error =
+              fmt::format("line of {} bytes, over the limit of {}", *length, kMaxLineBytes);
+        }
+        if (batch.size() == batch_size) failures += decode_batch(run, batch, options);
       }
     }
+    failures += decode_batch(run, batch, options);
     if (failures > 0)
       fmt::print(stderr, "translate: {} source(s) could not be decoded\n", failures);
     return failures > 0 ? 1 : 0;

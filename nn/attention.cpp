@@ -39,7 +39,33 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
                key.size(2) == C_,
            "MultiHeadAttention: key {} and value {} must be [B, S, {}] with B = {}", key.shape(),
            value.shape(), C_, query.size(0));
-  const int64_t B = query.size(0), T = query.size(1), S = key.size(1);
+  return attend(q_proj->forward(query), k_proj->forward(key), v_proj->forward(value), masks);
+}
+
+MultiHeadAttention::KVCache MultiHeadAttention::project(const Tensor& key_value) {
+  TG_CHECK(key_value.dim() == 3 && key_value.size(2) == C_,
+           "MultiHeadAttention: key and value must be [B, S, {}], got {}", C_, key_value.shape());
+  return {k_proj->forward(key_value), v_proj->forward(key_value)};
+}
+
+Tensor MultiHeadAttention::forward_cached(const Tensor& query, KVCache& cache, bool append,
+                                          const AttentionMasks& masks) {
+  TG_CHECK(query.dim() == 3 && query.size(2) == C_,
+           "MultiHeadAttention: query must be [B, T, {}], got {}", C_, query.shape());
+  if (append) {
+    const KVCache fresh = project(query);
+    cache.keys = cache.keys.defined() ? concat({cache.keys, fresh.keys}, 1) : fresh.keys;
+    cache.values = cache.values.defined() ? concat({cache.values, fresh.values}, 1) : fresh.values;
+  }
+  TG_CHECK(cache.keys.defined() && cache.keys.size(0) == query.size(0),
+           "MultiHeadAttention: the cache holds {} rows for a query of {}",
+           cache.keys.defined() ? cache.keys.size(0) : 0, query.size(0));
+  return attend(q_proj->forward(query), cache.keys, cache.values, masks);
+}
+
+Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const AttentionMasks& masks) {
+  const int64_t B = q.size(0), T = q.size(1), S = k.size(1);
   // blocked = padding | attn, broadcast only as far as the masks need (e.g. [B, 1, 1, S])
   Tensor blocked;
   if (masks.key_padding.defined()) {
@@ -60,13 +86,12 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
   // per head: softmax(q k^T / sqrt(D), blocked -> -inf), dropout, @ v; heads are D-wide column
   // groups of the projections, so splitting and merging them moves no data (autograd attention)
   Tensor weights;
-  const Tensor ctx =
-      attention(q_proj->forward(query), k_proj->forward(key), v_proj->forward(value), H_,
-                {.blocked = blocked,
-                 .dropout = dropout_->p(),
-                 .training = dropout_->is_training(),
-                 .gen = &dropout_->generator()},
-                keep_weights_ ? &weights : nullptr);
+  const Tensor ctx = attention(q, k, v, H_,
+                               {.blocked = blocked,
+                                .dropout = dropout_->p(),
+                                .training = dropout_->is_training(),
+                                .gen = &dropout_->generator()},
+                               keep_weights_ ? &weights : nullptr);
   if (keep_weights_) last_weights_ = weights;
   return traced(out_proj->forward(ctx));
 }

@@ -33,6 +33,19 @@ class MultiHeadAttention : public Module {
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
                  const AttentionMasks& masks = {});
 
+  // Incremental decoding keeps the projected keys and values [B, S, C] of what a query
+  // attends to, so that a step projects only its new position (inference only).
+  struct KVCache {
+    Tensor keys, values;
+  };
+  // key_value [B, S, C] -> its projected keys and values, for cross-attention over a memory.
+  KVCache project(const Tensor& key_value);
+  // query [B, T, C] attends to the cached keys and values. With `append` (self-attention) the
+  // query's own keys and values join the cache first, so it attends to every position so far,
+  // itself included, and needs no causal mask. masks.key_padding covers the whole cache.
+  Tensor forward_cached(const Tensor& query, KVCache& cache, bool append,
+                        const AttentionMasks& masks = {});
+
   // When on, forward keeps its attention weights [B, H, T, S] (detached) for plotting.
   void keep_weights(bool on) { keep_weights_ = on; }
   const Tensor& last_weights() const { return last_weights_; }
@@ -41,6 +54,10 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
 
  private:
+  // softmax(q k^T / sqrt(D), blocked) v for projected q [B, T, C], k and v [B, S, C], then the
+  // output projection: what forward and forward_cached share
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks);
+
   int64_t C_, H_;
   std::shared_ptr<Dropout> dropout_;
   bool keep_weights_ = false;

@@ -4,16 +4,16 @@
 #include <cmath>
 #include <numeric>
 
-#include "autograd/ops/reduce.h"
 #include "autograd/ops/shape.h"
 #include "autograd/ops/softmax.h"
+#include "autograd/random.h"
 #include "autograd/tape.h"
 
 namespace tapegrad::nn {
 
 namespace {
 
-// Restores the model's mode when the decode call ends.
+// Restores the model's mode when the call ends.
 class EvalScope {
  public:
   explicit EvalScope(Module& m) : m_(m), was_training_(m.is_training()) { m.eval(); }
@@ -26,108 +26,194 @@ class EvalScope {
   bool was_training_;
 };
 
-void check(const Tensor& src_ids, const DecodeOptions& o, const char* op) {
+void check(const MiniTransformer& model, const Tensor& src_ids, const GenerateOptions& o) {
+  const MiniTransformerConfig& cfg = model.config();
   TG_CHECK(src_ids.dtype() == DType::Int64 && src_ids.dim() == 2 && src_ids.size(0) > 0,
-           "{}: source ids must be int64 [B, S] with B > 0, got {} {}", op, src_ids.dtype(),
+           "generate: source ids must be int64 [B, S] with B > 0, got {} {}", src_ids.dtype(),
            src_ids.shape());
-  TG_CHECK(o.max_len > 0, "{}: max_len must be positive, got {}", op, o.max_len);
+  TG_CHECK(o.max_len >= 1 && o.max_len <= cfg.max_len,
+           "generate: max_len must be in [1, {}] (the model's max_len), got {}", cfg.max_len,
+           o.max_len);
+  TG_CHECK(o.beam >= 1 && o.beam <= 1024, "generate: beam must be in [1, 1024], got {}", o.beam);
+  TG_CHECK(std::isfinite(o.length_penalty) && o.length_penalty >= 0,
+           "generate: length_penalty must be finite and >= 0, got {}", o.length_penalty);
+  TG_CHECK(!o.sample || o.beam == 1, "generate: sampling draws one hypothesis: beam must be 1");
+  TG_CHECK(std::isfinite(o.temperature) && o.temperature > 0,
+           "generate: temperature must be positive, got {}", o.temperature);
+  TG_CHECK(o.top_k >= 0, "generate: top_k must be >= 0, got {}", o.top_k);
+  TG_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: top_p must be in (0, 1], got {}", o.top_p);
+  TG_CHECK(o.bos >= 0 && o.bos < cfg.tgt_vocab && o.eos >= 0 && o.eos < cfg.tgt_vocab,
+           "generate: bos {} and eos {} must be ids of the target vocabulary of {}", o.bos, o.eos,
+           cfg.tgt_vocab);
 }
 
-// The decoder's last position: [B, T, V] -> [B, V]
-Tensor last_position(const Tensor& logits) {
-  return squeeze(slice(logits, 1, logits.size(1) - 1, logits.size(1)), 1);
+struct Hypothesis {
+  std::vector<int64_t> tokens;  // after <bos>
+  double log_prob = 0;
+};
+
+struct Source {
+  std::vector<Hypothesis> live;      // its rows, in order
+  std::vector<Generation> finished;  // best first, at most `beam`
+  std::vector<Generation> cut;       // reached max_len without <eos>
+};
+
+// One token drawn from logp (a row of log-probabilities) after temperature, top-k and top-p,
+// with u uniform in [0, 1).
+int64_t sample_token(const double* logp, int64_t V, const GenerateOptions& o, double u) {
+  std::vector<int64_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return logp[a] > logp[b]; });
+  int64_t keep = o.top_k > 0 ? std::min(o.top_k, V) : V;
+  std::vector<double> p(keep);
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    p[i] = std::exp((logp[order[i]] - logp[order[0]]) / o.temperature);
+    total += p[i];
+  }
+  if (o.top_p < 1) {  // the smallest head of the sorted tokens holding top_p of the mass
+    double mass = 0;
+    for (int64_t i = 0; i < keep; ++i) {
+      mass += p[i] / total;
+      if (mass >= o.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    total = std::accumulate(p.begin(), p.begin() + keep, 0.0);
+  }
+  double target = u * total;
+  for (int64_t i = 0; i < keep; ++i) {
+    target -= p[i];
+    if (target < 0) return order[i];
+  }
+  return order[keep - 1];
 }
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> greedy_decode(MiniTransformer& model, const Tensor& src_ids,
-                                                const DecodeOptions& o) {
-  check(src_ids, o, "greedy_decode");
-  EvalScope eval(model);
-  NoGradGuard no_grad;
-  const int64_t B = src_ids.size(0);
-  const auto memory = model.encode(src_ids);
-  std::vector<std::vector<int64_t>> out(B);
-  std::vector<bool> done(B, false);
-  std::vector<int64_t> prefix(B, o.bos);  // [B, t], row-major
-  for (int64_t t = 1; t <= o.max_len; ++t) {
-    const Tensor logits = model.decode(from_vector(prefix, {B, t}), memory);
-    const std::vector<int64_t> next = argmax(last_position(logits), -1).to_vector<int64_t>();
-    std::vector<int64_t> grown;
-    grown.reserve(B * (t + 1));
-    for (int64_t b = 0; b < B; ++b) {
-      grown.insert(grown.end(), prefix.begin() + b * t, prefix.begin() + (b + 1) * t);
-      grown.push_back(done[b] ? model.config().pad_id : next[b]);
-      if (!done[b]) {
-        if (next[b] == o.eos) {
-          done[b] = true;
-        } else {
-          out[b].push_back(next[b]);
-        }
-      }
-    }
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-    prefix = std::move(grown);
-  }
-  return out;
+double length_penalized(double log_prob, int64_t length, double alpha) {
+  return log_prob / std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }
 
-std::vector<int64_t> beam_search(MiniTransformer& model, const Tensor& src_ids, int64_t beam,
-                                 const DecodeOptions& o) {
-  check(src_ids, o, "beam_search");
-  TG_CHECK(src_ids.size(0) == 1, "beam_search: one source at a time, got batch {}", src_ids.size(0));
-  TG_CHECK(beam > 0, "beam_search: beam width must be positive, got {}", beam);
+std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
+                                 const GenerateOptions& o) {
+  check(model, src_ids, o);
   EvalScope eval(model);
   NoGradGuard no_grad;
-  const auto single = model.encode(src_ids);
+  const auto B = static_cast<size_t>(src_ids.size(0));
+  const double alpha = o.length_penalty;
+  // a live hypothesis's score can rise to at most log_prob / penalty(max_len)
+  const double longest_penalty = std::pow((5.0 + static_cast<double>(o.max_len)) / 6.0, alpha);
 
-  struct Hypothesis {
-    std::vector<int64_t> tokens;  // after <bos>
-    double log_prob = 0;
-  };
-  auto penalized = [](const Hypothesis& h, size_t len) {
-    return h.log_prob / std::pow((5.0 + static_cast<double>(len)) / 6.0, 0.6);
-  };
-  std::vector<Hypothesis> live{{{}, 0.0}};
-  std::vector<std::pair<double, std::vector<int64_t>>> finished;
-  for (int64_t t = 1; t <= o.max_len && !live.empty(); ++t) {
-    const auto K = static_cast<int64_t>(live.size());
-    std::vector<int64_t> prefix;
-    for (const Hypothesis& h : live) {
-      prefix.push_back(o.bos);
-      prefix.insert(prefix.end(), h.tokens.begin(), h.tokens.end());
-    }
-    // the one encoded source, repeated for each live hypothesis
-    const MiniTransformer::Memory memory{concat(std::vector<Tensor>(K, single.states), 0),
-                                         concat(std::vector<Tensor>(K, single.padding), 0)};
-    const Tensor logp = log_softmax(last_position(model.decode(from_vector(prefix, {K, t}), memory)), -1);
-    const int64_t V = logp.size(1);
-    const std::vector<double> lp = logp.to_vector<double>();
-    std::vector<int64_t> order(K * V);
-    std::iota(order.begin(), order.end(), 0);
-    const auto keep = std::min<int64_t>(beam, K * V);
-    std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
-      return live[a / V].log_prob + lp[a] > live[b / V].log_prob + lp[b];
-    });
-    std::vector<Hypothesis> next;
-    for (int64_t i = 0; i < keep; ++i) {
-      const Hypothesis& parent = live[order[i] / V];
-      const int64_t token = order[i] % V;
-      Hypothesis h{parent.tokens, parent.log_prob + lp[order[i]]};
-      if (token == o.eos) {
-        finished.emplace_back(penalized(h, h.tokens.size() + 1), h.tokens);
-      } else {
-        h.tokens.push_back(token);
-        next.push_back(std::move(h));
+  MiniTransformer::DecodeState state;
+  if (o.cache) {
+    state = model.start_decoding(model.encode(src_ids));
+  } else {
+    state.memory = model.encode(src_ids);  // the rows of memory, kept like the cache's
+  }
+  std::vector<Source> sources(B);
+  for (Source& s : sources) s.live = {Hypothesis{}};
+
+  for (int64_t t = 0; t < o.max_len; ++t) {
+    // the decoder's input at position t for every live row, sources in order
+    std::vector<int64_t> ids, prefixes;
+    for (const Source& s : sources) {
+      for (const Hypothesis& h : s.live) {
+        ids.push_back(t == 0 ? o.bos : h.tokens.back());
+        prefixes.push_back(o.bos);
+        prefixes.insert(prefixes.end(), h.tokens.begin(), h.tokens.end());
       }
     }
-    live = std::move(next);
-    if (static_cast<int64_t>(finished.size()) >= beam) break;
+    if (ids.empty()) break;
+    const auto N = static_cast<int64_t>(ids.size());
+    const Tensor logits =
+        o.cache ? model.decode_step(from_vector(ids, {N}), state)
+                : squeeze(slice(model.decode(from_vector(prefixes, {N, t + 1}), state.memory), 1, t,
+                                t + 1),
+                          1);
+    // ranks and scores in float64, so that ties and sums do not depend on float32 rounding
+    const Tensor logp_t = log_softmax(logits.to(DType::Float64), -1);
+    const int64_t V = logp_t.size(1);
+    const std::vector<double> logp = logp_t.to_vector<double>();
+
+    std::vector<int64_t> parent_rows;
+    int64_t row0 = 0;
+    for (size_t b = 0; b < B; ++b) {
+      Source& s = sources[b];
+      const auto K = static_cast<int64_t>(s.live.size());
+      // candidates (row, token), best first
+      std::vector<int64_t> candidates;
+      if (o.sample && K > 0) {
+        const double u =
+            static_cast<double>(counter_bits(counter_bits(o.seed, b), t) >> 11) * 0x1.0p-53;
+        candidates.push_back(row0 * V + sample_token(&logp[row0 * V], V, o, u));
+      } else if (K > 0) {
+        const int64_t wanted = std::min<int64_t>(o.beam == 1 ? 1 : 2 * o.beam, K * V);
+        candidates.resize(K * V);
+        std::iota(candidates.begin(), candidates.end(), row0 * V);
+        auto total = [&](int64_t c) { return s.live[c / V - row0].log_prob + logp[c]; };
+        std::partial_sort(candidates.begin(), candidates.begin() + wanted, candidates.end(),
+                          [&](int64_t a, int64_t c) {
+                            return total(a) != total(c) ? total(a) > total(c) : a < c;
+                          });
+        candidates.resize(wanted);
+      }
+      std::vector<Hypothesis> next;
+      for (const int64_t c : candidates) {
+        const Hypothesis& parent = s.live[c / V - row0];
+        const int64_t token = c % V;
+        const double log_prob = parent.log_prob + logp[c];
+        if (token == o.eos) {
+          const auto length = static_cast<int64_t>(parent.tokens.size()) + 1;
+          s.finished.push_back(
+              {parent.tokens, log_prob, length_penalized(log_prob, length, alpha), true});
+        } else if (static_cast<int64_t>(next.size()) < o.beam) {
+          Hypothesis h{parent.tokens, log_prob};
+          h.tokens.push_back(token);
+          next.push_back(std::move(h));
+          parent_rows.push_back(c / V);
+        }
+      }
+      row0 += K;
+      std::stable_sort(s.finished.begin(), s.finished.end(),
+                       [](const Generation& a, const Generation& c) { return a.score > c.score; });
+      if (static_cast<int64_t>(s.finished.size()) > o.beam) s.finished.resize(o.beam);
+      // done: out of room, or no live hypothesis can still beat the best finished one
+      bool done = t + 1 == o.max_len;
+      if (!done && !s.finished.empty()) {
+        double best_live = -INFINITY;
+        for (const Hypothesis& h : next)
+          best_live = std::max(best_live, h.log_prob / longest_penalty);
+        done = s.finished.front().score >= best_live;
+      }
+      if (done) {
+        for (const Hypothesis& h : next) {
+          const auto length = static_cast<int64_t>(h.tokens.size());
+          s.cut.push_back(
+              {h.tokens, h.log_prob, length_penalized(h.log_prob, length, alpha), false});
+        }
+        parent_rows.resize(parent_rows.size() - next.size());
+        next.clear();
+      }
+      s.live = std::move(next);
+    }
+    MiniTransformer::keep_rows(state, parent_rows);
   }
-  for (const Hypothesis& h : live) finished.emplace_back(penalized(h, h.tokens.size()), h.tokens);
-  return std::max_element(finished.begin(), finished.end(),
-                          [](const auto& a, const auto& b) { return a.first < b.first; })
-      ->second;
+
+  std::vector<Generation> out;
+  for (Source& s : sources) {
+    if (!s.finished.empty()) {
+      out.push_back(std::move(s.finished.front()));
+      continue;
+    }
+    const auto best = std::max_element(
+        s.cut.begin(), s.cut.end(),
+        [](const Generation& a, const Generation& c) { return a.score < c.score; });
+    out.push_back(std::move(*best));
+  }
+  return out;
 }
 
 }  // namespace tapegrad::nn

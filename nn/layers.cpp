@@ -88,12 +88,13 @@ PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Gen
   dropout_ = register_module("dropout", std::make_shared<Dropout>(p, gen));
 }
 
-Tensor PositionalEncoding::forward(const Tensor& x) {
+Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   TG_CHECK(x.dim() == 3 && x.size(2) == pe.size(1),
            "PositionalEncoding: expected input [B, T, {}], got {}", pe.size(1), x.shape());
-  TG_CHECK(x.size(1) <= pe.size(0), "PositionalEncoding: sequence length {} exceeds max_len {}",
-           x.size(1), pe.size(0));
-  return traced(dropout_->forward(x + slice(pe, 0, 0, x.size(1))));
+  TG_CHECK(start >= 0 && start + x.size(1) <= pe.size(0),
+           "PositionalEncoding: sequence length {} exceeds max_len {}", start + x.size(1),
+           pe.size(0));
+  return traced(dropout_->forward(x + slice(pe, 0, start, start + x.size(1))));
 }
 
 }  // namespace tapegrad::nn

@@ -81,7 +81,8 @@ class GELU : public Module {
 class PositionalEncoding : public Module {
  public:
   PositionalEncoding(int64_t C, int64_t max_len, double dropout, Generator& gen);
-  Tensor forward(const Tensor& x);
+  // x [B, T, C] holds positions start .. start + T - 1 (start > 0 when decoding step by step)
+  Tensor forward(const Tensor& x, int64_t start = 0);
 
   Tensor pe;
 

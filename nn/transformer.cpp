@@ -1,6 +1,7 @@
 #include "nn/transformer.h"
 
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops/matmul.h"
@@ -104,6 +105,35 @@ Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Te
   return traced(x);
 }
 
+DecoderLayer::Cache DecoderLayer::start(const Tensor& memory) {
+  return {.self = {}, .cross = cross_attn->project(memory)};
+}
+
+// forward() for one position, with the same signposts; self-attention attends to the cache.
+Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_padding,
+                          const Tensor& memory_padding) {
+  Tensor x = input;
+  const AttentionMasks self_masks{.key_padding = tgt_padding};
+  const AttentionMasks cross_masks{.key_padding = memory_padding};
+  if (norm_first_) {
+    x = x + dropout1_->forward(
+                self_attn->forward_cached(norm1->forward(x), cache.self, true, self_masks));
+    x = x + dropout2_->forward(
+                cross_attn->forward_cached(norm2->forward(x), cache.cross, false, cross_masks));
+    x = x + dropout3_->forward(feed_forward->forward(norm3->forward(x)));
+  } else {
+    // masked self-attention: the cache holds only the positions before this one
+    x = norm1->forward(
+        x + dropout1_->forward(self_attn->forward_cached(x, cache.self, true, self_masks)));
+    // cross-attention over the encoder memory
+    x = norm2->forward(
+        x + dropout2_->forward(cross_attn->forward_cached(x, cache.cross, false, cross_masks)));
+    // feed-forward
+    x = norm3->forward(x + dropout3_->forward(feed_forward->forward(x)));
+  }
+  return x;
+}
+
 Decoder::Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen)
     : Module("Decoder") {
   TG_CHECK(num_layers >= 0, "Decoder: negative number of layers {}", num_layers);
@@ -121,6 +151,18 @@ Tensor Decoder::forward(const Tensor& input, const Tensor& memory, const Tensor&
   }
   if (norm) x = norm->forward(x);
   return traced(x);
+}
+
+Tensor Decoder::step(const Tensor& input, std::vector<DecoderLayer::Cache>& caches,
+                     const Tensor& tgt_padding, const Tensor& memory_padding) {
+  TG_CHECK(caches.size() == layers->size(), "Decoder: {} caches for {} layers", caches.size(),
+           layers->size());
+  Tensor x = input;
+  for (size_t i = 0; i < caches.size(); ++i) {
+    x = (*layers)[i].step(x, caches[i], tgt_padding, memory_padding);
+  }
+  if (norm) x = norm->forward(x);
+  return x;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,12 +367,72 @@ MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)
   }
 }
 
-// ids [B, L] -> positional(embedding(ids) * sqrt(C)) [B, L, C] (section 3.4 of the paper)
-Tensor MiniTransformer::embed(const Embedding& table, const Tensor& ids) {
+// ids [B, L] at positions start.. -> positional(embedding(ids) * sqrt(C)) [B, L, C] (section
+// 3.4 of the paper)
+Tensor MiniTransformer::embed(const Embedding& table, const Tensor& ids, int64_t start) {
   TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
            "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got {} {}", ids.dtype(),
            ids.shape());
-  return positional->forward(table.forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)));
+  return positional->forward(table.forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)),
+                             start);
+}
+
+Tensor MiniTransformer::project_out(const Tensor& x) {
+  if (out_proj) return out_proj->forward(x);
+  return matmul(x, transpose(tgt_embed->weight, 0, 1)) + out_bias;
+}
+
+MiniTransformer::DecodeState MiniTransformer::start_decoding(const Memory& memory) {
+  DecodeState state{.memory = memory, .layers = {}, .tgt_padding = {}, .length = 0};
+  for (auto& layer : *decoder->layers) state.layers.push_back(layer->start(memory.states));
+  return state;
+}
+
+namespace {
+// rows of x [N, ...] -> [rows.size(), ...], not recorded (inference only)
+Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) {
+  const Tensor c = x.contiguous();
+  Shape shape = c.shape();
+  const int64_t N = shape[0];
+  shape[0] = static_cast<int64_t>(rows.size());
+  Tensor out = empty(shape, c.dtype());
+  const size_t row_bytes =
+      static_cast<size_t>(c.numel() / std::max<int64_t>(N, 1)) * dtype_size(c.dtype());
+  const auto* src =
+      static_cast<const char*>(c.impl().storage->data()) + c.offset() * dtype_size(c.dtype());
+  auto* dst = static_cast<char*>(out.impl().storage->data());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TG_ASSERT(rows[i] >= 0 && rows[i] < N);
+    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(rows[i]) * row_bytes, row_bytes);
+  }
+  return out;
+}
+}  // namespace
+
+void MiniTransformer::keep_rows(DecodeState& state, const std::vector<int64_t>& rows) {
+  auto keep = [&](Tensor& t) {
+    if (t.defined()) t = select_rows(t, rows);
+  };
+  keep(state.memory.states);
+  keep(state.memory.padding);
+  keep(state.tgt_padding);
+  for (DecoderLayer::Cache& c : state.layers) {
+    for (Tensor* t : {&c.self.keys, &c.self.values, &c.cross.keys, &c.cross.values}) keep(*t);
+  }
+}
+
+Tensor MiniTransformer::decode_step(const Tensor& ids, DecodeState& state) {
+  TG_CHECK(
+      ids.dtype() == DType::Int64 && ids.dim() == 1 && ids.size(0) == state.memory.states.size(0),
+      "MiniTransformer: decode_step takes int64 ids [N] for the {} rows of the state, got {} {}",
+      state.memory.states.size(0), ids.dtype(), ids.shape());
+  const Tensor column = unsqueeze(ids, 1);  // [N, 1]
+  const Tensor pad = padding_mask(column, cfg_.pad_id);
+  state.tgt_padding = state.length == 0 ? pad : concat({state.tgt_padding, pad}, 1);
+  const Tensor y = embed(*tgt_embed, column, state.length);
+  ++state.length;
+  const Tensor x = decoder->step(y, state.layers, state.tgt_padding, state.memory.padding);
+  return squeeze(project_out(x), 1);
 }
 
 MiniTransformer::Memory MiniTransformer::encode(const Tensor& src_ids) {
@@ -346,8 +448,7 @@ Tensor MiniTransformer::decode(const Tensor& tgt_ids, const Memory& memory) {
   const Tensor y = embed(*tgt_embed, tgt_ids);
   const Tensor x = decoder->forward(y, memory.states, causal_mask(tgt_ids.size(1)),
                                     padding_mask(tgt_ids, cfg_.pad_id), memory.padding);
-  if (out_proj) return traced(out_proj->forward(x));
-  return traced(matmul(x, transpose(tgt_embed->weight, 0, 1)) + out_bias);
+  return traced(project_out(x));
 }
 
 Tensor MiniTransformer::forward(const Tensor& src_ids, const Tensor& tgt_ids) {

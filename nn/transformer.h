@@ -73,6 +73,17 @@ class DecoderLayer : public Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& self_mask,
                  const Tensor& tgt_padding, const Tensor& memory_padding);
 
+  // Incremental decoding: the keys and values of the positions decoded so far (self) and of
+  // the encoder memory (cross, projected once).
+  struct Cache {
+    MultiHeadAttention::KVCache self, cross;
+  };
+  Cache start(const Tensor& memory);
+  // x [B, 1, C], the next position -> [B, 1, C]: what forward gives at that position for the
+  // whole prefix, with tgt_padding [B, t] covering every position so far.
+  Tensor step(const Tensor& x, Cache& cache, const Tensor& tgt_padding,
+              const Tensor& memory_padding);
+
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<PositionwiseFeedForward> feed_forward;
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
@@ -87,6 +98,9 @@ class Decoder : public Module {
   Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen);
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& self_mask,
                  const Tensor& tgt_padding, const Tensor& memory_padding);
+  // One position through every layer (see DecoderLayer::step); caches one per layer.
+  Tensor step(const Tensor& x, std::vector<DecoderLayer::Cache>& caches, const Tensor& tgt_padding,
+              const Tensor& memory_padding);
 
   std::shared_ptr<ModuleList<DecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
@@ -141,6 +155,22 @@ class MiniTransformer : public Module {
   // tgt_ids [B, T] -> logits [B, T, V] over the encoded source.
   Tensor decode(const Tensor& tgt_ids, const Memory& memory);
 
+  // Incremental decoding: one position at a time, each layer's keys and values kept, so a
+  // step costs work in proportion to the prefix, not its square. decode_step gives the same
+  // logits as decode() over the whole prefix at its last position (the tests hold it to that).
+  struct DecodeState {
+    Memory memory;                            // [N, S, C], a row per hypothesis
+    std::vector<DecoderLayer::Cache> layers;  // one per decoder layer
+    Tensor tgt_padding;                       // bool [N, t]: positions so far that are padding
+    int64_t length = 0;                       // t, positions decoded so far
+  };
+  DecodeState start_decoding(const Memory& memory);
+  // Keeps rows `rows` of the state, in that order (a row may repeat): beam search reorders its
+  // hypotheses this way, and a batch drops the sources that are done.
+  static void keep_rows(DecodeState& state, const std::vector<int64_t>& rows);
+  // ids [N], the token at position t of every row -> logits [N, V] for position t + 1.
+  Tensor decode_step(const Tensor& ids, DecodeState& state);
+
   const MiniTransformerConfig& config() const { return cfg_; }
 
   // With share_embeddings, tgt_embed is src_embed (registered once, as "src_embed").
@@ -152,7 +182,8 @@ class MiniTransformer : public Module {
   Tensor out_bias;                   // [V], only with tie_output
 
  private:
-  Tensor embed(const Embedding& table, const Tensor& ids);
+  Tensor embed(const Embedding& table, const Tensor& ids, int64_t start = 0);
+  Tensor project_out(const Tensor& x);  // [..., C] -> logits [..., V]
   MiniTransformerConfig cfg_;
 };
 
