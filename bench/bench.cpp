@@ -115,6 +115,32 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int i
 // The machine's matmul rate on the shapes the workloads use, two ways: OpenBLAS sgemm alone on
 // its own `threads` threads (the roofline), and tapegrad's matmul (our gemm kernel,
 // split over our `threads` threads).
+// Decoding with generate(): `sources` random sources of length S, in batches of `batch`, each
+// generating exactly max_len tokens (<eos> is made impossible, so every workload does the same
+// work whatever the random weights say). Tokens per iteration: sources x max_len.
+Result decode(const nn::MiniTransformerConfig& cfg, int64_t sources, int64_t batch, int64_t S,
+              const nn::GenerateOptions& options, int iterations) {
+  nn::MiniTransformer model(cfg);
+  {
+    NoGradGuard no_grad;
+    model.out_proj->bias.set({options.eos}, -1e4);
+  }
+  Generator gen(1);
+  std::vector<Tensor> batches;
+  for (int64_t start = 0; start < sources; start += batch) {
+    const int64_t n = std::min(batch, sources - start);
+    std::vector<int64_t> ids(n * S);
+    for (int64_t& id : ids) id = 4 + static_cast<int64_t>(gen.below(cfg.src_vocab - 4));
+    batches.push_back(from_vector(ids, {n, S}));
+  }
+  const double s = median_seconds(
+      [&] {
+        for (const Tensor& b : batches) nn::generate(model, b, options);
+      },
+      1, iterations);
+  return {s, sources * options.max_len, 0};
+}
+
 void sgemm_roofline(int threads) {
   openblas_set_num_threads(threads);
   struct Shape3 {
@@ -157,10 +183,13 @@ int main(int argc, char** argv) {
     examples::Flags f(argc, argv, "bench: time one workload\nusage: bench --workload NAME");
     const std::string w =
         f.text("workload", "mini-train-small",
-               "encoder-forward, encoder-train, mini-train-small, mini-train-base or sgemm");
+               "encoder-forward, encoder-train, mini-train-small, mini-train-base, sgemm, "
+               "decode-dates-greedy, decode-dates-beam4, decode-base-16 or decode-base-128");
     const int64_t iterations =
         f.integer("iterations", 5, "timed iterations after warm-up", 1, 1'000'000);
     const int64_t threads = f.integer("threads", 2, "threads (set_num_threads)", 1, kMaxThreads);
+    const bool no_cache =
+        f.boolean("no-cache", "decode workloads: rerun the decoder over the whole prefix");
     if (!f.finish()) return 0;
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {
@@ -177,7 +206,30 @@ int main(int argc, char** argv) {
       r = mini_train(100, 64, 256, 2, 12, n);
     else if (w == "mini-train-base")
       r = mini_train(8000, 512, 2048, 3, 64, n);
-    else
+    else if (w.rfind("decode-", 0) == 0) {
+      // the date model of examples/train (its vocabularies), and the base model
+      const nn::MiniTransformerConfig dates{
+          .src_vocab = 51, .tgt_vocab = 15, .d_model = 64, .heads = 4, .d_ff = 256, .max_len = 128};
+      const nn::MiniTransformerConfig base{.src_vocab = 8000,
+                                           .tgt_vocab = 8000,
+                                           .d_model = 512,
+                                           .heads = 8,
+                                           .d_ff = 2048,
+                                           .encoder_layers = 3,
+                                           .decoder_layers = 3,
+                                           .max_len = 130};
+      const bool cache = !no_cache;
+      if (w == "decode-dates-greedy")
+        r = decode(dates, 500, 64, 24, {.max_len = 11, .cache = cache}, n);
+      else if (w == "decode-dates-beam4")
+        r = decode(dates, 500, 64, 24, {.max_len = 11, .beam = 4, .cache = cache}, n);
+      else if (w == "decode-base-16")
+        r = decode(base, 32, 32, 64, {.max_len = 16, .cache = cache}, n);
+      else if (w == "decode-base-128")
+        r = decode(base, 32, 32, 64, {.max_len = 128, .cache = cache}, n);
+      else
+        throw examples::FlagError(fmt::format("--workload: unknown workload '{}'", w));
+    } else
       throw examples::FlagError(fmt::format("--workload: unknown workload '{}'", w));
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);

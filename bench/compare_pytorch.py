@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Runs the four benchmark workloads in tapegrad (build/bench/bench) and in PyTorch eager
-(Debian's python3-torch) on this machine and prints one table.
+(Debian's python3-torch) on this machine and prints one table; with --decode, the four
+decoding workloads instead (tokens per second, tapegrad with and without its cache).
 
     /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
                                               [--workloads mini-train-small,encoder-forward]
-                                              [--rounds 1]
+                                              [--rounds 1] [--decode]
 
 PyTorch gets its best setting: each workload runs in a fresh process once with torch's own
 threads at 1 and once at 2 (OpenBLAS at 2 both times), and the encoder workloads run both as
@@ -32,6 +33,13 @@ import sys
 import time
 
 WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base"]
+# Decoding (--decode): the date model of examples/train, 500 sources of 24 tokens in batches of
+# 64, 11 tokens each, greedy and beam 4; the base model, 32 sources of 64 tokens, 16 and 128
+# tokens greedy. <eos> is made impossible on both sides so every run does the same work.
+DECODE = {"decode-dates-greedy": (51, 15, 64, 4, 256, 2, 500, 64, 24, 11, 1),
+          "decode-dates-beam4": (51, 15, 64, 4, 256, 2, 500, 64, 24, 11, 4),
+          "decode-base-16": (8000, 8000, 512, 8, 2048, 3, 32, 32, 64, 16, 1),
+          "decode-base-128": (8000, 8000, 512, 8, 2048, 3, 32, 32, 64, 128, 1)}
 
 
 def torch_worker(workload, iterations):
@@ -121,6 +129,74 @@ def torch_worker(workload, iterations):
                 x = layer(x, m, causal, tpad, spad)
             return self.out_proj(x)
 
+    def decode_worker(Vs, Vt, C, H, Fd, L, sources, batch, S, steps, beam):
+        """generate() written the fast way: keys and values cached per layer, every source and
+        hypothesis of a batch in one decoder call per step, beams reordered by index_select."""
+        model = Mini(max(Vs, Vt), C, H, Fd, L, 130)
+        model.out_proj = nn.Linear(C, Vt)
+        model.eval()
+        with torch.no_grad():
+            model.out_proj.bias[2] = -1e4  # no <eos>
+
+        def attend(mha, q, k, v, pad):
+            B, T, _ = q.shape
+            q = mha.q_proj(q).view(B, T, mha.H, mha.D).transpose(1, 2)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(mha.D)
+            if pad is not None:
+                scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
+            ctx = F.softmax(scores, -1) @ v
+            return mha.out_proj(ctx.transpose(1, 2).reshape(B, T, C))
+
+        def heads(mha, proj, x):
+            B, T, _ = x.shape
+            return proj(x).view(B, T, mha.H, mha.D).transpose(1, 2)
+
+        def generate(src):
+            with torch.no_grad():
+                spad = src == 0
+                m = model.embed(model.src_embed, src)
+                for layer in model.enc:
+                    m = layer(m, spad)
+                N = src.shape[0]
+                rows = torch.arange(N).repeat_interleave(beam) if beam > 1 else torch.arange(N)
+                m, spad = m[rows], spad[rows]
+                cross = [(heads(l.cross_attn, l.cross_attn.k_proj, m), heads(l.cross_attn, l.cross_attn.v_proj, m))
+                         for l in model.dec]
+                selfkv = [None] * len(model.dec)
+                ids = torch.ones(len(rows), dtype=torch.long)
+                score = torch.zeros(N, beam)
+                if beam > 1:
+                    score[:, 1:] = float("-inf")  # one hypothesis to start from
+                for t in range(steps):
+                    x = model.tgt_embed(ids[:, None]) * math.sqrt(C) + model.pe[t]
+                    for i, l in enumerate(model.dec):
+                        k, v = heads(l.self_attn, l.self_attn.k_proj, x), heads(l.self_attn, l.self_attn.v_proj, x)
+                        if selfkv[i] is not None:
+                            k, v = torch.cat([selfkv[i][0], k], 2), torch.cat([selfkv[i][1], v], 2)
+                        selfkv[i] = (k, v)
+                        x = l.norm1(x + attend(l.self_attn, x, k, v, None))
+                        x = l.norm2(x + attend(l.cross_attn, x, *cross[i], spad))
+                        x = l.norm3(x + l.ff(x))
+                    logp = F.log_softmax(model.out_proj(x[:, 0]).double(), -1)
+                    if beam == 1:
+                        ids = logp.argmax(-1)
+                        continue
+                    total = (score.reshape(-1, 1) + logp).reshape(N, -1)
+                    best, index = total.topk(2 * beam, -1)
+                    score, index = best[:, :beam], index[:, :beam]  # no <eos>: the first beam
+                    parent = (torch.arange(N)[:, None] * beam + index // Vt).reshape(-1)
+                    ids = (index % Vt).reshape(-1)
+                    selfkv = [(k[parent], v[parent]) for k, v in selfkv]
+
+        g = torch.Generator().manual_seed(1)
+        batches = [torch.randint(4, Vs, (min(batch, sources - i), S), generator=g)
+                   for i in range(0, sources, batch)]
+
+        def step():
+            for b in batches:
+                generate(b)
+        return step
+
     def timed(step, warmup, n):
         for _ in range(warmup):
             step()
@@ -132,6 +208,8 @@ def torch_worker(workload, iterations):
         return statistics.median(times)
 
     torch.manual_seed(0)
+    if workload in DECODE:
+        return timed(decode_worker(*DECODE[workload]), 1, iterations)
     if workload.startswith("encoder"):
         if os.environ["TORCH_VARIANT"] == "builtin":  # nn.TransformerEncoder and its fused eval path
             layer = nn.TransformerEncoderLayer(512, 8, 2048, 0.1, batch_first=True)
@@ -170,6 +248,48 @@ def run(cmd, env=None):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
 
 
+def torch_best(workload, iterations, avx512):
+    """PyTorch's fastest run of the workload over torch threads 1 and 2."""
+    best = None
+    for torch_threads in (1, 2):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS=str(torch_threads),
+                   TORCH_THREADS=str(torch_threads), TORCH_VARIANT="written")
+        if avx512:
+            env["OPENBLAS_CORETYPE"] = "SKYLAKEX"
+        out = run([sys.executable, __file__, "--worker", workload, str(iterations)], env)
+        res = dict(kv.split("=") for kv in out.split())
+        res["setting"] = str(torch_threads)
+        if best is None or float(res["seconds"]) < float(best["seconds"]):
+            best = res
+    return best
+
+
+def decode_table(args, avx512):
+    rows = []
+    for w in DECODE:
+        tokens = DECODE[w][6] * DECODE[w][9]
+        rounds = []
+        for _ in range(max(1, args.rounds)):
+            ours = dict(kv.split("=") for kv in run(
+                [args.bench, "--workload", w, "--iterations", str(args.iterations)]).split()[1:])
+            uncached = dict(kv.split("=") for kv in run(
+                [args.bench, "--workload", w, "--iterations", str(args.iterations), "--no-cache"]).split()[1:])
+            rounds.append((ours, uncached, torch_best(w, args.iterations, avx512)))
+        med = lambda i: statistics.median(float(r[i]["seconds"]) for r in rounds)
+        speedup = statistics.median(float(r[2]["seconds"]) / float(r[0]["seconds"]) for r in rounds)
+        rows.append((w, tokens / med(0), tokens / med(1), tokens / med(2),
+                     statistics.mode(r[2]["setting"] for r in rounds), speedup,
+                     1e3 * med(0) / DECODE[w][9], 1e3 * med(1) / DECODE[w][9],
+                     max(int(r[0]["peak_rss_mb"]) for r in rounds),
+                     max(int(r[2]["peak_rss_mb"]) for r in rounds)))
+        print(f"done {w}", file=sys.stderr)
+    print("| workload | tapegrad tokens/s (cached) | tapegrad tokens/s (uncached) | PyTorch tokens/s (torch threads) | speedup | ms per step, cached / uncached | peak RSS MB tapegrad / PyTorch |")
+    print("|---|---|---|---|---|---|---|")
+    for w, ours, unc, theirs, th, speedup, step, ustep, rss, trss in rows:
+        print(f"| {w} | {ours:.0f} | {unc:.0f} | {theirs:.0f} ({th}) | {speedup:.2f}x | "
+              f"{step:.2f} / {ustep:.2f} | {rss} / {trss} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default="build/bench/bench")
@@ -177,6 +297,8 @@ def main():
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
     ap.add_argument("--rounds", type=int, default=1,
                     help="alternate the two sides this many times; report medians")
+    ap.add_argument("--decode", action="store_true",
+                    help="the decoding workloads instead (tokens per second, cached and not)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -186,13 +308,16 @@ def main():
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"seconds={seconds:.6f} peak_rss_mb={rss:.0f}")
         return
+    with open("/proc/cpuinfo") as f:
+        avx512 = " avx512f" in f.read()
+    if args.decode:
+        decode_table(args, avx512)
+        return
 
     sgemm = run([args.bench, "--workload", "sgemm"])
     print(sgemm, end="")
     peak = max(float(g) for g in re.findall(r"openblas_gflops=([\d.]+)", sgemm))
     own_peak = max(float(g) for g in re.findall(r"tapegrad_gflops=([\d.]+)", sgemm))
-    with open("/proc/cpuinfo") as f:
-        avx512 = " avx512f" in f.read()
     rows = []
     for w in args.workloads.split(","):
         if w not in WORKLOADS:

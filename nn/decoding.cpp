@@ -199,7 +199,11 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
       }
       s.live = std::move(next);
     }
-    MiniTransformer::keep_rows(state, parent_rows);
+    // reorder the rows unless they stay as they are (greedy and sampling until a source ends)
+    bool same = static_cast<int64_t>(parent_rows.size()) == N;
+    for (size_t r = 0; same && r < parent_rows.size(); ++r)
+      same = parent_rows[r] == static_cast<int64_t>(r);
+    if (!same) MiniTransformer::keep_rows(state, parent_rows);
   }
 
   std::vector<Generation> out;
