@@ -1,7 +1,10 @@
 #include "nn/attention.h"
 
+#include <cstring>
+
 #include "autograd/ops/attention.h"
 #include "autograd/ops/shape.h"
+#include "autograd/tape.h"
 
 namespace tapegrad::nn {
 
@@ -45,22 +48,48 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
 MultiHeadAttention::KVCache MultiHeadAttention::project(const Tensor& key_value) {
   TG_CHECK(key_value.dim() == 3 && key_value.size(2) == C_,
            "MultiHeadAttention: key and value must be [B, S, {}], got {}", C_, key_value.shape());
-  return {k_proj->forward(key_value), v_proj->forward(key_value)};
+  return {k_proj->forward(key_value), v_proj->forward(key_value), key_value.size(1)};
 }
+
+MultiHeadAttention::KVCache MultiHeadAttention::empty_cache(int64_t batch, int64_t capacity,
+                                                            DType dtype) const {
+  return {empty({batch, capacity, C_}, dtype), empty({batch, capacity, C_}, dtype), 0};
+}
+
+namespace {
+// buffer[:, at : at + T] = rows (both [B, *, C], rows packed); an in-place write, not recorded
+void write_rows(Tensor& buffer, int64_t at, const Tensor& rows) {
+  const Tensor r = rows.contiguous();
+  const int64_t B = r.size(0), T = r.size(1), C = r.size(2), capacity = buffer.size(1);
+  const size_t bytes = dtype_size(r.dtype());
+  buffer.impl().storage->bump_version();
+  auto* dst = static_cast<char*>(buffer.impl().storage->data());
+  const auto* src = static_cast<const char*>(r.impl().storage->data()) + r.offset() * bytes;
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(dst + ((b * capacity + at) * C) * bytes, src + b * T * C * bytes, T * C * bytes);
+  }
+}
+}  // namespace
 
 Tensor MultiHeadAttention::forward_cached(const Tensor& query, KVCache& cache, bool append,
                                           const AttentionMasks& masks) {
   TG_CHECK(query.dim() == 3 && query.size(2) == C_,
            "MultiHeadAttention: query must be [B, T, {}], got {}", C_, query.shape());
-  if (append) {
-    const KVCache fresh = project(query);
-    cache.keys = cache.keys.defined() ? concat({cache.keys, fresh.keys}, 1) : fresh.keys;
-    cache.values = cache.values.defined() ? concat({cache.values, fresh.values}, 1) : fresh.values;
-  }
   TG_CHECK(cache.keys.defined() && cache.keys.size(0) == query.size(0),
            "MultiHeadAttention: the cache holds {} rows for a query of {}",
            cache.keys.defined() ? cache.keys.size(0) : 0, query.size(0));
-  return attend(q_proj->forward(query), cache.keys, cache.values, masks);
+  if (append) {
+    TG_CHECK(!recording(query) && cache.length + query.size(1) <= cache.keys.size(1),
+             "MultiHeadAttention: a cache of {} positions, {} in use, cannot take {} more (or "
+             "the query requires grad: the cache is for inference)",
+             cache.keys.size(1), cache.length, query.size(1));
+    const KVCache fresh = project(query);
+    write_rows(cache.keys, cache.length, fresh.keys);
+    write_rows(cache.values, cache.length, fresh.values);
+    cache.length += query.size(1);
+  }
+  return attend(q_proj->forward(query), slice(cache.keys, 1, 0, cache.length),
+                slice(cache.values, 1, 0, cache.length), masks);
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -36,13 +36,17 @@ class MultiHeadAttention : public Module {
   // Incremental decoding keeps the projected keys and values [B, S, C] of what a query
   // attends to, so that a step projects only its new position (inference only).
   struct KVCache {
-    Tensor keys, values;
+    Tensor keys, values;  // [B, capacity, C]; the first `length` positions are in use
+    int64_t length = 0;
   };
   // key_value [B, S, C] -> its projected keys and values, for cross-attention over a memory.
   KVCache project(const Tensor& key_value);
+  // An empty cache for self-attention over up to `capacity` positions, allocated once: a step
+  // writes its position in place, and attention reads the cache where it is.
+  KVCache empty_cache(int64_t batch, int64_t capacity, DType dtype) const;
   // query [B, T, C] attends to the cached keys and values. With `append` (self-attention) the
   // query's own keys and values join the cache first, so it attends to every position so far,
-  // itself included, and needs no causal mask. masks.key_padding covers the whole cache.
+  // itself included, and needs no causal mask. masks.key_padding covers the positions in use.
   Tensor forward_cached(const Tensor& query, KVCache& cache, bool append,
                         const AttentionMasks& masks = {});
 

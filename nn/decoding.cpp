@@ -109,7 +109,7 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
 
   MiniTransformer::DecodeState state;
   if (o.cache) {
-    state = model.start_decoding(model.encode(src_ids));
+    state = model.start_decoding(model.encode(src_ids), o.max_len);
   } else {
     state.memory = model.encode(src_ids);  // the rows of memory, kept like the cache's
   }

@@ -105,8 +105,9 @@ Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Te
   return traced(x);
 }
 
-DecoderLayer::Cache DecoderLayer::start(const Tensor& memory) {
-  return {.self = {}, .cross = cross_attn->project(memory)};
+DecoderLayer::Cache DecoderLayer::start(const Tensor& memory, int64_t capacity) {
+  return {.self = self_attn->empty_cache(memory.size(0), capacity, memory.dtype()),
+          .cross = cross_attn->project(memory)};
 }
 
 // forward() for one position, with the same signposts; self-attention attends to the cache.
@@ -382,9 +383,15 @@ Tensor MiniTransformer::project_out(const Tensor& x) {
   return matmul(x, transpose(tgt_embed->weight, 0, 1)) + out_bias;
 }
 
-MiniTransformer::DecodeState MiniTransformer::start_decoding(const Memory& memory) {
+MiniTransformer::DecodeState MiniTransformer::start_decoding(const Memory& memory,
+                                                             int64_t capacity) {
+  TG_CHECK(capacity >= 1 && capacity <= cfg_.max_len,
+           "MiniTransformer: a decoding capacity of {} positions is outside [1, {}]", capacity,
+           cfg_.max_len);
   DecodeState state{.memory = memory, .layers = {}, .tgt_padding = {}, .length = 0};
-  for (auto& layer : *decoder->layers) state.layers.push_back(layer->start(memory.states));
+  for (auto& layer : *decoder->layers) {
+    state.layers.push_back(layer->start(memory.states, capacity));
+  }
   return state;
 }
 

@@ -78,7 +78,8 @@ class DecoderLayer : public Module {
   struct Cache {
     MultiHeadAttention::KVCache self, cross;
   };
-  Cache start(const Tensor& memory);
+  // A cache for up to `capacity` target positions over this memory [B, S, C].
+  Cache start(const Tensor& memory, int64_t capacity);
   // x [B, 1, C], the next position -> [B, 1, C]: what forward gives at that position for the
   // whole prefix, with tgt_padding [B, t] covering every position so far.
   Tensor step(const Tensor& x, Cache& cache, const Tensor& tgt_padding,
@@ -164,7 +165,8 @@ class MiniTransformer : public Module {
     Tensor tgt_padding;                       // bool [N, t]: positions so far that are padding
     int64_t length = 0;                       // t, positions decoded so far
   };
-  DecodeState start_decoding(const Memory& memory);
+  // Caches for up to `capacity` target positions (at most the model's max_len).
+  DecodeState start_decoding(const Memory& memory, int64_t capacity);
   // Keeps rows `rows` of the state, in that order (a row may repeat): beam search reorders its
   // hypotheses this way, and a batch drops the sources that are done.
   static void keep_rows(DecodeState& state, const std::vector<int64_t>& rows);

@@ -21,12 +21,14 @@ namespace tapegrad {
 namespace {
 
 // The problem's sizes and where each (b, h) finds its operands. Row strides are all C: a
-// head's [T, D] block of q is q + b*T*C + h*D, row i at + i*C.
+// head's [T, D] block of q is q + b*T*C + h*D, row i at + i*C. k and v step from one batch item
+// to the next by kv_batch, S*C when packed; more when they are the first S rows of a longer
+// buffer, as an incremental decoder's cache is (read in place when nothing is recorded).
 struct Heads {
-  int64_t B, H, T, S, D, C;
+  int64_t B, H, T, S, D, C, kv_batch;
   Shape mask_strides;  // the blocked mask's strides over [B, H, T, S]; empty when none
   int64_t q_at(int64_t n) const { return (n / H) * T * C + (n % H) * D; }
-  int64_t kv_at(int64_t n) const { return (n / H) * S * C + (n % H) * D; }
+  int64_t kv_at(int64_t n) const { return (n / H) * kv_batch + (n % H) * D; }
   int64_t mask_at(int64_t n) const {
     return mask_strides.empty() ? 0 : (n / H) * mask_strides[0] + (n % H) * mask_strides[1];
   }
@@ -83,7 +85,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   TG_CHECK(!drop || options.gen != nullptr,
            "attention: dropout {} in training needs a generator (options.gen)", options.dropout);
   const Shape wshape{B, heads, T, S};
-  Heads x{B, heads, T, S, C / heads, C, {}};
+  Heads x{B, heads, T, S, C / heads, C, S * C, {}};
   const Tensor& blocked = options.blocked;
   if (blocked.defined()) {
     TG_CHECK(blocked.dtype() == DType::Bool, "attention: blocked mask must be bool, got {}",
@@ -93,7 +95,13 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
              wshape);
     x.mask_strides = broadcast_strides(blocked.shape(), blocked.strides(), wshape);
   }
-  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  // k and v rows packed at stride C with the same batch stride can be read where they are
+  const Shape& ks = k_in.strides();
+  const bool in_place = !recording(q_in, k_in, v_in) && ks == v_in.strides() && ks[2] == 1 &&
+                        (S == 1 || ks[1] == C) && (B == 1 || ks[0] >= S * C);
+  const Tensor q = q_in.contiguous();
+  const Tensor k = in_place ? k_in : k_in.contiguous(), v = in_place ? v_in : v_in.contiguous();
+  if (in_place && B > 1) x.kv_batch = ks[0];
   const uint8_t* pm = blocked.defined() ? mask_bytes(blocked) : nullptr;
   const DropoutMask mask(options.dropout, drop ? options.gen->next_u64() : 0);
   const double dropout = drop ? options.dropout : 0.0;

@@ -62,7 +62,7 @@ TEST_CASE("a cached decoder step gives the logits of the full recomputation", "[
       NoGradGuard no_grad;
       const Tensor src = sources();
       const auto memory = model.encode(src);
-      auto state = model.start_decoding(memory);
+      auto state = model.start_decoding(memory, 7);
       // targets of three rows, a pad among them; halfway the rows are reordered as a beam would
       std::vector<std::vector<int64_t>> rows = {
           {1, 5, 3, 0, 7, 2, 4}, {1, 4, 4, 6, 3, 8, 5}, {1, 8, 2, 5, 5, 6, 3}};
