@@ -122,7 +122,8 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
     for (const Source& s : sources) {
       for (const Hypothesis& h : s.live) {
         ids.push_back(t == 0 ? o.bos : h.tokens.back());
-        prefixes.push_back(o.bos);
+        if (o.cache) continue;
+        prefixes.push_back(o.bos);  // the uncached decoder reads the whole prefix
         prefixes.insert(prefixes.end(), h.tokens.begin(), h.tokens.end());
       }
     }
