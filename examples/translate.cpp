@@ -101,9 +101,11 @@ int main(int argc, char** argv) {
     const double top_p = f.real("top-p", 1.0, "nucleus sampling: probability mass kept", 1e-6, 1);
     const auto seed =
         static_cast<uint64_t>(f.integer("seed", 0, "seed for sampling", 0, INT64_MAX));
+    const int64_t threads = f.integer(
+        "threads", 2, "threads for products and kernels (set_num_threads)", 1, kMaxThreads);
     if (!f.finish()) return 0;
     if (sample && beam > 1) throw examples::FlagError("--sample and --beam exclude each other");
-    set_num_threads(1);  // small matrices: one thread wastes nothing
+    set_num_threads(static_cast<int>(threads));
     examples::LoadedModel run = examples::load_run(dir);
     const nn::GenerateOptions options{.max_len = std::min(max_len, run.model->config().max_len),
                                       .beam = beam,
