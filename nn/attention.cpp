@@ -57,13 +57,14 @@ MultiHeadAttention::KVCache MultiHeadAttention::empty_cache(int64_t batch, int64
 }
 
 namespace {
-// buffer[:, at : at + T] = rows (both [B, *, C], rows packed); an in-place write, not recorded
+// buffer[:, at : at + T] = rows (buffer packed [B, capacity, C], rows [B, T, C]); an in-place
+// write, not recorded
 void write_rows(Tensor& buffer, int64_t at, const Tensor& rows) {
   const Tensor r = rows.contiguous();
   const int64_t B = r.size(0), T = r.size(1), C = r.size(2), capacity = buffer.size(1);
   const size_t bytes = dtype_size(r.dtype());
   buffer.impl().storage->bump_version();
-  auto* dst = static_cast<char*>(buffer.impl().storage->data());
+  auto* dst = static_cast<char*>(buffer.impl().storage->data()) + buffer.offset() * bytes;
   const auto* src = static_cast<const char*>(r.impl().storage->data()) + r.offset() * bytes;
   for (int64_t b = 0; b < B; ++b) {
     std::memcpy(dst + ((b * capacity + at) * C) * bytes, src + b * T * C * bytes, T * C * bytes);
