@@ -15,7 +15,8 @@ struct CurvePoint {
 };
 
 // Training loss (and validation loss, drawn as dots) against the step.
-std::string loss_curve_svg(const std::vector<CurvePoint>& train, const std::vector<CurvePoint>& valid);
+std::string loss_curve_svg(const std::vector<CurvePoint>& train,
+                           const std::vector<CurvePoint>& valid);
 
 // weights [H, T, S] of one example: for each head a grid with the source tokens along x and
 // the target tokens along y, darker for more attention.
@@ -35,8 +36,5 @@ struct ReportData {
 };
 
 std::string report_html(const ReportData& data);
-
-// Writes text to a file, throwing std::runtime_error naming it on failure.
-void write_file(const std::string& path, const std::string& text);
 
 }  // namespace tapegrad::examples

@@ -291,19 +291,17 @@ RunDirectory::Resumed RunDirectory::resume_model() const {
   return r;
 }
 
-void RunDirectory::resume_optimizer(optim::Optimizer& optimizer) const {
-  const std::string checkpoint = latest_checkpoint(dir_);
-  const std::string path = checkpoint + "/optimizer.safetensors";
+void RunDirectory::resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed) const {
+  const std::string path = resumed.loaded.checkpoint + "/optimizer.safetensors";
   const nn::SafetensorsContents contents = nn::load_safetensors(path);
   try {
     optimizer.load_state(contents.tensors);  // in file order, which is the order state() wrote
   } catch (const Error& e) {
     fail(path, e.what());
   }
-  const TrainerState state = read_trainer_state(checkpoint);
-  if (optimizer.step_count() != state.step) {
-    fail(path,
-         fmt::format("is at step {}, trainer.json at {}", optimizer.step_count(), state.step));
+  if (optimizer.step_count() != resumed.state.step) {
+    fail(path, fmt::format("is at step {}, trainer.json at {}", optimizer.step_count(),
+                           resumed.state.step));
   }
 }
 

@@ -92,7 +92,8 @@ class RunDirectory {
     TrainerState state;
   };
   Resumed resume_model() const;
-  void resume_optimizer(optim::Optimizer& optimizer) const;
+  // The optimizer state of that same checkpoint, which must be at its step.
+  void resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed) const;
 
  private:
   std::string dir_;

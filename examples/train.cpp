@@ -398,14 +398,13 @@ int run(const Settings& s) {
   examples::RunDirectory run_dir(s.out, !s.resume, inputs);
   std::unique_ptr<nn::MiniTransformer> model;
   data::Vocabulary src_vocab(level), tgt_vocab(level);
-  examples::TrainerState state;
+  examples::RunDirectory::Resumed resumed;  // with --resume: the checkpoint it continues
   if (s.resume) {
-    auto resumed = run_dir.resume_model();
+    resumed = run_dir.resume_model();
     check_schedule(s, resumed.state.step);
     model = std::move(resumed.loaded.model);
-    src_vocab = std::move(resumed.loaded.src_vocab);
-    tgt_vocab = std::move(resumed.loaded.tgt_vocab);
-    state = std::move(resumed.state);
+    src_vocab = resumed.loaded.src_vocab;
+    tgt_vocab = resumed.loaded.tgt_vocab;
     // the split this run started with, as it wrote it
     split.train = data::load_tsv(run_dir.file("train.tsv"), {.strict = true}).examples;
     split.valid = data::load_tsv(run_dir.file("valid.tsv"), {.strict = true}).examples;
@@ -436,19 +435,19 @@ int run(const Settings& s) {
   Generator epoch_start = data_gen;  // batches of an epoch are rebuilt from here on resume
   const std::string loss_path = run_dir.file("loss.tsv");
   if (s.resume) {
-    run_dir.resume_optimizer(adam);
-    examples::restore_generators(state.generators, examples::latest_checkpoint(s.out), epoch_start,
+    run_dir.resume_optimizer(adam, resumed);
+    examples::restore_generators(resumed.state.generators, resumed.loaded.checkpoint, epoch_start,
                                  *model);
     // loss.tsv may hold lines of steps after the checkpoint: they will be run again
     std::error_code ec;
     const auto log_bytes = fs::file_size(loss_path, ec);
-    if (ec || log_bytes < static_cast<uint64_t>(state.loss_log_bytes)) {
+    if (ec || log_bytes < static_cast<uint64_t>(resumed.state.loss_log_bytes)) {
       throw examples::RunError(
           fmt::format("{}: shorter than the {} bytes the checkpoint of step {} "
                       "logged; it was changed or truncated",
-                      loss_path, state.loss_log_bytes, state.step));
+                      loss_path, resumed.state.loss_log_bytes, resumed.state.step));
     }
-    fs::resize_file(loss_path, static_cast<uint64_t>(state.loss_log_bytes));
+    fs::resize_file(loss_path, static_cast<uint64_t>(resumed.state.loss_log_bytes));
     fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
   }
   fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
@@ -463,12 +462,12 @@ int run(const Settings& s) {
   Metrics last;
   data_gen = epoch_start;
   std::vector<data::Batch> epoch = data::make_batches(train_set, s.batch, data_gen);
-  if (state.epoch_index > static_cast<int64_t>(epoch.size())) {
+  if (resumed.state.epoch_index > static_cast<int64_t>(epoch.size())) {
     throw examples::RunError(
         fmt::format("{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
-                    examples::latest_checkpoint(s.out), state.epoch_index, epoch.size()));
+                    resumed.loaded.checkpoint, resumed.state.epoch_index, epoch.size()));
   }
-  int64_t epoch_index = state.epoch_index;
+  int64_t epoch_index = resumed.state.epoch_index;
   const auto t0 = std::chrono::steady_clock::now();
   int64_t tokens_seen = 0;
   double smoothed = 0;
