@@ -1,3 +1,5 @@
+// Shape arithmetic every op shares: element counts (overflow-checked), row-major strides,
+// dim normalisation and NumPy broadcasting.
 #include "autograd/shape.h"
 
 #include <algorithm>

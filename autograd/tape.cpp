@@ -1,3 +1,6 @@
+// The tape: recording an op, the reverse walk of backward() with its checks (the graph's
+// thread, inputs written in place since), the ways a backward writes a gradient (Grads), grad
+// and anomaly modes, and freeing a graph in a loop.
 #include "autograd/tape.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Tensor and its storage: the caching allocator behind Storage, element access, conversions,
+// autograd hooks on the handle (requires_grad, grad, backward), the factories and printing.
 #include "autograd/tensor.h"
 
 #include <algorithm>

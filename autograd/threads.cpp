@@ -1,3 +1,5 @@
+// The thread pool behind parallel_for: workers that spin, yield, then sleep between loops,
+// chunked ranges, exceptions carried back to the caller, and a refused thread as an Error.
 #include "autograd/threads.h"
 
 #include <cblas.h>

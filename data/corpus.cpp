@@ -1,3 +1,5 @@
+// TSV corpora: reading line by line with a bound on each line (malformed lines skipped or
+// fatal, each named by file and line) and writing atomically.
 #include "data/corpus.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// Vocabularies: building from text, encoding and decoding, and the escaped one-token-a-line
+// file, read with bounds on its size, token length and token count.
 #include "data/vocab.h"
 
 #include <fmt/format.h>

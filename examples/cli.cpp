@@ -1,3 +1,5 @@
+// The example programs' flags: parsing --name value, typed and bounded reads, fallbacks from a
+// saved run, --help, and turning exceptions into exit codes.
 #include "examples/cli.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,5 @@
+// The run directory (layout and commit protocol in run.h): locking and cleaning it, committing
+// checkpoints atomically, and reading them back with every part checked against the others.
 #include "examples/run.h"
 
 #include <fcntl.h>

@@ -1,3 +1,5 @@
+// Regular-file opening with size bounds, atomic replacement (temporary, fsync, rename, fsync
+// of the folder), syncing, and the JSON nesting scan.
 #include "io/files.h"
 
 #include <fcntl.h>

@@ -1,3 +1,5 @@
+// Masks (causal, padding) and multi-head attention: the full forward, and the cached forward
+// of incremental decoding, which writes each step's keys and values into a buffer in place.
 #include "nn/attention.h"
 
 #include <cstring>

@@ -1,3 +1,5 @@
+// safetensors: writing a module's state atomically, and a reader that validates the whole
+// header (length, nesting, dtypes, sizes, offsets tiling the data) before it allocates.
 #include "nn/checkpoint.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// generate(): greedy, beam search and sampling as settings of one loop over a batch of
+// sources, on the cached decoder step or on the whole prefix.
 #include "nn/decoding.h"
 
 #include <algorithm>

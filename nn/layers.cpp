@@ -1,3 +1,5 @@
+// The basic layers: Linear, Dropout, Embedding, LayerNorm and the sinusoidal positional
+// encoding, with their initialisation.
 #include "nn/layers.h"
 
 #include <cmath>

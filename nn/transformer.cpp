@@ -1,3 +1,6 @@
+// The transformer's modules (feed-forward, encoder and decoder layers and stacks,
+// MiniTransformer), the decoder's incremental step and its state, and the config: checks,
+// closed-form size, JSON.
 #include "nn/transformer.h"
 
 #include <cmath>

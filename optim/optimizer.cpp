@@ -1,3 +1,5 @@
+// The optimizers' shared step over all parameters' elements, SGD, Adam and AdamW updates,
+// state in and out of checkpoints (checked finite), gradient clipping and the finiteness scan.
 #include "optim/optimizer.h"
 
 #include <algorithm>
