@@ -29,6 +29,7 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 namespace tapegrad {
 
@@ -184,66 +185,114 @@ struct Packs {
 };
 
 // Products this small (attention heads of a small model: 12x12x8) cost more in a packed
-// kernel's setup (or a BLAS call's) than in arithmetic.
+// kernel's setup (or a BLAS call's) than in arithmetic; so do products of a few rows (one
+// query of each head in decoding, 1 x S x D) when B is small, or read in place.
 constexpr int64_t kSmallFlops = 1 << 15, kSmallN = 64, kSmallPack = 4096;
-bool is_small(int64_t M, int64_t N, int64_t K) {
-  return M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack;
+constexpr int64_t kFewRows = 4, kFewPack = 1 << 14, kSmallW = 8;
+bool is_small(bool tb, int64_t M, int64_t N, int64_t K) {
+  if (M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack) return true;
+  // K within one k block, so every element sums as sgemm's would (a split stays bit-exact)
+  return M <= kFewRows && K <= KC && ((!tb && N % kSmallW == 0) || N * K <= kFewPack);
+}
+
+// Rows [0, R) of a small_gemm row block: C rows += a rows . bp, `rows` of them real (the rest
+// repeat the last; their sums are dropped). R accumulators, one per row, W columns at a time.
+template <int64_t R, class T>
+void small_rows(int64_t rows, const T* const* a, int64_t a_col, const T* bp, int64_t b_step,
+                int64_t N, int64_t K, T beta, T* C, int64_t ldc) {
+  constexpr int64_t W = kSmallW;
+  typedef T Vec __attribute__((vector_size(W * sizeof(T))));
+  for (int64_t j0 = 0; j0 < N; j0 += W) {
+    Vec acc[R] = {};
+    for (int64_t k = 0; k < K; ++k) {
+      Vec b;
+      std::memcpy(&b, bp + k * b_step + j0, sizeof b);
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < R; ++r) acc[r] += a[r][k * a_col] * b;
+    }
+    const int64_t width = std::min(W, N - j0);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* c = C + r * ldc + j0;
+      if (width == W) {
+        Vec old{};
+        if (beta != T{0}) std::memcpy(&old, c, sizeof old);
+        const Vec sum = beta == T{0} ? acc[r] : beta * old + acc[r];
+        std::memcpy(c, &sum, sizeof sum);
+      } else {
+        for (int64_t j = 0; j < width; ++j)
+          c[j] = beta == T{0} ? acc[r][j] : beta * c[j] + acc[r][j];
+      }
+    }
+  }
 }
 
 // C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, for is_small shapes. C is built R rows by W
 // columns at a time, acc[r] += A[i0 + r, k] * B[k, j0:j0+W], in R vector registers: the R rows
 // are R independent chains of multiply-adds (one row at a time, with K = 8 or 12, waited on the
-// latency of each add). op(B) is read in W-wide row pieces: straight from B when it is stored
-// row-major in whole vectors (N a multiple of W: attention's D = 8 columns), else from a copy
-// whose rows are padded with zeros to a multiple of W. Whole vectors of C are stored as such.
-// On attention's six products per head (12x12x8 and 12x8x12, one thread, AVX-512 machine)
+// latency of each add); a last block of 4 or fewer rows takes 4 or 1 accumulators, so a single
+// row does not pay for twelve. op(B) is read in W-wide row pieces: straight from B when it is
+// stored row-major in whole vectors (N a multiple of W: attention's D = 8 columns), else from a
+// copy whose rows are padded with zeros to a multiple of W. Whole vectors of C are stored as
+// such. On attention's six products per head (12x12x8 and 12x8x12, one thread, AVX-512 machine)
 // reading B in place and the vector stores took the kernel from 21 to 28 GFLOP/s, and 12 rows
 // at a time instead of 6 to 30.
 template <class T>
 void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  constexpr int64_t W = 8, R = MR;  // as many rows as the packed kernel's tile
-  typedef T Vec __attribute__((vector_size(W * sizeof(T))));
+  constexpr int64_t W = kSmallW, R = MR;  // as many rows as the packed kernel's tile
   const int64_t NP = (N + W - 1) / W * W;
-  T packed[kSmallPack + kSmallN * W];
+  thread_local std::vector<T> packed;
   const bool in_place = !tb && N == NP;
-  const T* bp = in_place ? B : packed;
+  const T* bp = B;
   const int64_t b_step = in_place ? ldb : NP;
   if (!in_place) {
+    packed.resize(static_cast<size_t>(K * NP));
     const int64_t b_row = tb ? 1 : ldb, b_col = tb ? ldb : 1;
     for (int64_t k = 0; k < K; ++k) {
-      T* row = packed + k * NP;
+      T* row = packed.data() + k * NP;
       for (int64_t j = 0; j < N; ++j) row[j] = B[k * b_row + j * b_col];
       for (int64_t j = N; j < NP; ++j) row[j] = 0;
     }
+    bp = packed.data();
   }
   const int64_t a_row = ta ? 1 : lda, a_col = ta ? lda : 1;
   for (int64_t i0 = 0; i0 < M; i0 += R) {
     const int64_t rows = std::min(R, M - i0);
-    const T* a[R];  // rows past M repeat the last one; their sums are dropped
+    const T* a[R];
     for (int64_t r = 0; r < R; ++r) a[r] = A + (i0 + std::min(r, rows - 1)) * a_row;
-    for (int64_t j0 = 0; j0 < NP; j0 += W) {
-      Vec acc[R] = {};
-      for (int64_t k = 0; k < K; ++k) {
-        Vec b;
-        std::memcpy(&b, bp + k * b_step + j0, sizeof b);
-#pragma GCC unroll 16
-        for (int64_t r = 0; r < R; ++r) acc[r] += a[r][k * a_col] * b;
-      }
-      const int64_t width = std::min(W, N - j0);
-      for (int64_t r = 0; r < rows; ++r) {
-        T* c = C + (i0 + r) * ldc + j0;
-        if (width == W) {
-          Vec old{};
-          if (beta != T{0}) std::memcpy(&old, c, sizeof old);
-          const Vec sum = beta == T{0} ? acc[r] : beta * old + acc[r];
-          std::memcpy(c, &sum, sizeof sum);
-        } else {
-          for (int64_t j = 0; j < width; ++j)
-            c[j] = beta == T{0} ? acc[r][j] : beta * c[j] + acc[r][j];
-        }
-      }
+    T* c = C + i0 * ldc;
+    if (rows > 4) {
+      small_rows<R>(rows, a, a_col, bp, b_step, N, K, beta, c, ldc);
+    } else if (rows > 1) {
+      small_rows<4>(rows, a, a_col, bp, b_step, N, K, beta, c, ldc);
+    } else {
+      small_rows<1>(rows, a, a_col, bp, b_step, N, K, beta, c, ldc);
     }
+  }
+}
+
+// A few rows times a transposed B, x W^T with W stored [N, K]: a linear layer in decoding,
+// one row per hypothesis. Packing W would copy every weight to use it M times, which for
+// M = 32 took longer than the arithmetic. So the product is turned over, C^T = W x^T: W is the
+// row-major A operand, read in place, x^T the small packed B, and C^T goes through a buffer.
+// Every element sums the same products in the same k blocks as the direct path (beta applied
+// in the first block), so a split into shares still gives the same bits. Decoding the base
+// model (bench decode-base-128, two threads): see the README's decode table.
+constexpr int64_t kSwapRows = NR * 2;
+
+void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+             int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> turned;
+  turned.resize(static_cast<size_t>(N * M));
+  float* t = turned.data();
+  if (beta != 0) {
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) t[j * M + i] = C[i * ldc + j];
+    }
+  }
+  sgemm(false, true, N, M, K, B, ldb, A, lda, beta, t, M);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = t[j * M + i];
   }
 }
 
@@ -255,6 +304,10 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
     }
+    return;
+  }
+  if (tb && !ta && M <= kSwapRows && N > kSwapRows) {
+    swapped(M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   const bool packed_a = ta || N >= kPackFrom;
@@ -295,7 +348,7 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
-  if (is_small(M, N, K)) {
+  if (is_small(tb, M, N, K)) {
     small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }

@@ -142,6 +142,7 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
     const std::vector<double> logp = logp_t.to_vector<double>();
 
     std::vector<int64_t> parent_rows;
+    bool same_sources = true;  // every source keeps as many rows as it had
     int64_t row0 = 0;
     for (size_t b = 0; b < B; ++b) {
       Source& s = sources[b];
@@ -200,13 +201,14 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
         parent_rows.resize(parent_rows.size() - next.size());
         next.clear();
       }
+      same_sources = same_sources && static_cast<int64_t>(next.size()) == K;
       s.live = std::move(next);
     }
     // reorder the rows unless they stay as they are (greedy and sampling until a source ends)
     bool same = static_cast<int64_t>(parent_rows.size()) == N;
     for (size_t r = 0; same && r < parent_rows.size(); ++r)
       same = parent_rows[r] == static_cast<int64_t>(r);
-    if (!same) MiniTransformer::keep_rows(state, parent_rows);
+    if (!same) MiniTransformer::keep_rows(state, parent_rows, same_sources);
   }
 
   std::vector<Generation> out;

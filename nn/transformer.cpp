@@ -399,8 +399,9 @@ MiniTransformer::DecodeState MiniTransformer::start_decoding(const Memory& memor
 }
 
 namespace {
-// rows of x [N, ...] -> [rows.size(), ...], not recorded (inference only)
-Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) {
+// rows of x [N, L, ...] -> [rows.size(), L, ...], of each row only the first `used` positions
+// along dim 1 (the rest left unwritten: a cache's positions not yet in use); not recorded.
+Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows, int64_t used) {
   const Tensor c = x.contiguous();
   Shape shape = c.shape();
   const int64_t N = shape[0];
@@ -408,27 +409,34 @@ Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) {
   Tensor out = empty(shape, c.dtype());
   const size_t row_bytes =
       static_cast<size_t>(c.numel() / std::max<int64_t>(N, 1)) * dtype_size(c.dtype());
+  const size_t used_bytes =
+      row_bytes / static_cast<size_t>(std::max<int64_t>(shape[1], 1)) * static_cast<size_t>(used);
   const auto* src =
       static_cast<const char*>(c.impl().storage->data()) + c.offset() * dtype_size(c.dtype());
   auto* dst = static_cast<char*>(out.impl().storage->data());
   for (size_t i = 0; i < rows.size(); ++i) {
     TG_ASSERT(rows[i] >= 0 && rows[i] < N);
-    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(rows[i]) * row_bytes, row_bytes);
+    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(rows[i]) * row_bytes, used_bytes);
   }
   return out;
 }
 }  // namespace
 
-void MiniTransformer::keep_rows(DecodeState& state, const std::vector<int64_t>& rows) {
-  auto keep = [&](Tensor& t) {
-    if (t.defined()) t = select_rows(t, rows);
+void MiniTransformer::keep_rows(DecodeState& state, const std::vector<int64_t>& rows,
+                                bool same_sources) {
+  auto keep = [&](Tensor& t, int64_t used) {
+    if (t.defined()) t = select_rows(t, rows, used);
   };
-  keep(state.memory.states);
-  keep(state.memory.padding);
-  keep(state.tgt_padding);
-  for (DecoderLayer::Cache& c : state.layers) {
-    for (Tensor* t : {&c.self.keys, &c.self.values, &c.cross.keys, &c.cross.values}) keep(*t);
-  }
+  auto keep_cache = [&](MultiHeadAttention::KVCache& c) {
+    keep(c.keys, c.length);
+    keep(c.values, c.length);
+  };
+  keep(state.tgt_padding, state.length);
+  for (DecoderLayer::Cache& c : state.layers) keep_cache(c.self);
+  if (same_sources) return;
+  keep(state.memory.states, state.memory.states.size(1));
+  keep(state.memory.padding, state.memory.padding.size(1));
+  for (DecoderLayer::Cache& c : state.layers) keep_cache(c.cross);
 }
 
 Tensor MiniTransformer::decode_step(const Tensor& ids, DecodeState& state) {

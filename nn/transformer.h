@@ -168,8 +168,12 @@ class MiniTransformer : public Module {
   // Caches for up to `capacity` target positions (at most the model's max_len).
   DecodeState start_decoding(const Memory& memory, int64_t capacity);
   // Keeps rows `rows` of the state, in that order (a row may repeat): beam search reorders its
-  // hypotheses this way, and a batch drops the sources that are done.
-  static void keep_rows(DecodeState& state, const std::vector<int64_t>& rows);
+  // hypotheses this way, and a batch drops the sources that are done. `same_sources` promises
+  // that every new row i comes from a source whose memory row i already holds (beams reordered
+  // within each source, none dropped): the memory and cross-attention caches then stay as
+  // they are, and only the self-attention caches are copied.
+  static void keep_rows(DecodeState& state, const std::vector<int64_t>& rows,
+                        bool same_sources = false);
   // ids [N], the token at position t of every row -> logits [N, V] for position t + 1.
   Tensor decode_step(const Tensor& ids, DecodeState& state);
 

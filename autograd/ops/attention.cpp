@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "autograd/gemm.h"
@@ -65,6 +66,35 @@ void dropout_tile(T* dropped, const T* p, const Heads& x, int64_t n, const Dropo
   for (int64_t i = 0; i < tile; ++i) dropped[i] = mask.keeps(first + i) ? p[i] * scale : T{0};
 }
 
+// scores (1, S) of a single query row (a decoding step): q . k_j for the S keys, rows C apart.
+// gemm would first copy k transposed, as long as the products themselves; here each key is
+// read once, a D-long dot product in vectors of 64 bytes.
+template <class F>
+void one_query_scores(const F* q, const F* k, int64_t C, int64_t S, int64_t D, F* scores) {
+  constexpr int64_t W = 64 / sizeof(F);
+  typedef F Vec __attribute__((vector_size(W * sizeof(F))));
+  const int64_t whole = D / W * W;
+  for (int64_t j = 0; j < S; ++j) {
+    const F* key = k + j * C;
+    Vec acc{};
+    for (int64_t d = 0; d < whole; d += W) {
+      Vec a, b;
+      std::memcpy(&a, q + d, sizeof a);
+      std::memcpy(&b, key + d, sizeof b);
+      acc += a * b;
+    }
+    F lanes[W];  // summed pairwise: log2(W) rounds of independent adds, not a chain of W
+    std::memcpy(lanes, &acc, sizeof lanes);
+#pragma GCC unroll 16
+    for (int64_t w = W / 2; w > 0; w /= 2) {
+      for (int64_t l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+    }
+    F sum = lanes[0];
+    for (int64_t d = whole; d < D; ++d) sum += q[d] * key[d];
+    scores[j] = sum;
+  }
+}
+
 }  // namespace
 
 Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t heads,
@@ -119,7 +149,11 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
       for (int64_t n = n0; n < n1; ++n) {
         F* p = pw + n * T * S;
         // scores (T, S) = q_bh (T, D) k_bh^T, then weights p = softmax(scale * scores | blocked)
-        gemm<F>(false, true, T, S, x.D, pq + x.q_at(n), C, pk + x.kv_at(n), C, F{0}, p, S);
+        if (T == 1) {
+          one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
+        } else {
+          gemm<F>(false, true, T, S, x.D, pq + x.q_at(n), C, pk + x.kv_at(n), C, F{0}, p, S);
+        }
         softmax_tile<F>(p, x, n, pm, scale, rows);
         if (drop) dropout_tile<F>(dropped.data(), p, x, n, mask, dropout);
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)

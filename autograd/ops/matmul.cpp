@@ -190,8 +190,8 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
 }  // namespace
 
 // Forward and backward each run as one parallel loop in which every thread takes its share of
-// every product (rows of out; rows of dx, of dweight and columns of dbias): one wake-up of the
-// threads where a product per loop took two forward and three backward, which in a small
+// every product (rows or columns of out; rows of dx, of dweight and columns of dbias): one wake-up
+// of the threads where a product per loop took two forward and three backward, which in a small
 // model cost more than the products.
 Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
   TG_CHECK(x_in.dim() >= 1, "linear: input must have rank >= 1, got shape {}", x_in.shape());
@@ -218,16 +218,20 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
     const T *px = x.data<T>(), *pw = w.data<T>(), *pb = b.defined() ? b.data<T>() : nullptr;
     T* po = out.data<T>();
     const int shares = shares_of(flops);
+    // Each share reads all of one operand: split the rows of x when it has more rows than w
+    // (training), w's when x is the smaller (decoding: a row per hypothesis).
+    const bool by_rows = N >= OC;
     parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
-        const auto [n0, n1] = share(N, p, shares);
-        // out rows = bias, then out [N, OC] += x [N, C] @ w^T, w read with the transpose flag
+        const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
+        const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
+        // out = bias, then out [n0:n1, c0:c1] += x [n0:n1] @ w [c0:c1]^T (the transpose flag)
         if (pb) {
-          for (int64_t n = n0; n < n1; ++n) std::copy(pb, pb + OC, po + n * OC);
+          for (int64_t n = n0; n < n1; ++n) std::copy(pb + c0, pb + c1, po + n * OC + c0);
         }
-        if (n1 == n0 || OC == 0 || C == 0) continue;
-        gemm<T>(false, true, n1 - n0, OC, C, px + n0 * C, C, pw, C, pb ? T{1} : T{0}, po + n0 * OC,
-                OC);
+        if (n1 == n0 || c1 == c0 || C == 0) continue;
+        gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, pb ? T{1} : T{0},
+                po + n0 * OC + c0, OC);
       }
     });
   });

@@ -52,8 +52,11 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
     Shape mask;  // empty: no mask
     double dropout;
   };
-  // [40, 40] x 64-wide heads run on the packed sgemm; the rest on the small kernel.
+  // [40, 40] x 64-wide heads run on the packed sgemm; one query (T = 1) on dot products, whole
+  // vectors and a remainder (D = 20) or whole only (D = 64); the rest on the small kernel.
   const Case cases[] = {
+      {"one query", 2, 1, 9, 40, 2, {2, 1, 1, 9}, 0.0},
+      {"one query, 64-wide heads", 3, 1, 70, 128, 2, {}, 0.1},
       {"plain", 2, 5, 7, 12, 3, {}, 0.0},
       {"padding mask", 2, 5, 7, 12, 3, {2, 1, 1, 7}, 0.0},
       {"per-head mask", 2, 5, 7, 12, 3, {2, 3, 5, 7}, 0.0},

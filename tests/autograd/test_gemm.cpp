@@ -82,12 +82,13 @@ void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
 
 TEST_CASE("sgemm agrees with a float64 product across block edges", "[autograd]") {
   std::mt19937 rng(7);
-  const std::vector<Case> shapes = {{false, false, 1, 1, 1},
-                                    {false, false, 13, 33, 7},     // ragged register tiles
-                                    {false, false, 150, 70, 600},  // more than MC rows, KC steps
-                                    {false, false, 5, 2100, 20},   // more than NC columns
-                                    {false, false, 520, 530, 40},  // both operands packed
-                                    {false, false, 40, 40, 64}};
+  const std::vector<Case> shapes = {
+      {false, false, 1, 1, 1},      {false, false, 13, 33, 7},     // ragged register tiles
+      {false, false, 150, 70, 600},                                // more than MC rows, KC steps
+      {false, false, 5, 2100, 20},                                 // more than NC columns
+      {false, false, 520, 530, 40},                                // both operands packed
+      {false, false, 40, 40, 64},   {false, false, 33, 130, 700},  // op(B)^T: turned over
+      {false, false, 64, 65, 513}};
   for (const Case& s : shapes) {
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
@@ -101,10 +102,18 @@ TEST_CASE("the small kernel agrees with a float64 product", "[autograd]") {
   std::mt19937 rng(11);
   // attention heads (12x12x8, 12x8x12), B read in place (N a multiple of 8) or padded, ragged
   // row blocks, a single row, the widest N
-  const std::vector<Case> shapes = {{false, false, 1, 1, 1},   {false, false, 12, 12, 8},
-                                    {false, false, 12, 8, 12}, {false, false, 13, 16, 3},
-                                    {false, false, 25, 8, 40}, {false, false, 3, 64, 4},
-                                    {false, false, 7, 5, 1}};
+  const std::vector<Case> shapes = {{false, false, 1, 1, 1},
+                                    {false, false, 12, 12, 8},
+                                    {false, false, 12, 8, 12},
+                                    {false, false, 13, 16, 3},
+                                    {false, false, 25, 8, 40},
+                                    {false, false, 3, 64, 4},
+                                    {false, false, 7, 5, 1},
+                                    // a few rows: B read in place or copied, up to one k block
+                                    {false, false, 1, 200, 64},
+                                    {false, false, 3, 40, 512},
+                                    {false, false, 4, 13, 100},
+                                    {false, false, 2, 1000, 16}};
   for (const Case& s : shapes) {
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
@@ -123,6 +132,25 @@ TEST_CASE("sgemm with K = 0 scales C by beta", "[autograd]") {
   c = {std::nanf(""), 1, 2, 3};
   sgemm(false, false, 2, 2, 0, nullptr, 1, nullptr, 2, 0.0f, c.data(), 2);
   CHECK(c == std::vector<float>{0, 0, 0, 0});
+}
+
+// Every path a share of rows can take (a few rows on the small kernel, up to 64 turned over,
+// more packed) sums each element in the same order: linear splits its rows by thread count.
+TEST_CASE("gemm of a transposed B split by rows gives the same bits as the whole", "[autograd]") {
+  std::mt19937 rng(5);
+  for (const auto& [N, K] :
+       {std::pair<int64_t, int64_t>{96, 64}, {96, 512}, {96, 700}, {16, 700}}) {
+    INFO("N " << N << " K " << K);
+    const int64_t M = 200;
+    const Stored a(M, K, 0, rng), b(N, K, 0, rng), c(M, N, 0, rng);
+    std::vector<float> whole = c.v, split = c.v;
+    gemm<float>(false, true, M, N, K, a.v.data(), K, b.v.data(), K, 1, whole.data(), N);
+    for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 3}, {3, 40}, {40, M}}) {
+      gemm<float>(false, true, r1 - r0, N, K, a.v.data() + r0 * K, K, b.v.data(), K, 1,
+                  split.data() + r0 * N, N);
+    }
+    REQUIRE(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
+  }
 }
 
 // One part has few rows, so reads B in place, where the whole and the other part pack it.
