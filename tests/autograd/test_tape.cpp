@@ -27,6 +27,15 @@ TEST_CASE("a tensor used twice gets both contributions", "[autograd]") {
   require_values(a.grad(), {12 + std::exp(2.0)}, 1e-12);
 }
 
+// add hands its output gradient itself to an operand (no copy); if both operands adopted the same
+// buffer, a later contribution to one would be added to the other too.
+TEST_CASE("an output gradient passed on is adopted by one operand only", "[autograd]") {
+  Tensor x = leaf({1, -2});
+  const Tensor u = mul(x, 2.0), v = mul(x, 3.0), w = mul(u, 5.0);
+  (sum(add(u, v)) + sum(w)).backward();  // du = 1 + 5, dv = 1: dx = 2 * 6 + 3 * 1
+  require_values(x.grad(), {15, 15}, 0);
+}
+
 TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autograd]") {
   Tensor x = leaf({1, 2});
   sum(mul(x, x)).backward();
