@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The mutation check: applies each bug of scripts/mutants.txt, one at a time, to a scratch copy
+# of the tracked files, rebuilds the test binaries there and runs them; a mutant is killed when
+# the suite fails (or does not finish in 5 minutes). Prints one line per mutant and the score;
+# exits 1 when any survives (a survivor is a missing test) or when the list does not apply.
+#   bash scripts/mutate.sh [--part K/N] [--only ID[,ID...]]
+# --part K/N takes every N-th mutant starting with the K-th (CI runs a rotating third).
+# The scratch copy is built once (Release, tests only) in $TAPEGRAD_MUTATE_DIR or a temporary
+# folder, removed at the end; each mutant then recompiles one file and relinks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+part=1/1
+only=""
+while (($#)); do
+  case $1 in
+    --part) part=$2; shift 2 ;;
+    --only) only=",$2,"; shift 2 ;;
+    *) echo "usage: bash scripts/mutate.sh [--part K/N] [--only ID[,ID...]]" >&2; exit 2 ;;
+  esac
+done
+[[ $part =~ ^([0-9]+)/([0-9]+)$ ]] && ((BASH_REMATCH[1] >= 1 && BASH_REMATCH[1] <= BASH_REMATCH[2])) ||
+  { echo "mutate: --part must be K/N with 1 <= K <= N, got '$part'" >&2; exit 2; }
+k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]}
+
+# The list, parsed into parallel arrays; every field checked before anything is built.
+ids=() whats=() files=() finds=() replaces=() nths=()
+flush() {
+  [[ -z ${id:-} ]] && return
+  [[ -n ${file:-} && -n ${find:-} && -n ${replace+x} ]] ||
+    { echo "mutate: mutant '$id' needs file, find and replace" >&2; exit 2; }
+  ids+=("$id") whats+=("${what:-}") files+=("$file") finds+=("$find") replaces+=("$replace")
+  nths+=("${nth:-0}")
+  unset id what file find replace nth
+}
+while IFS= read -r line || [[ -n $line ]]; do
+  [[ $line == \#* ]] && continue
+  if [[ -z $line ]]; then flush; continue; fi
+  key=${line%%: *} value=${line#*: }
+  case $key in
+    id | what | file | find | replace | nth) printf -v "$key" '%s' "$value" ;;
+    *) echo "mutate: unknown field '$key' in scripts/mutants.txt" >&2; exit 2 ;;
+  esac
+done < scripts/mutants.txt
+flush
+
+# Replaces occurrence `nth` of `find` (the only one when nth is 0) in a file; exit 3 when the
+# text is missing or, without nth, not unique.
+apply() {
+  perl -e '
+    my ($path, $find, $replace, $nth) = @ARGV;
+    open(my $in, "<", $path) or exit 3; local $/; my $text = <$in>; close $in;
+    my $count = () = $text =~ /\Q$find\E/g;
+    exit 3 if $count == 0 || ($nth == 0 && $count != 1) || $nth > $count;
+    my $i = 0; my $want = $nth || 1;
+    $text =~ s/\Q$find\E/++$i == $want ? $replace : $&/ge;
+    open(my $out, ">", $path) or exit 3; print $out $text; close $out or exit 3;' "$@"
+}
+
+selected=()
+for i in "${!ids[@]}"; do
+  if [[ -n $only ]]; then
+    [[ $only == *",${ids[i]},"* ]] && selected+=("$i")
+  elif ((i % n == k - 1)); then
+    selected+=("$i")
+  fi
+done
+((${#selected[@]})) || { echo "mutate: no mutant selected" >&2; exit 2; }
+
+scratch=${TAPEGRAD_MUTATE_DIR:-$(mktemp -d)}
+[[ -n ${TAPEGRAD_MUTATE_DIR:-} ]] || trap 'rm -rf "$scratch"' EXIT
+# The tracked files, copied where they differ from the scratch copy's (all of them the first
+# time): a copy gets a new time, so the reused build recompiles exactly what changed.
+rm -rf "$scratch/stage"
+mkdir -p "$scratch/src" "$scratch/stage"
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$scratch/stage"
+(cd "$scratch/stage" && find . -type f -print0) | while IFS= read -r -d '' f; do
+  cmp -s "$scratch/stage/$f" "$scratch/src/$f" && continue
+  mkdir -p "$(dirname "$scratch/src/$f")"
+  cp "$scratch/stage/$f" "$scratch/src/$f"
+done
+targets=(autograd_tests nn_tests optim_tests data_tests)
+build() { cmake --build "$scratch/build" -j2 --target "${targets[@]}" > "$scratch/build.log" 2>&1; }
+suite() {
+  local t
+  for t in "${targets[@]}"; do
+    (cd "$scratch/src" && timeout 300 "$scratch/build/tests/$t") \
+      > "$scratch/suite.log" 2>&1 || return 1
+  done
+}
+cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release \
+  -DTAPEGRAD_BUILD_EXAMPLES=OFF > /dev/null
+build || { cat "$scratch/build.log" >&2; echo "mutate: the unmutated copy does not build" >&2; exit 1; }
+suite || { tail -20 "$scratch/suite.log" >&2; echo "mutate: the unmutated suite fails" >&2; exit 1; }
+
+killed=0 survived=() start=$(date +%s)
+for i in "${selected[@]}"; do
+  path=$scratch/src/${files[i]}
+  cp -p "$path" "$scratch/original"
+  if ! apply "$path" "${finds[i]}" "${replaces[i]}" "${nths[i]}"; then
+    echo "mutate: mutant '${ids[i]}': its find text is not in ${files[i]} (or not unique)" >&2
+    exit 1
+  fi
+  if ! build; then
+    echo "mutate: mutant '${ids[i]}' does not compile; fix the list" >&2
+    tail -20 "$scratch/build.log" >&2
+    exit 1
+  fi
+  if suite; then
+    survived+=("${ids[i]}")
+    printf 'SURVIVED  %-30s %s\n' "${ids[i]}" "${whats[i]}"
+  else
+    killed=$((killed + 1))
+    # Catch2 names the failing test case on the line after its first rule of dashes
+    by=$(awk '/^------------------------------/ { getline; print; exit }' "$scratch/suite.log")
+    printf 'killed    %-30s by "%s"\n' "${ids[i]}" "${by:-a crash or a timeout}"
+  fi
+  cp "$scratch/original" "$path"  # a newer time than the mutant's: the next build recompiles it
+  touch "$path"
+done
+echo "mutation score: $killed of ${#selected[@]} killed (part $part of ${#ids[@]} mutants)," \
+  "$(($(date +%s) - start)) s"
+((${#survived[@]} == 0)) || { echo "survivors, each a missing test: ${survived[*]}" >&2; exit 1; }
