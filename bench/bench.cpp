@@ -15,10 +15,10 @@
 #include <functional>
 #include <string>
 
-#include "autograd/autograd.h"
 #include "examples/cli.h"
-#include "nn/nn.h"
-#include "optim/optimizer.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optimizer.h"
 
 using namespace tapegrad;
 

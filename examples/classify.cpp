@@ -12,10 +12,10 @@
 
 #include <map>
 
-#include "autograd/autograd.h"
 #include "examples/cli.h"
-#include "nn/heads.h"
-#include "optim/optimizer.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/nn/heads.h"
+#include "tapegrad/optim/optimizer.h"
 
 using namespace tapegrad;
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad::examples {
 

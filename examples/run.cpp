@@ -13,9 +13,9 @@
 #include <set>
 #include <sstream>
 
-#include "data/error.h"
-#include "io/files.h"
-#include "nn/layers.h"
+#include "tapegrad/data/error.h"
+#include "tapegrad/io/files.h"
+#include "tapegrad/nn/layers.h"
 
 namespace tapegrad::examples {
 
@@ -111,40 +111,18 @@ std::string latest_checkpoint(const std::string& dir) {
 LoadedModel load_run(const std::string& dir) {
   LoadedModel run;
   run.checkpoint = latest_checkpoint(dir);
-  const std::string path = run.checkpoint + "/model.safetensors";
-  const nn::SafetensorsContents contents = nn::load_safetensors(path);
-  const auto config = contents.metadata.find("config");
-  const auto step = contents.metadata.find("step");
-  if (config == contents.metadata.end() || step == contents.metadata.end()) {
-    fail(path, "the metadata needs 'config' and 'step'");
-  }
-  nn::MiniTransformerConfig cfg;
-  try {
-    cfg = nn::MiniTransformerConfig::from_json(config->second, path + ": metadata 'config'");
-  } catch (const Error& e) {
-    throw RunError(e.what());
-  }
-  int64_t elements = 0;
-  for (const auto& [name, t] : contents.tensors) elements += t.numel();
-  if (elements != cfg.state_elements()) {
-    fail(path, fmt::format("holds {} elements, its config describes a model of {}", elements,
-                           cfg.state_elements()));
-  }
+  Pretrained p = load_pretrained(run.checkpoint);
+  const auto step = p.metadata.find("step");
+  const std::string weights = run.checkpoint + "/model.safetensors";
+  if (step == p.metadata.end()) fail(weights, "the metadata needs 'step'");
   try {
     run.step = std::stoll(step->second);
   } catch (const std::exception&) {
-    fail(path, "metadata 'step' is not an integer");
+    fail(weights, "metadata 'step' is not an integer");
   }
-  run.model = std::make_unique<nn::MiniTransformer>(cfg);
-  nn::load(*run.model, path);
-  run.model->eval();
-  run.src_vocab = data::Vocabulary::load(run.checkpoint + "/src.vocab");
-  run.tgt_vocab = data::Vocabulary::load(run.checkpoint + "/tgt.vocab");
-  if (run.src_vocab.size() != cfg.src_vocab || run.tgt_vocab.size() != cfg.tgt_vocab) {
-    fail(run.checkpoint,
-         fmt::format("vocabularies of {} and {} tokens do not match the model's {} and {}",
-                     run.src_vocab.size(), run.tgt_vocab.size(), cfg.src_vocab, cfg.tgt_vocab));
-  }
+  run.model = std::move(p.model);
+  run.src_vocab = std::move(p.src_vocab);
+  run.tgt_vocab = std::move(p.tgt_vocab);
   return run;
 }
 
@@ -261,11 +239,8 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
                             {"loss_log_bytes", state.loss_log_bytes},
                             {"generators", state.generators},
                             {"flags", state.flags}};
-  nn::save(model, tmp + "/model.safetensors",
-           {{"config", model.config().to_json()}, {"step", std::to_string(state.step)}});
+  save_pretrained(tmp, model, src_vocab, tgt_vocab, {{"step", std::to_string(state.step)}});
   nn::save_safetensors(tmp + "/optimizer.safetensors", optimizer.state());
-  src_vocab.save(tmp + "/src.vocab");
-  tgt_vocab.save(tmp + "/tgt.vocab");
   io::write_atomic(tmp + "/trainer.json", trainer.dump(1) + "\n");
 
   const std::string target = folder + "/" + name;

@@ -8,9 +8,10 @@
 //   DIR/train.tsv, valid.tsv      the data split, written once when the run starts
 //   DIR/loss.tsv                  step, loss, learning rate; one line per step
 //   DIR/checkpoints/step-00000300/
-//       model.safetensors         parameters and buffers; metadata: "config" (JSON) and "step"
+//       config.json, model.safetensors, src.vocab, tgt.vocab
+//                                 a pretrained model directory (tapegrad/pretrained/
+//                                 pretrained.h), with the step in the weights' metadata
 //       optimizer.safetensors     moments and step count
-//       src.vocab, tgt.vocab      the vocabularies
 //       trainer.json              step, data position, generator states, loss.tsv's length at
 //                                 this step, and the flags that define the run
 //   DIR/latest                    "step-00000300": the newest complete checkpoint
@@ -26,10 +27,11 @@
 #include <memory>
 #include <string>
 
-#include "data/vocab.h"
-#include "nn/checkpoint.h"
-#include "nn/transformer.h"
-#include "optim/optimizer.h"
+#include "tapegrad/data/vocab.h"
+#include "tapegrad/nn/checkpoint.h"
+#include "tapegrad/nn/transformer.h"
+#include "tapegrad/optim/optimizer.h"
+#include "tapegrad/pretrained/pretrained.h"
 
 namespace tapegrad::examples {
 
@@ -50,8 +52,8 @@ struct LoadedModel {
   int64_t step = 0;
 };
 
-// Loads the newest checkpoint's model (in eval mode) and vocabularies. The config is validated
-// and checked against the file's tensors before the model is built.
+// Loads the newest checkpoint's model (in eval mode) and vocabularies through load_pretrained,
+// and its step.
 LoadedModel load_run(const std::string& dir);
 
 // The trainer's side of a checkpoint (trainer.json).

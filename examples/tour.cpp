@@ -4,8 +4,8 @@
 //   ./build/examples/tour
 #include <fmt/core.h>
 
-#include "autograd/autograd.h"
 #include "examples/cli.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

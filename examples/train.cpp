@@ -28,17 +28,17 @@
 #include <fstream>
 #include <numeric>
 
-#include "autograd/autograd.h"
-#include "data/batch.h"
-#include "data/error.h"
-#include "data/tasks.h"
 #include "examples/cli.h"
 #include "examples/report.h"
 #include "examples/run.h"
-#include "io/files.h"
-#include "nn/nn.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/data/batch.h"
+#include "tapegrad/data/error.h"
+#include "tapegrad/data/tasks.h"
+#include "tapegrad/io/files.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optimizer.h"
+#include "tapegrad/optim/schedule.h"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;

@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "autograd/autograd.h"
-#include "data/text.h"
 #include "examples/cli.h"
 #include "examples/run.h"
-#include "nn/decoding.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/data/text.h"
+#include "tapegrad/nn/decoding.h"
 
 using namespace tapegrad;
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <sstream>
 
-#include "nn/checkpoint.h"
+#include "tapegrad/nn/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <sstream>
 
-#include "data/corpus.h"
-#include "data/error.h"
+#include "tapegrad/data/corpus.h"
+#include "tapegrad/data/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <sstream>
 
-#include "data/error.h"
-#include "data/vocab.h"
+#include "tapegrad/data/error.h"
+#include "tapegrad/data/vocab.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

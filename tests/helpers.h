@@ -2,11 +2,10 @@
 #pragma once
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 namespace tapegrad::testing {
 

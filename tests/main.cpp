@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "autograd/threads.h"
+#include "tapegrad/autograd/threads.h"
 
 int main(int argc, char* argv[]) {
   if (const char* threads = std::getenv("TAPEGRAD_TEST_THREADS")) {

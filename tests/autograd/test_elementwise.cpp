@@ -3,8 +3,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;
@@ -104,8 +104,7 @@ TEST_CASE("masked_fill and where", "[autograd]") {
   const Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor keypad = eq(tensor({0, 0, 1}, {3}), 1);  // mask the last column
   require_values(masked_fill(x, keypad, -INFINITY), {1, 2, -INFINITY, 4, 5, -INFINITY});
-  require_values(where(eq(tensor({1, 0}, {2, 1}), 1), x, tensor({0}, Shape{})),
-                 {1, 2, 3, 0, 0, 0});
+  require_values(where(eq(tensor({1, 0}, {2, 1}), 1), x, tensor({0}, Shape{})), {1, 2, 3, 0, 0, 0});
   require_values(ne(arange(3), 1), {1, 0, 1});
 }
 
@@ -123,15 +122,15 @@ TEST_CASE("masked_fill and where gradcheck with broadcast masks", "[autograd][gr
 }
 
 TEST_CASE("elementwise errors name the op and shapes", "[autograd][errors]") {
-  CHECK_THROWS_WITH(add(ones({2, 3}), ones({4})),
-                    "add: shapes [2, 3] and [4] cannot be broadcast");
+  CHECK_THROWS_WITH(add(ones({2, 3}), ones({4})), "add: shapes [2, 3] and [4] cannot be broadcast");
   CHECK_THROWS_WITH(mul(ones({2}), ones({2}, DType::Float64)),
                     "mul: dtypes differ: float32 and float64");
   CHECK_THROWS_WITH(exp(arange(3)), "exp: expected a float32 or float64 tensor, got int64");
   CHECK_THROWS_WITH(masked_fill(ones({2}), ones({2}), 0.0),
                     "masked_fill: mask must be bool, got float32");
-  CHECK_THROWS_WITH(masked_fill(ones({2}), eq(ones({2, 2}), 1), 0.0),
-                    "masked_fill: mask of shape [2, 2] does not broadcast to the input's shape [2]");
+  CHECK_THROWS_WITH(
+      masked_fill(ones({2}), eq(ones({2, 2}), 1), 0.0),
+      "masked_fill: mask of shape [2, 2] does not broadcast to the input's shape [2]");
   CHECK_THROWS_WITH(where(eq(ones({3}), 1), ones({2}), ones({2})),
                     "where: shapes [3] and [2] cannot be broadcast");
 }

@@ -1,6 +1,6 @@
 // embedding and dropout: values, gradients, the padding id, reproducibility, errors.
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;

@@ -1,5 +1,5 @@
-// The packed float kernel (autograd/gemm.h) against a float64 triple loop, on shapes that cross
-// every block edge (register tile, MC rows, KC steps, NC columns), all four layouts, each
+// The packed float kernel (tapegrad/autograd/gemm.h) against a float64 triple loop, on shapes that
+// cross every block edge (register tile, MC rows, KC steps, NC columns), all four layouts, each
 // operand both packed and read in place, padded leading dimensions and each kind of beta; and
 // the small kernel under gemm<float> the same way, on the tiny shapes it takes.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "autograd/gemm.h"
+#include "tapegrad/autograd/gemm.h"
 
 using tapegrad::gemm;
 using tapegrad::sgemm;

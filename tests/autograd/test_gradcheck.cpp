@@ -1,6 +1,6 @@
 // gradcheck itself: it must catch wrong gradients, not only pass right ones.
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;
@@ -31,8 +31,7 @@ TEST_CASE("gradcheck passes a correct gradient and reports the worst element", "
 
 TEST_CASE("gradcheck fails a wrong gradient and names the element", "[gradcheck]") {
   const Tensor x = random_leaf({2, 3}, 1);
-  const GradcheckResult r =
-      gradcheck([](auto& in) { return square_with_error(in[0], 1e-3); }, {x});
+  const GradcheckResult r = gradcheck([](auto& in) { return square_with_error(in[0], 1e-3); }, {x});
   CHECK_FALSE(r.ok);
   CHECK(r.input == 0);
   CHECK(r.index == 3);
@@ -43,8 +42,8 @@ TEST_CASE("gradcheck fails a wrong gradient and names the element", "[gradcheck]
 TEST_CASE("gradcheck samples large inputs and skips inputs without grad", "[gradcheck]") {
   const Tensor big = random_leaf({50, 50}, 2);
   const Tensor fixed = random_leaf({50, 50}, 3).detach();
-  const GradcheckResult r = gradcheck([](auto& in) { return mul(in[0], in[1]); }, {big, fixed},
-                                      {.max_per_input = 40});
+  const GradcheckResult r =
+      gradcheck([](auto& in) { return mul(in[0], in[1]); }, {big, fixed}, {.max_per_input = 40});
   CHECK(r.ok);
   CHECK(r.elements_checked == 40);
 }

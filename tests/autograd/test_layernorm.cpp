@@ -1,8 +1,8 @@
 // layer_norm: closed-form values, gradchecks with and without the affine parameters, errors.
 #include <cmath>
 
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;
@@ -17,11 +17,11 @@ TEST_CASE("layer_norm normalises each row", "[autograd]") {
   const Tensor w = tensor({1, 2, 3}, DType::Float64), b = tensor({0, 1, 0}, DType::Float64);
   require_values(layer_norm(x, w, b), {-s, 1, 3 * s, 0, 1, 0}, 1e-12);
   // scripts/torch_reference.py (python3-torch 1.13)
-  require_values(layer_norm(tensor({0.5, -1.0, 2.0, 4.0}, {1, 4}, DType::Float64),
-                            tensor({1.0, 0.5, -1.0, 2.0}, DType::Float64),
-                            tensor({0.0, 0.1, 0.2, 0.3}, DType::Float64)),
-                 {-0.4730154737159826, -0.5419495714716908, -0.1378681955114161, 3.1380928422958956},
-                 1e-13);
+  require_values(
+      layer_norm(tensor({0.5, -1.0, 2.0, 4.0}, {1, 4}, DType::Float64),
+                 tensor({1.0, 0.5, -1.0, 2.0}, DType::Float64),
+                 tensor({0.0, 0.1, 0.2, 0.3}, DType::Float64)),
+      {-0.4730154737159826, -0.5419495714716908, -0.1378681955114161, 3.1380928422958956}, 1e-13);
   // eps matters for a constant row: 0 / sqrt(0 + eps) = 0, no NaN
   require_values(layer_norm(tensor({5, 5}, {1, 2}), Tensor(), Tensor(), 1e-5), {0, 0});
 }

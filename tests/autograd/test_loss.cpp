@@ -2,8 +2,8 @@
 // gradchecks, errors.
 #include <cmath>
 
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;

@@ -1,7 +1,7 @@
 // matmul through BLAS and through the small kernel against the naive reference, on odd shapes,
 // transposed views and broadcast batches; gradchecks; errors.
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;

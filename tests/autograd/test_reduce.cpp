@@ -1,6 +1,6 @@
 // Reductions: sum, mean, max, argmax over dims with keepdim.
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;

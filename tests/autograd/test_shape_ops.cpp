@@ -1,6 +1,6 @@
 // Shape ops: views share storage, copies do not; every one gradchecks; errors.
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;
@@ -66,8 +66,7 @@ TEST_CASE("shape ops gradcheck", "[autograd][gradcheck]") {
   require_gradcheck([](auto& in) { return reshape(transpose(in[0], 1, 2), {2, 12}); }, {x});
   require_gradcheck([](auto& in) { return slice(in[0], 2, 1, 3); }, {x});
   require_gradcheck([](auto& in) { return split(in[0], {1, 2}, 1)[1]; }, {x});
-  require_gradcheck([](auto& in) { return chunk(in[0], 2, -1)[0] * chunk(in[0], 2, -1)[1]; },
-                    {x});
+  require_gradcheck([](auto& in) { return chunk(in[0], 2, -1)[0] * chunk(in[0], 2, -1)[1]; }, {x});
   require_gradcheck([](auto& in) { return concat({in[0], in[1], in[0]}, 1); }, {x, y});
   require_gradcheck([](auto& in) { return in[0].clone(); }, {x});
   require_gradcheck([](auto& in) { return squeeze(unsqueeze(in[0], 1), 1); }, {x});
@@ -82,7 +81,8 @@ TEST_CASE("shape op errors", "[autograd][errors]") {
                     "view: tensor of shape [3, 2] with strides [1, 3] is not contiguous; use "
                     "reshape()");
   CHECK_THROWS_WITH(permute(ones({2, 3}), {0, 0}), "permute: dim 0 repeated in [0, 0]");
-  CHECK_THROWS_WITH(permute(ones({2, 3}), {0}), "permute: 1 dims given for a tensor of shape [2, 3]");
+  CHECK_THROWS_WITH(permute(ones({2, 3}), {0}),
+                    "permute: 1 dims given for a tensor of shape [2, 3]");
   CHECK_THROWS_WITH(transpose(ones({2, 3}), 0, 2),
                     "transpose: dim 2 out of range for a tensor of rank 2");
   CHECK_THROWS_WITH(slice(ones({2, 3}), 1, 2, 5),

@@ -1,8 +1,8 @@
 // The tape: accumulation, grad mode, release after backward, and flat memory.
 #include <thread>
 
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::require_values;

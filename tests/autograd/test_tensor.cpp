@@ -1,6 +1,6 @@
 // Tensor basics: factories, element access, conversions, views of storage, printing, errors.
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 using tapegrad::testing::require_values;

@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "autograd/autograd.h"
 #include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

@@ -3,11 +3,11 @@
 #include <fstream>
 #include <set>
 
-#include "data/batch.h"
-#include "data/error.h"
-#include "data/tasks.h"
-#include "data/text.h"
 #include "helpers.h"
+#include "tapegrad/data/batch.h"
+#include "tapegrad/data/error.h"
+#include "tapegrad/data/tasks.h"
+#include "tapegrad/data/text.h"
 
 using namespace tapegrad;
 using namespace tapegrad::data;

@@ -84,11 +84,18 @@ put_header() {  # put_header FILE NEW_HEADER: keeps the data, pads the header to
   { printf "$le"; printf '%s' "$h"; cat "$data"; } > "$1"
   rm "$data"
 }
+# the config: config.json, and the copy in the weights' metadata
+fresh; sed -i 's/"heads":2/"heads":2.5/' "$ckpt/config.json"
+expect 1 "$ckpt/config.json: 'heads' must be an integer, got 2.5" -- "$translate" --run "$dir/bad" abc
+fresh; sed -i 's/"d_model":16/"d_model":1000000000/' "$ckpt/config.json"
+expect 1 "d_model = 1000000000 is outside [1, 16384]" -- "$translate" --run "$dir/bad" abc
 fresh; put_header "$ckpt/model.safetensors" "$(header "$ckpt/model.safetensors" | sed 's/"heads\\":2/"heads\\":2.5/')"
 expect 1 "$ckpt/model.safetensors: metadata 'config': 'heads' must be an integer, got 2.5" -- "$translate" --run "$dir/bad" abc
-fresh; put_header "$ckpt/model.safetensors" "$(header "$ckpt/model.safetensors" | sed 's/"d_model\\":16/"d_model\\":1000000000/')"
-expect 1 "d_model = 1000000000 is outside [1, 16384]" -- "$translate" --run "$dir/bad" abc
 fresh; put_header "$ckpt/model.safetensors" "$(header "$ckpt/model.safetensors" | sed 's/"d_ff\\":32/"d_ff\\":64/')"
+expect 1 "$ckpt/model.safetensors: its metadata 'config' differs from config.json" -- "$translate" --run "$dir/bad" abc
+# without config.json (a tapegrad 0.1 checkpoint) the metadata's config is the config
+fresh; rm "$ckpt/config.json"
+put_header "$ckpt/model.safetensors" "$(header "$ckpt/model.safetensors" | sed 's/"d_ff\\":32/"d_ff\\":64/')"
 expect 1 "its config describes a model of" -- "$translate" --run "$dir/bad" abc
 fresh; put_header "$ckpt/model.safetensors" "{\"w\":$(printf '[%.0s' $(seq 1 100000))$(printf ']%.0s' $(seq 1 100000))}"
 expect 1 "$ckpt/model.safetensors: header nests deeper than 128 levels" -- "$translate" --run "$dir/bad" abc

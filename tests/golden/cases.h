@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/transformer.h"
+#include "tapegrad/nn/transformer.h"
 
 namespace tapegrad::golden {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "golden/cases.h"
-#include "nn/checkpoint.h"
+#include "tapegrad/nn/checkpoint.h"
 
 int main(int argc, char** argv) {
   using namespace tapegrad;

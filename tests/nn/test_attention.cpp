@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "helpers.h"
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;

@@ -4,9 +4,9 @@
 #include <functional>
 #include <set>
 
-#include "autograd/autograd.h"
 #include "helpers.h"
-#include "nn/nn.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;

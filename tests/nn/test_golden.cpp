@@ -17,9 +17,9 @@
 
 #include "golden/cases.h"
 #include "helpers.h"
-#include "nn/checkpoint.h"
-#include "nn/decoding.h"
-#include "optim/optimizer.h"
+#include "tapegrad/nn/checkpoint.h"
+#include "tapegrad/nn/decoding.h"
+#include "tapegrad/optim/optimizer.h"
 
 using namespace tapegrad;
 

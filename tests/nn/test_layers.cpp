@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
@@ -56,8 +56,9 @@ TEST_CASE("PositionalEncoding adds the paper's sinusoids", "[nn]") {
   require_values(slice(pos.pe, 0, 3, 4),
                  {std::sin(3.0), std::cos(3.0), std::sin(3.0 / 100), std::cos(3.0 / 100)}, 1e-6);
   const Tensor out = pos.forward(zeros({2, 3, 4}));
-  require_values(slice(out, 1, 2, 3), {std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02),
-                                       std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02)},
+  require_values(slice(out, 1, 2, 3),
+                 {std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02), std::sin(2.0),
+                  std::cos(2.0), std::sin(0.02), std::cos(0.02)},
                  1e-6);
   CHECK_THROWS_WITH(pos.forward(zeros({1, 11, 4})),
                     "PositionalEncoding: sequence length 11 exceeds max_len 10");

@@ -1,6 +1,6 @@
 // Module: names, counts, modes, dtype conversion, summary, shape trace, name errors.
 #include "helpers.h"
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
@@ -13,8 +13,15 @@ std::vector<std::string> names(const NamedTensors& ts) {
 }
 
 MiniTransformerConfig tiny() {
-  return {.src_vocab = 11, .tgt_vocab = 13, .d_model = 8, .heads = 2, .d_ff = 16,
-          .encoder_layers = 1, .decoder_layers = 2, .dropout = 0.0, .max_len = 16};
+  return {.src_vocab = 11,
+          .tgt_vocab = 13,
+          .d_model = 8,
+          .heads = 2,
+          .d_ff = 16,
+          .encoder_layers = 1,
+          .decoder_layers = 2,
+          .dropout = 0.0,
+          .max_len = 16};
 }
 
 // A module that registers whatever the test asks for.
@@ -48,8 +55,10 @@ TEST_CASE("named_parameters gives dotted names in registration order", "[nn]") {
   MiniTransformer model(tiny());
   const auto all = names(model.named_parameters());
   CHECK(all.front() == "src_embed.weight");
-  CHECK(std::find(all.begin(), all.end(), "decoder.layers.1.cross_attn.q_proj.weight") != all.end());
-  CHECK(std::find(all.begin(), all.end(), "encoder.layers.0.feed_forward.linear2.bias") != all.end());
+  CHECK(std::find(all.begin(), all.end(), "decoder.layers.1.cross_attn.q_proj.weight") !=
+        all.end());
+  CHECK(std::find(all.begin(), all.end(), "encoder.layers.0.feed_forward.linear2.bias") !=
+        all.end());
   CHECK(all.back() == "out_proj.bias");
   CHECK(names(model.named_buffers()) == std::vector<std::string>{"positional.pe"});
   CHECK(model.decoder->layers->path() == "decoder.layers");
@@ -60,17 +69,24 @@ TEST_CASE("a Transformer-base model has the closed-form parameter count", "[nn]"
   // The paper's base model: d_model 512, 8 heads, ffn 2048, 6 + 6 layers, a vocabulary of 37000
   // shared between source and target, output projection tied to the embedding.
   const int64_t C = 512, F = 2048, V = 37000, L = 6;
-  MiniTransformer base({.src_vocab = V, .tgt_vocab = V, .d_model = C, .heads = 8, .d_ff = F,
-                        .encoder_layers = L, .decoder_layers = L, .max_len = 64,
-                        .share_embeddings = true, .tie_output = true});
+  MiniTransformer base({.src_vocab = V,
+                        .tgt_vocab = V,
+                        .d_model = C,
+                        .heads = 8,
+                        .d_ff = F,
+                        .encoder_layers = L,
+                        .decoder_layers = L,
+                        .max_len = 64,
+                        .share_embeddings = true,
+                        .tie_output = true});
   const int64_t attention = 4 * (C * C + C);
   const int64_t feed_forward = C * F + F + F * C + C;
   const int64_t norm = 2 * C;
   const int64_t encoder_layer = attention + feed_forward + 2 * norm;
   const int64_t decoder_layer = 2 * attention + feed_forward + 3 * norm;
-  const int64_t expected = V * C                       // the one shared embedding
-                           + L * encoder_layer + L * decoder_layer
-                           + V;                         // output bias (weight tied)
+  const int64_t expected = V * C  // the one shared embedding
+                           + L * encoder_layer + L * decoder_layer +
+                           V;  // output bias (weight tied)
   CHECK(base.num_parameters() == expected);
   CHECK(expected == 63'119'496);
 }
@@ -148,5 +164,6 @@ TEST_CASE("module name errors", "[nn][errors]") {
   CHECK_THROWS_WITH(bag.add_parameter("a.b"), "Bag: name 'a.b' contains a dot");
   CHECK_THROWS_WITH(bag.add_parameter("w"), "Bag: name 'w' is already defined");
   CHECK_THROWS_WITH(bag.add_child("w"), "Bag: name 'w' is already defined");
-  CHECK_THROWS_WITH(bag.assign("nothing", ones({1})), "Bag: no parameter or buffer named 'nothing'");
+  CHECK_THROWS_WITH(bag.assign("nothing", ones({1})),
+                    "Bag: no parameter or buffer named 'nothing'");
 }

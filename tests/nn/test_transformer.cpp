@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "helpers.h"
-#include "nn/nn.h"
-#include "optim/optimizer.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optimizer.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "helpers.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
+#include "tapegrad/optim/optimizer.h"
+#include "tapegrad/optim/schedule.h"
 
 using namespace tapegrad;
 using namespace tapegrad::optim;

@@ -1,0 +1,22 @@
+// Everything in the engine, for programs that want it all in one include.
+#pragma once
+
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/gradcheck.h"
+#include "tapegrad/autograd/ops/attention.h"
+#include "tapegrad/autograd/ops/dropout.h"
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/embedding.h"
+#include "tapegrad/autograd/ops/layernorm.h"
+#include "tapegrad/autograd/ops/loss.h"
+#include "tapegrad/autograd/ops/matmul.h"
+#include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/softmax.h"
+#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/shape.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/autograd/vmath.h"

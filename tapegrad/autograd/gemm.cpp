@@ -1,0 +1,368 @@
+// The packed matrix product of Goto and van de Geijn ("Anatomy of High-Performance Matrix
+// Multiplication", 2008), as BLIS lays it out:
+//
+//   for each block of NC columns of C
+//     for each block of KC steps of k:   pack op(B)[k block, column block] into panels of NR cols
+//       for each block of MC rows:        pack op(A)[row block, k block] into panels of MR rows
+//                                          (either may be read in place instead: see below)
+//         for each NR-wide B panel, for each MR-high A panel:
+//           micro-kernel: the MR x NR tile of C += A panel . B panel
+//
+// The micro-kernel keeps its whole tile in vector registers and, per step of k, loads one row
+// of the B panel (NR floats), broadcasts the MR values of the A panel's column and does MR x NR
+// multiply-adds: the tile never leaves the registers until k is done. Packing lays the panels
+// out in the order the kernel reads them, whatever op(A) and op(B) are, so transposes cost
+// nothing beyond the copy, and pads the ragged edges with zeros so the kernel has one shape.
+// Packing pays only when a packed value is read many times: each A panel is read once per B
+// panel, each B panel once per A panel. So a row-major operand that would be read by few
+// panels of the other is read in place instead (A as MR row streams, B row by row): on the
+// small model's [192, 64] row blocks packing cost more than the arithmetic.
+// The block sizes keep the packed A block in L2 and the B block in L3 while they are reused;
+// a deep KC makes each tile's pass over C (loading and storing it) rare.
+#include "tapegrad/autograd/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+namespace tapegrad {
+
+namespace {
+
+// The register tile, by the vector width the compiler targets: MR x 2 vectors of accumulators
+// plus two B vectors and a broadcast must fit the register file (32 registers with AVX-512,
+// 16 otherwise).
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16, MR = 12;
+#elif defined(__AVX__)
+constexpr int64_t kLanes = 8, MR = 6;
+#else
+constexpr int64_t kLanes = 4, MR = 4;
+#endif
+constexpr int64_t NR = 2 * kLanes;
+constexpr int64_t KC = 512, MC = MR * 12, NC = NR * 64;
+// A row-major operand is packed when the product's other dimension (N for A, M for B) is at
+// least this long: each packed value is then read that many times over.
+constexpr int64_t kPackFrom = 512;
+
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+
+Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+// c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= MR rows and n <= NR
+// columns of the tile. The A tile is a packed panel (kPackedA: MR values per k, so every read
+// is one base register plus a constant; lda is unused) or a row-major A itself, rows lda
+// apart; rows past m then repeat row m - 1 and their sums are dropped. bp holds NR values of op(B)
+// per k, b_k apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never
+// reads c (it may be uninitialised).
+template <bool kPackedA>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
+                  float* c, int64_t ldc, int64_t m, int64_t n) {
+  const float* rows[MR];
+  if constexpr (!kPackedA) {
+    for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * lda;
+  }
+  Vec acc[MR][2] = {};
+  for (int64_t k = 0; k < kc; ++k, bp += b_k) {
+    const Vec b0 = load(bp), b1 = load(bp + kLanes);
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < MR; ++i) {
+      // A scalar times a vector broadcasts straight from memory; `Vec{} + x` cost a scalar add
+      // and a register broadcast per value, on the pipes the multiply-adds need.
+      float ai;
+      if constexpr (kPackedA) {
+        ai = a[k * MR + i];
+      } else {
+        ai = rows[i][k];
+      }
+      acc[i][0] += ai * b0;
+      acc[i][1] += ai * b1;
+    }
+  }
+  if (m == MR && n == NR) {
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < MR; ++i) {
+      for (int64_t h = 0; h < 2; ++h) {
+        float* p = c + i * ldc + h * kLanes;
+        store(p, beta == 0 ? acc[i][h] : beta * load(p) + acc[i][h]);
+      }
+    }
+    return;
+  }
+  float tile[MR][NR];
+  for (int64_t i = 0; i < MR; ++i) {
+    store(tile[i], acc[i][0]);
+    store(tile[i] + kLanes, acc[i][1]);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) row[j] = beta == 0 ? tile[i][j] : beta * row[j] + tile[i][j];
+  }
+}
+
+// Lines [0, count) and steps [0, kc) of an operand into panels of W lines, each kc x W in
+// k-major order: panel p holds out[p * W * kc + k * W + r] = line p * W + r at step k, which is
+// src[line * l_step + k * k_step]; lines past count are zeros. A line is a row of op(A) or a
+// column of op(B). One of the two strides is 1, and the loops read along it, in memory order,
+// writing the panels with a stride. A transposed A packed panel by panel instead walked all kc
+// of its rows once per panel: dW = dY^T X ran 15% slower ([512, 3000] x [3000, 512]).
+template <int64_t W>
+void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count, int64_t kc,
+                 float* out) {
+  const int64_t full = count / W * W;
+  if (l_step == 1) {  // a step is `count` consecutive floats
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int64_t l0 = 0; l0 < full; l0 += W) {
+        std::memcpy(out + l0 * kc + k * W, src + k * k_step + l0, sizeof(float) * W);
+      }
+    }
+  } else {  // a line is kc consecutive floats: each gives 16 (a cache line) at a time
+    for (int64_t l0 = 0; l0 < full; l0 += W) {
+      float* panel = out + l0 * kc;
+      int64_t k0 = 0;
+      for (; k0 + 16 <= kc; k0 += 16) {
+        for (int64_t r = 0; r < W; ++r) {
+#pragma GCC unroll 16
+          for (int64_t k = k0; k < k0 + 16; ++k) panel[k * W + r] = src[(l0 + r) * l_step + k];
+        }
+      }
+      for (int64_t r = 0; r < W; ++r) {
+        for (int64_t k = k0; k < kc; ++k) panel[k * W + r] = src[(l0 + r) * l_step + k];
+      }
+    }
+  }
+  if (full == count) return;
+  float* panel = out + full * kc;
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t r = 0; r < W; ++r) {
+      panel[k * W + r] = full + r < count ? src[(full + r) * l_step + k * k_step] : 0;
+    }
+  }
+}
+
+// Rows [0, m) and steps [0, kc) of op(A), read from a (offset to the block's corner), into
+// panels of MR rows at ap.
+void pack_a(bool ta, const float* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
+  pack_panels<MR>(a, ta ? 1 : lda, ta ? lda : 1, m, kc, ap);
+}
+
+// Whether panel j0 of op(B) is read in place: B is read in place (`direct`) and the panel is
+// NR columns wide.
+bool b_in_place(bool direct, int64_t j0, int64_t n) { return direct && n - j0 >= NR; }
+
+// Steps [0, kc) and columns [0, n) of op(B), read from b (offset to the block's corner), into
+// panels of NR columns, panel j0 / NR at bp + j0 * kc. Panels read in place are skipped: a
+// direct B packs only its ragged last panel.
+void pack_b(bool tb, bool direct, const float* b, int64_t ldb, int64_t kc, int64_t n, float* bp) {
+  const int64_t col_step = tb ? ldb : 1, k_step = tb ? 1 : ldb;
+  const int64_t skip = direct ? n / NR * NR : 0;
+  pack_panels<NR>(b + skip * col_step, col_step, k_step, n - skip, kc, bp + skip * kc);
+}
+
+// Each thread packs into its own buffers, made once at the largest block size.
+struct Packs {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  static float* make(int64_t floats) {
+    void* p = std::aligned_alloc(64, static_cast<size_t>(floats) * sizeof(float));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<float*>(p);
+  }
+  std::unique_ptr<float, Free> a{make(MC * KC)}, b{make(KC * NC)};
+};
+
+// Products this small (attention heads of a small model: 12x12x8) cost more in a packed
+// kernel's setup (or a BLAS call's) than in arithmetic; so do products of a few rows (one
+// query of each head in decoding, 1 x S x D) when B is small, or read in place.
+constexpr int64_t kSmallFlops = 1 << 15, kSmallN = 64, kSmallPack = 4096;
+constexpr int64_t kFewRows = 4, kFewPack = 1 << 14, kSmallW = 8;
+bool is_small(bool tb, int64_t M, int64_t N, int64_t K) {
+  if (M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack) return true;
+  // K within one k block, so every element sums as sgemm's would (a split stays bit-exact)
+  return M <= kFewRows && K <= KC && ((!tb && N % kSmallW == 0) || N * K <= kFewPack);
+}
+
+// Rows [0, R) of a small_gemm row block: C rows += a rows . bp, `rows` of them real (the rest
+// repeat the last; their sums are dropped). R accumulators, one per row, W columns at a time.
+template <int64_t R, class T>
+void small_rows(int64_t rows, const T* const* a, int64_t a_col, const T* bp, int64_t b_step,
+                int64_t N, int64_t K, T beta, T* C, int64_t ldc) {
+  constexpr int64_t W = kSmallW;
+  typedef T Vec __attribute__((vector_size(W * sizeof(T))));
+  for (int64_t j0 = 0; j0 < N; j0 += W) {
+    Vec acc[R] = {};
+    for (int64_t k = 0; k < K; ++k) {
+      Vec b;
+      std::memcpy(&b, bp + k * b_step + j0, sizeof b);
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < R; ++r) acc[r] += a[r][k * a_col] * b;
+    }
+    const int64_t width = std::min(W, N - j0);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* c = C + r * ldc + j0;
+      if (width == W) {
+        Vec old{};
+        if (beta != T{0}) std::memcpy(&old, c, sizeof old);
+        const Vec sum = beta == T{0} ? acc[r] : beta * old + acc[r];
+        std::memcpy(c, &sum, sizeof sum);
+      } else {
+        for (int64_t j = 0; j < width; ++j)
+          c[j] = beta == T{0} ? acc[r][j] : beta * c[j] + acc[r][j];
+      }
+    }
+  }
+}
+
+// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, for is_small shapes. C is built R rows by W
+// columns at a time, acc[r] += A[i0 + r, k] * B[k, j0:j0+W], in R vector registers: the R rows
+// are R independent chains of multiply-adds (one row at a time, with K = 8 or 12, waited on the
+// latency of each add); a last block of 4 or fewer rows takes 4 or 1 accumulators, so a single
+// row does not pay for twelve. op(B) is read in W-wide row pieces: straight from B when it is
+// stored row-major in whole vectors (N a multiple of W: attention's D = 8 columns), else from a
+// copy whose rows are padded with zeros to a multiple of W. Whole vectors of C are stored as
+// such. On attention's six products per head (12x12x8 and 12x8x12, one thread, AVX-512 machine)
+// reading B in place and the vector stores took the kernel from 21 to 28 GFLOP/s, and 12 rows
+// at a time instead of 6 to 30.
+template <class T>
+void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  constexpr int64_t W = kSmallW, R = MR;  // as many rows as the packed kernel's tile
+  const int64_t NP = (N + W - 1) / W * W;
+  thread_local std::vector<T> packed;
+  const bool in_place = !tb && N == NP;
+  const T* bp = B;
+  const int64_t b_step = in_place ? ldb : NP;
+  if (!in_place) {
+    packed.resize(static_cast<size_t>(K * NP));
+    const int64_t b_row = tb ? 1 : ldb, b_col = tb ? ldb : 1;
+    for (int64_t k = 0; k < K; ++k) {
+      T* row = packed.data() + k * NP;
+      for (int64_t j = 0; j < N; ++j) row[j] = B[k * b_row + j * b_col];
+      for (int64_t j = N; j < NP; ++j) row[j] = 0;
+    }
+    bp = packed.data();
+  }
+  const int64_t a_row = ta ? 1 : lda, a_col = ta ? lda : 1;
+  for (int64_t i0 = 0; i0 < M; i0 += R) {
+    const int64_t rows = std::min(R, M - i0);
+    const T* a[R];
+    for (int64_t r = 0; r < R; ++r) a[r] = A + (i0 + std::min(r, rows - 1)) * a_row;
+    T* c = C + i0 * ldc;
+    if (rows > 4) {
+      small_rows<R>(rows, a, a_col, bp, b_step, N, K, beta, c, ldc);
+    } else if (rows > 1) {
+      small_rows<4>(rows, a, a_col, bp, b_step, N, K, beta, c, ldc);
+    } else {
+      small_rows<1>(rows, a, a_col, bp, b_step, N, K, beta, c, ldc);
+    }
+  }
+}
+
+// A few rows times a transposed B, x W^T with W stored [N, K]: a linear layer in decoding,
+// one row per hypothesis. Packing W would copy every weight to use it M times, which for
+// M = 32 took longer than the arithmetic. So the product is turned over, C^T = W x^T: W is the
+// row-major A operand, read in place, x^T the small packed B, and C^T goes through a buffer.
+// Every element sums the same products in the same k blocks as the direct path (beta applied
+// in the first block), so a split into shares still gives the same bits. Decoding the base
+// model (bench decode-base-128, two threads): see the README's decode table.
+constexpr int64_t kSwapRows = NR * 2;
+
+void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+             int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> turned;
+  turned.resize(static_cast<size_t>(N * M));
+  float* t = turned.data();
+  if (beta != 0) {
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) t[j * M + i] = C[i * ldc + j];
+    }
+  }
+  sgemm(false, true, N, M, K, B, ldb, A, lda, beta, t, M);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = t[j * M + i];
+  }
+}
+
+}  // namespace
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (K == 0) {  // C = beta C
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
+    }
+    return;
+  }
+  if (tb && !ta && M <= kSwapRows && N > kSwapRows) {
+    swapped(M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const bool packed_a = ta || N >= kPackFrom;
+  const bool direct_b = !tb && M < kPackFrom;
+  thread_local Packs packs;
+  float* ap = packs.a.get();
+  float* bp = packs.b.get();
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc);
+      const float block_beta = pc == 0 ? beta : 1;  // later k blocks add to the first's sum
+      const float* b = B + (tb ? jc * ldb + pc : pc * ldb + jc);
+      pack_b(tb, direct_b, b, ldb, kc, nc, bp);
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        const int64_t mc = std::min(MC, M - ic);
+        const float* a = A + (ta ? pc * lda + ic : ic * lda + pc);
+        if (packed_a) pack_a(ta, a, lda, mc, kc, ap);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const bool in_place = b_in_place(direct_b, jr, nc);
+          const float* panel = in_place ? b + jr : bp + jr * kc;
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            float* c = C + (ic + ir) * ldc + jc + jr;
+            const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
+            const int64_t b_k = in_place ? ldb : NR;
+            if (packed_a) {
+              micro_kernel<true>(kc, ap + ir * kc, MR, panel, b_k, block_beta, c, ldc, m, n);
+            } else {
+              micro_kernel<false>(kc, a + ir * lda, lda, panel, b_k, block_beta, c, ldc, m, n);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (is_small(tb, M, N, K)) {
+    small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, 1.0, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                          const float*, int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                           const double*, int64_t, double, double*, int64_t);
+
+}  // namespace tapegrad

@@ -1,0 +1,94 @@
+#include "tapegrad/autograd/gradcheck.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/tape.h"
+
+namespace tapegrad {
+
+std::string GradcheckResult::message() const {
+  if (ok) return fmt::format("ok ({} elements checked)", elements_checked);
+  return fmt::format("input {} element {}: analytic {:.10g} numeric {:.10g} ({:.3g}x tolerance)",
+                     input, index, analytic, numeric, error);
+}
+
+GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    TG_CHECK(!is_floating(x.dtype()) || x.dtype() == DType::Float64,
+             "gradcheck: input {} is {}; use float64 inputs", i, x.dtype());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    TG_CHECK(!x.requires_grad() || (x.is_leaf() && x.is_contiguous()),
+             "gradcheck: input {} must be a contiguous leaf to be perturbed in place", i);
+  }
+  Generator gen(options.seed);
+  std::vector<Tensor> xs = inputs;  // handles: perturbing them perturbs the caller's tensors
+  for (Tensor& x : xs) {
+    if (x.requires_grad()) x.zero_grad();
+  }
+  Tensor projection;
+  auto loss = [&]() {
+    Tensor out = f(xs);
+    TG_CHECK(out.dtype() == DType::Float64, "gradcheck: f returned {}, expected float64",
+             out.dtype());
+    if (!projection.defined()) projection = uniform(out.shape(), -1.0, 1.0, gen, DType::Float64);
+    TG_CHECK(out.shape() == projection.shape(), "gradcheck: f's output shape changed from {} to {}",
+             projection.shape(), out.shape());
+    return sum(mul(out, projection));
+  };
+
+  Tensor l = loss();
+  TG_CHECK(l.requires_grad(), "gradcheck: the output does not depend on any input requiring grad");
+  l.backward();
+
+  GradcheckResult result;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    Tensor& x = xs[i];
+    if (!x.requires_grad()) continue;
+    const Tensor grad = x.grad();
+    const int64_t n = x.numel();
+    std::vector<int64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    if (n > options.max_per_input) {  // a seeded sample, Fisher-Yates on the prefix
+      for (int64_t k = 0; k < options.max_per_input; ++k) {
+        std::swap(order[k], order[k + static_cast<int64_t>(gen.below(n - k))]);
+      }
+      order.resize(options.max_per_input);
+    }
+    double* px = x.data<double>();
+    for (int64_t k : order) {
+      const double saved = px[k];
+      px[k] = saved + options.step;
+      const double up = loss().item();
+      px[k] = saved - options.step;
+      const double down = loss().item();
+      px[k] = saved;
+      const double numeric = (up - down) / (2 * options.step);
+      const double analytic = grad.defined() ? grad.data<double>()[k] : 0.0;
+      double error =
+          std::abs(analytic - numeric) / (options.atol + options.rtol * std::abs(numeric));
+      if (std::isnan(error)) error = INFINITY;  // a NaN on either side always fails
+      ++result.elements_checked;
+      if (error > result.error || result.index < 0) {
+        result.input = i;
+        result.index = k;
+        result.analytic = analytic;
+        result.numeric = numeric;
+        result.error = error;
+      }
+    }
+  }
+  result.ok = result.error <= 1.0;
+  return result;
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,250 @@
+// Fused attention: one pass per (batch item, head), each its own small problem: two gemms on
+// the head's strided columns, the masked softmax and the dropout in between on a [T, S] tile.
+#include "tapegrad/autograd/ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tapegrad/autograd/gemm.h"
+#include "tapegrad/autograd/ops/dropout.h"
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/matmul.h"
+#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/softmax.h"
+#include "tapegrad/autograd/ops/softmax_kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/threads.h"
+
+namespace tapegrad {
+
+namespace {
+
+// The problem's sizes and where each (b, h) finds its operands. Row strides are all C: a
+// head's [T, D] block of q is q + b*T*C + h*D, row i at + i*C. k and v step from one batch item
+// to the next by kv_batch, S*C when packed; more when they are the first S rows of a longer
+// buffer, as an incremental decoder's cache is (read in place when nothing is recorded).
+struct Heads {
+  int64_t B, H, T, S, D, C, kv_batch;
+  Shape mask_strides;  // the blocked mask's strides over [B, H, T, S]; empty when none
+  int64_t q_at(int64_t n) const { return (n / H) * T * C + (n % H) * D; }
+  int64_t kv_at(int64_t n) const { return (n / H) * kv_batch + (n % H) * D; }
+  int64_t mask_at(int64_t n) const {
+    return mask_strides.empty() ? 0 : (n / H) * mask_strides[0] + (n % H) * mask_strides[1];
+  }
+  // Items (b, h) worth handing to another thread.
+  int64_t grain() const {
+    const double flops = std::max(1.0, 4.0 * static_cast<double>(T) * S * D);
+    return static_cast<int64_t>(kGrainFlops / flops) + 1;
+  }
+};
+
+// p (T, S) = the attention weights of item n from its scores, in place: scale, blocked
+// positions to -inf, softmax. `rows` is scratch for T mask offsets.
+template <class T>
+void softmax_tile(T* p, const Heads& x, int64_t n, const uint8_t* blocked, T scale,
+                  std::vector<int64_t>& rows) {
+  for (int64_t i = 0; i < x.T * x.S; ++i) p[i] *= scale;
+  static constexpr uint8_t kNothingBlocked = 0;
+  const uint8_t* mask = blocked ? blocked + x.mask_at(n) : &kNothingBlocked;
+  const int64_t row_step = blocked ? x.mask_strides[2] : 0;
+  const int64_t col_step = blocked ? x.mask_strides[3] : 0;
+  rows.resize(x.T);
+  for (int64_t i = 0; i < x.T; ++i) rows[i] = i * row_step;
+  detail::masked_softmax_forward<T>(p, p, mask, rows.data(), col_step, x.S, 0, x.T);
+}
+
+// dropped (T, S) = dropout of item n's weights p: p * dropout_scale where the mask keeps, else 0.
+// The mask element of (n, i, j) is its flat index in [B, H, T, S], as the dropout op's would be.
+template <class T>
+void dropout_tile(T* dropped, const T* p, const Heads& x, int64_t n, const DropoutMask& mask,
+                  double dropout) {
+  const auto scale = static_cast<T>(dropout_scale(dropout));
+  const int64_t tile = x.T * x.S;
+  const auto first = static_cast<uint64_t>(n * tile);
+  for (int64_t i = 0; i < tile; ++i) dropped[i] = mask.keeps(first + i) ? p[i] * scale : T{0};
+}
+
+// scores (1, S) of a single query row (a decoding step): q . k_j for the S keys, rows C apart.
+// gemm would first copy k transposed, as long as the products themselves; here each key is
+// read once, a D-long dot product in vectors of 64 bytes.
+template <class F>
+void one_query_scores(const F* q, const F* k, int64_t C, int64_t S, int64_t D, F* scores) {
+  constexpr int64_t W = 64 / sizeof(F);
+  typedef F Vec __attribute__((vector_size(W * sizeof(F))));
+  const int64_t whole = D / W * W;
+  for (int64_t j = 0; j < S; ++j) {
+    const F* key = k + j * C;
+    Vec acc{};
+    for (int64_t d = 0; d < whole; d += W) {
+      Vec a, b;
+      std::memcpy(&a, q + d, sizeof a);
+      std::memcpy(&b, key + d, sizeof b);
+      acc += a * b;
+    }
+    F lanes[W];  // summed pairwise: log2(W) rounds of independent adds, not a chain of W
+    std::memcpy(lanes, &acc, sizeof lanes);
+#pragma GCC unroll 16
+    for (int64_t w = W / 2; w > 0; w /= 2) {
+      for (int64_t l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+    }
+    F sum = lanes[0];
+    for (int64_t d = whole; d < D; ++d) sum += q[d] * key[d];
+    scores[j] = sum;
+  }
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t heads,
+                 const AttentionOptions& options, Tensor* weights_out) {
+  TG_CHECK(q_in.dim() == 3 && k_in.dim() == 3 && v_in.dim() == 3,
+           "attention: q, k and v must be [B, T, C], [B, S, C] and [B, S, C], got {}, {} and {}",
+           q_in.shape(), k_in.shape(), v_in.shape());
+  const int64_t B = q_in.size(0), T = q_in.size(1), C = q_in.size(2), S = k_in.size(1);
+  TG_CHECK(k_in.shape() == v_in.shape() && k_in.size(0) == B && k_in.size(2) == C,
+           "attention: k {} and v {} must be [B, S, C] with B = {} and C = {} (q is {})",
+           k_in.shape(), v_in.shape(), B, C, q_in.shape());
+  TG_CHECK(q_in.dtype() == k_in.dtype() && q_in.dtype() == v_in.dtype(),
+           "attention: dtypes differ: q {}, k {}, v {}", q_in.dtype(), k_in.dtype(), v_in.dtype());
+  TG_CHECK(heads > 0 && C % heads == 0, "attention: {} heads do not divide C = {}", heads, C);
+  TG_CHECK(options.dropout >= 0 && options.dropout <= 1,
+           "attention: dropout must be in [0, 1], got {}", options.dropout);
+  const bool drop = options.training && options.dropout > 0;
+  TG_CHECK(!drop || options.gen != nullptr,
+           "attention: dropout {} in training needs a generator (options.gen)", options.dropout);
+  const Shape wshape{B, heads, T, S};
+  Heads x{B, heads, T, S, C / heads, C, S * C, {}};
+  const Tensor& blocked = options.blocked;
+  if (blocked.defined()) {
+    TG_CHECK(blocked.dtype() == DType::Bool, "attention: blocked mask must be bool, got {}",
+             blocked.dtype());
+    TG_CHECK(broadcast_shapes("attention", blocked.shape(), wshape) == wshape,
+             "attention: blocked mask {} does not broadcast to [B, H, T, S] = {}", blocked.shape(),
+             wshape);
+    x.mask_strides = broadcast_strides(blocked.shape(), blocked.strides(), wshape);
+  }
+  // k and v rows packed at stride C with the same batch stride can be read where they are
+  const Shape& ks = k_in.strides();
+  const bool in_place = !recording(q_in, k_in, v_in) && ks == v_in.strides() && ks[2] == 1 &&
+                        (S == 1 || ks[1] == C) && (B == 1 || ks[0] >= S * C);
+  const Tensor q = q_in.contiguous();
+  const Tensor k = in_place ? k_in : k_in.contiguous(), v = in_place ? v_in : v_in.contiguous();
+  if (in_place && B > 1) x.kv_batch = ks[0];
+  const uint8_t* pm = blocked.defined() ? mask_bytes(blocked) : nullptr;
+  const DropoutMask mask(options.dropout, drop ? options.gen->next_u64() : 0);
+  const double dropout = drop ? options.dropout : 0.0;
+
+  Tensor out = empty({B, T, C}, q.dtype());
+  Tensor weights = empty(wshape, q.dtype());  // the softmax weights, which backward keeps
+  dispatch_floating("attention", q.dtype(), [&](auto tag) {
+    using F = decltype(tag);
+    const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
+    const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
+    F *pw = weights.data<F>(), *po = out.data<F>();
+    parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
+      std::vector<F> dropped(drop ? T * S : 0);
+      std::vector<int64_t> rows;
+      for (int64_t n = n0; n < n1; ++n) {
+        F* p = pw + n * T * S;
+        // scores (T, S) = q_bh (T, D) k_bh^T, then weights p = softmax(scale * scores | blocked)
+        if (T == 1) {
+          one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
+        } else {
+          gemm<F>(false, true, T, S, x.D, pq + x.q_at(n), C, pk + x.kv_at(n), C, F{0}, p, S);
+        }
+        softmax_tile<F>(p, x, n, pm, scale, rows);
+        if (drop) dropout_tile<F>(dropped.data(), p, x, n, mask, dropout);
+        // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
+        gemm<F>(false, false, T, x.D, S, drop ? dropped.data() : p, S, pv + x.kv_at(n), C, F{0},
+                po + x.q_at(n), C);
+      }
+    });
+  });
+  if (weights_out) *weights_out = weights;
+
+  if (recording(q, k, v)) {
+    record("attention", {q, k, v}, out,
+           [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout](
+               const Tensor& dout, Grads& g) {
+             // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
+             //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
+             //   dP = dP' * keep * dropout_scale
+             //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward)
+             //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
+             // The buffers are taken in the order q, k, v and each item writes its slices in
+             // that order, so when two of q, k, v are one tensor its first writer goes first.
+             dispatch_floating("attention", dout.dtype(), [&](auto tag) {
+               using F = decltype(tag);
+               const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
+               F* dgrad[3] = {nullptr, nullptr, nullptr};
+               F beta[3] = {F{1}, F{1}, F{1}};
+               for (size_t i = 0; i < 3; ++i) {
+                 if (!g.wants(i)) continue;
+                 const auto [grad, first] = g.dense(i);
+                 dgrad[i] = grad.data<F>();
+                 beta[i] = first ? F{0} : F{1};
+               }
+               const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
+               const F *pw = weights.data<F>(), *pd = dout.data<F>();
+               const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
+               const auto assign = [](F& dst, F value) { dst = value; };
+               parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
+                 std::vector<F> ds(T * S), dropped(dropout > 0 ? T * S : 0);
+                 for (int64_t n = n0; n < n1; ++n) {
+                   const F* p = pw + n * T * S;
+                   const F* dout_bh = pd + x.q_at(n);
+                   if (dgrad[0] || dgrad[1]) {
+                     // dP' (T, S) = dout_bh (T, D) v_bh^T, through the dropout, then the softmax
+                     gemm<F>(false, true, T, S, D, dout_bh, C, pv + x.kv_at(n), C, F{0}, ds.data(),
+                             S);
+                     if (dropout > 0) {
+                       dropout_tile<F>(dropped.data(), ds.data(), x, n, mask, dropout);
+                       ds.swap(dropped);
+                     }
+                     detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
+                                                 detail::Rows{T, S, 1}, false, 0, T);
+                     for (F& e : ds) e *= scale;
+                   }
+                   if (dgrad[0]) {
+                     gemm<F>(false, false, T, D, S, ds.data(), S, pk + x.kv_at(n), C, beta[0],
+                             dgrad[0] + x.q_at(n), C);
+                   }
+                   if (dgrad[1]) {
+                     gemm<F>(true, false, S, D, T, ds.data(), S, pq + x.q_at(n), C, beta[1],
+                             dgrad[1] + x.kv_at(n), C);
+                   }
+                   if (dgrad[2]) {
+                     const F* pdrop = p;
+                     if (dropout > 0) {
+                       dropout_tile<F>(dropped.data(), p, x, n, mask, dropout);
+                       pdrop = dropped.data();
+                     }
+                     gemm<F>(true, false, S, D, T, pdrop, S, dout_bh, C, beta[2],
+                             dgrad[2] + x.kv_at(n), C);
+                   }
+                 }
+               });
+             });
+           });
+  }
+  return out;
+}
+
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                           const AttentionOptions& options) {
+  const int64_t B = q.size(0), T = q.size(1), C = q.size(2), S = k.size(1), D = C / heads;
+  auto split = [&](const Tensor& t, int64_t L) {
+    return permute(view(t.contiguous(), {B, L, heads, D}), {0, 2, 1, 3});
+  };
+  const Tensor scores =
+      mul(matmul(split(q, T), transpose(split(k, S), -2, -1)), 1.0 / std::sqrt(D * 1.0));
+  const Tensor p =
+      options.blocked.defined() ? masked_softmax(scores, options.blocked) : softmax(scores, -1);
+  const bool drop = options.training && options.dropout > 0;
+  const Tensor dropped = drop ? dropout(p, options.dropout, true, *options.gen) : p;
+  return reshape(permute(matmul(dropped, split(v, S)), {0, 2, 1, 3}), {B, T, C});
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,43 @@
+// Scaled dot-product attention over heads (Vaswani et al. 2017, eq. 1), as one fused op like
+// PyTorch's scaled_dot_product_attention. For each batch item b and head h:
+//
+//   weights_bh = softmax(q_bh k_bh^T / sqrt(D), blocked positions -> -inf)     [T, S]
+//   out_bh     = dropout(weights_bh) v_bh                                       [T, D]
+//
+// where q_bh is head h's D columns of q[b]: q [B, T, H*D], k and v [B, S, H*D], out [B, T, H*D].
+// Heads are column groups of the last dim, so the projections' outputs go in and the merged
+// context comes out with no copies to split or merge heads. Each (b, h) runs on its own: its
+// [T, S] scores stay in cache from the first product through the softmax and dropout to the
+// second, where the unfused ops write and read back four [B, H, T, S] tensors. The backward
+// keeps only the weights and recomputes the dropout mask from its key.
+//
+// nn::MultiHeadAttention (tapegrad/nn/attention.h) builds the masks and projections around it; a
+// composition of matmul, masked_softmax and dropout computes the same (tests check that).
+#pragma once
+
+#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad {
+
+struct AttentionOptions {
+  // bool, broadcastable to [B, H, T, S], true where a query may not attend to a key (PyTorch's
+  // convention); undefined for none. A query row with every key blocked gets zero weights.
+  Tensor blocked{};
+  double dropout = 0;  // on the weights, in training only
+  bool training = false;
+  Generator* gen = nullptr;  // draws the dropout mask; required when dropout applies
+};
+
+// q [B, T, C], k and v [B, S, C] -> [B, T, C], with C = heads * D. When `weights` is given it
+// receives the softmax weights [B, H, T, S] (before dropout, not recorded), for plotting.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                 const AttentionOptions& options = {}, Tensor* weights = nullptr);
+
+// The same computed by the unfused ops (view, permute, matmul, masked_softmax, dropout) through
+// [B, H, T, S] tensors: the naive twin the tests hold attention to. From the same generator
+// state it draws the same dropout mask. Shapes are checked by the ops it calls.
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                           const AttentionOptions& options = {});
+
+}  // namespace tapegrad

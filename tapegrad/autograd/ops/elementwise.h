@@ -1,0 +1,57 @@
+// Elementwise ops with NumPy broadcasting: arithmetic, the activation functions, masking.
+// The gradient of a broadcast operand is summed back to its own shape.
+#pragma once
+
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+
+// Scalar forms: x + s, x - s, x * s, x / s.
+Tensor add(const Tensor& x, double s);
+Tensor sub(const Tensor& x, double s);
+Tensor mul(const Tensor& x, double s);
+Tensor div(const Tensor& x, double s);
+
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor relu(const Tensor& x);
+// The exact GELU, x * Phi(x) with Phi the standard normal CDF (PyTorch's default).
+Tensor gelu(const Tensor& x);
+// x ** p for a scalar exponent.
+Tensor pow(const Tensor& x, double p);
+
+// out = mask ? value : x. `mask` is bool and broadcasts to x's shape. Filling attention scores
+// with -inf where the mask is true removes those positions from the softmax.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// out = cond ? a : b, all three broadcast together; cond is bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// Comparisons with a scalar, for building masks (ids == pad_id). Not differentiable.
+Tensor eq(const Tensor& x, double value);
+Tensor ne(const Tensor& x, double value);
+// a || b for bool masks that broadcast together (a padding mask with a causal one).
+Tensor logical_or(const Tensor& a, const Tensor& b);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& x, double s) { return add(x, s); }
+inline Tensor operator-(const Tensor& x, double s) { return sub(x, s); }
+inline Tensor operator*(const Tensor& x, double s) { return mul(x, s); }
+inline Tensor operator/(const Tensor& x, double s) { return div(x, s); }
+inline Tensor operator+(double s, const Tensor& x) { return add(x, s); }
+inline Tensor operator-(double s, const Tensor& x) { return add(neg(x), s); }
+inline Tensor operator*(double s, const Tensor& x) { return mul(x, s); }
+inline Tensor operator/(double s, const Tensor& x) { return mul(pow(x, -1.0), s); }
+
+}  // namespace tapegrad

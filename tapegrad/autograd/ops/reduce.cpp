@@ -1,0 +1,148 @@
+// Reduction kernels. A reduction is planned once: the kept shape (reduced dims set to 1) and,
+// for every input element, the offset of the output element it folds into, as strides with 0
+// on the reduced dims. Forward folds x into out along that map; sum's backward reads it the
+// other way, broadcasting dout back over x.
+#include "tapegrad/autograd/ops/reduce.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tapegrad/autograd/strided.h"
+#include "tapegrad/autograd/tape.h"
+
+namespace tapegrad {
+
+namespace {
+
+struct Plan {
+  Shape out_shape;    // the result's shape (reduced dims dropped unless keepdim)
+  Shape map_strides;  // x's shape -> offset in the (contiguous) output
+  int64_t count;      // input elements folded into each output element
+};
+
+Plan plan(const char* op, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim) {
+  const auto rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(rank, dims.empty());
+  for (int64_t d : dims) {
+    const int64_t nd = normalize_dim(op, d, rank);
+    TG_CHECK(!reduced[nd], "{}: dim {} given twice in {}", op, d, dims);
+    reduced[nd] = true;
+  }
+  Shape kept = shape;
+  Plan p;
+  p.count = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      p.count *= shape[d];
+      kept[d] = 1;
+    }
+    if (!reduced[d] || keepdim) p.out_shape.push_back(kept[d]);
+  }
+  p.map_strides = broadcast_strides(kept, contiguous_strides(kept), shape);
+  return p;
+}
+
+// out = scale * sum of x over the plan; backward: dx += scale * dout broadcast back.
+Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) {
+  Tensor out = empty(p.out_shape, x.dtype());
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    // Accumulate in double so float32 sums over long rows keep their precision.
+    std::vector<double> acc(out.numel(), 0.0);
+    const T* px = x.data<T>();
+    for_each_offset<2>(x.shape(), {&p.map_strides, &x.strides()},
+                       [&](const auto& o) { acc[o[0]] += px[o[1]]; });
+    T* po = out.data<T>();
+    for (size_t i = 0; i < acc.size(); ++i) po[i] = static_cast<T>(acc[i] * scale);
+  });
+  if (recording(x)) {
+    record(op, {x}, out, [op, map = p.map_strides, scale](const Tensor& dout, Grads& g) {
+      dispatch_floating(op, dout.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const Grads::Buffer gx = g.dense(0);
+        T* dx = gx.grad.data<T>();
+        const T* d = dout.data<T>();
+        const auto s = static_cast<T>(scale);
+        assign_or_add(gx.first, [&](auto store) {
+          for_each_offset<2>(gx.grad.shape(), {&gx.grad.strides(), &map},
+                             [&](const auto& o) { store(dx[o[0]], s * d[o[1]]); });
+        });
+      });
+    });
+  }
+  return out;
+}
+
+// For each output element, the flat index in x (contiguous) of its first largest value.
+template <class T>
+std::vector<int64_t> argmax_flat(const char* op, const Tensor& x, const Plan& p) {
+  TG_CHECK(p.count > 0, "{}: cannot reduce over an empty dim of shape {}", op, x.shape());
+  const int64_t n_out = numel(p.out_shape);
+  std::vector<int64_t> best(n_out, -1);
+  const T* px = x.data<T>();
+  const Shape contiguous = contiguous_strides(x.shape());
+  for_each_offset<2>(x.shape(), {&p.map_strides, &contiguous}, [&](const auto& o) {
+    int64_t& b = best[o[0]];
+    const T v = px[o[1]];
+    if (b < 0 || v > px[b] || (std::isnan(v) && !std::isnan(px[b]))) b = o[1];
+  });
+  return best;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return scaled_sum("sum", x, plan("sum", x.shape(), dims, keepdim), 1.0);
+}
+
+// mean = sum / count; d mean / dx = 1 / count
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  const Plan p = plan("mean", x.shape(), dims, keepdim);
+  TG_CHECK(p.count > 0, "mean: cannot average over an empty dim of shape {}", x.shape());
+  return scaled_sum("mean", x, p, 1.0 / static_cast<double>(p.count));
+}
+
+Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = input.contiguous();
+  const Plan p = plan("max", x.shape(), dims, keepdim);
+  Tensor out = empty(p.out_shape, x.dtype());
+  auto index = std::make_shared<std::vector<int64_t>>();
+  dispatch_floating("max", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    *index = argmax_flat<T>("max", x, p);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for (size_t i = 0; i < index->size(); ++i) po[i] = px[(*index)[i]];
+  });
+  if (recording(x)) {
+    // dx[argmax] += dout: only the winning position moves the max
+    record("max", {x}, out, [index](const Tensor& dout, Grads& g) {
+      dispatch_floating("max", dout.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* dx = g[0].data<T>();
+        const T* d = dout.data<T>();
+        for (size_t i = 0; i < index->size(); ++i) dx[(*index)[i]] += d[i];
+      });
+    });
+  }
+  return out;
+}
+
+Tensor argmax(const Tensor& input, int64_t dim, bool keepdim) {
+  const Tensor x = input.contiguous();
+  const int64_t d = normalize_dim("argmax", dim, x.dim());
+  const Plan p = plan("argmax", x.shape(), {d}, keepdim);
+  Tensor out = empty(p.out_shape, DType::Int64);
+  // flat index -> index along d
+  const int64_t inner = contiguous_strides(x.shape())[d];
+  const int64_t extent = x.shape()[d];
+  dispatch_floating("argmax", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<int64_t> flat = argmax_flat<T>("argmax", x, p);
+    int64_t* po = out.data<int64_t>();
+    for (size_t i = 0; i < flat.size(); ++i) po[i] = (flat[i] / inner) % extent;
+  });
+  return out;
+}
+
+}  // namespace tapegrad

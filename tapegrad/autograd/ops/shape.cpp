@@ -1,0 +1,219 @@
+// Shape ops. A view op builds a TensorImpl over the same storage with a new offset, shape and
+// strides; its backward maps the view's gradient back onto the input's layout (a reshape passes
+// dout on as it is, a permutation reads dout through permuted strides, a slice adds into a
+// window).
+#include "tapegrad/autograd/ops/shape.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "tapegrad/autograd/strided.h"
+#include "tapegrad/autograd/tape.h"
+
+namespace tapegrad {
+
+namespace {
+
+Tensor make_view(const Tensor& x, int64_t offset, Shape shape, Shape strides) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = x.impl().storage;
+  impl->offset = offset;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->dtype = x.dtype();
+  return Tensor(std::move(impl));
+}
+
+// g (contiguous, `shape`) += src read through `src_strides`, or = when this is g's first
+// writer (see Grads::dense): the step every view backward reduces to, with the window of g
+// starting at `g_offset`.
+void accumulate_into(const Grads::Buffer& g, int64_t g_offset, const Shape& g_strides,
+                     const Tensor& src, const Shape& src_strides, const Shape& shape) {
+  dispatch_floating("backward", g.grad.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    copy_strided(g.grad.data<T>() + g_offset, g_strides, src.data<T>(), src_strides, shape,
+                 !g.first);
+  });
+}
+
+}  // namespace
+
+Tensor view(const Tensor& x, const Shape& requested) {
+  Shape shape = requested;
+  int64_t known = 1;
+  auto infer = shape.end();
+  for (auto it = shape.begin(); it != shape.end(); ++it) {
+    if (*it == -1) {
+      TG_CHECK(infer == shape.end(), "view: more than one -1 in {}", requested);
+      infer = it;
+    } else {
+      TG_CHECK(*it >= 0, "view: invalid size {} in {}", *it, requested);
+      TG_CHECK(!__builtin_mul_overflow(known, *it, &known),
+               "view: shape {} has more elements than int64 can count", requested);
+    }
+  }
+  if (infer != shape.end()) {
+    TG_CHECK(known != 0 && x.numel() % known == 0, "view: cannot view shape {} ({} elements) as {}",
+             x.shape(), x.numel(), requested);
+    *infer = x.numel() / known;
+  }
+  TG_CHECK(numel(shape) == x.numel(), "view: cannot view shape {} ({} elements) as {}", x.shape(),
+           x.numel(), requested);
+  TG_CHECK(x.is_contiguous(),
+           "view: tensor of shape {} with strides {} is not contiguous; use reshape()", x.shape(),
+           x.strides());
+  Tensor out = make_view(x, x.offset(), shape, contiguous_strides(shape));
+  if (recording(x)) {
+    // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
+    record("view", {x}, out, [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+      g.pass(0, make_view(dout, dout.offset(), x_shape, contiguous_strides(x_shape)));
+    });
+  }
+  return out;
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) { return view(x.contiguous(), shape); }
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  Shape shape = x.shape();
+  const int64_t d = normalize_dim("unsqueeze", dim, x.dim() + 1);
+  shape.insert(shape.begin() + d, 1);
+  return reshape(x, shape);
+}
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  const int64_t d = normalize_dim("squeeze", dim, x.dim());
+  TG_CHECK(x.shape()[d] == 1, "squeeze: dim {} of shape {} has size {}, not 1", dim, x.shape(),
+           x.shape()[d]);
+  Shape shape = x.shape();
+  shape.erase(shape.begin() + d);
+  return reshape(x, shape);
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  TG_CHECK(static_cast<int64_t>(dims.size()) == x.dim(),
+           "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape());
+  std::vector<int64_t> perm(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    perm[i] = normalize_dim("permute", dims[i], x.dim());
+    TG_CHECK(!seen[perm[i]], "permute: dim {} repeated in {}", dims[i], dims);
+    seen[perm[i]] = true;
+  }
+  Shape shape(perm.size()), strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    shape[i] = x.shape()[perm[i]];
+    strides[i] = x.strides()[perm[i]];
+  }
+  Tensor out = make_view(x, x.offset(), shape, strides);
+  if (recording(x)) {
+    // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
+    // output dim k's stride.
+    record("permute", {x}, out, [perm](const Tensor& dout, Grads& g) {
+      const Grads::Buffer dx = g.dense(0);
+      Shape read(perm.size());
+      for (size_t k = 0; k < perm.size(); ++k) read[perm[k]] = dout.strides()[k];
+      accumulate_into(dx, 0, dx.grad.strides(), dout, read, dx.grad.shape());
+    });
+  }
+  return out;
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  std::vector<int64_t> dims(x.dim());
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[normalize_dim("transpose", dim0, x.dim())],
+            dims[normalize_dim("transpose", dim1, x.dim())]);
+  return permute(x, dims);
+}
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
+  const int64_t d = normalize_dim("slice", dim, x.dim());
+  const int64_t n = x.shape()[d];
+  const int64_t s = start < 0 ? start + n : start;
+  const int64_t e = end < 0 ? end + n : end;
+  TG_CHECK(s >= 0 && e <= n && s <= e, "slice: range [{}, {}) out of bounds for dim {} of shape {}",
+           start, end, dim, x.shape());
+  Shape shape = x.shape();
+  shape[d] = e - s;
+  Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, x.strides());
+  if (recording(x)) {
+    // dx[.., s:e, ..] += dout
+    record("slice", {x}, out, [d, s](const Tensor& dout, Grads& g) {
+      const Grads::Buffer dx{g[0], false};  // only the window: the rest stays zero
+      accumulate_into(dx, s * dx.grad.strides()[d], dx.grad.strides(), dout, dout.strides(),
+                      dout.shape());
+    });
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  const int64_t d = normalize_dim("split", dim, x.dim());
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    TG_CHECK(s >= 0, "split: negative size in {}", sizes);
+    total += s;
+  }
+  TG_CHECK(total == x.shape()[d], "split: sizes {} add up to {}, but dim {} of shape {} is {}",
+           sizes, total, dim, x.shape(), x.shape()[d]);
+  std::vector<Tensor> parts;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    parts.push_back(slice(x, d, start, start + s));
+    start += s;
+  }
+  return parts;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  TG_CHECK(chunks > 0, "chunk: chunks must be positive, got {}", chunks);
+  const int64_t n = x.shape()[normalize_dim("chunk", dim, x.dim())];
+  const int64_t step = std::max<int64_t>(1, (n + chunks - 1) / chunks);
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < n; start += step) sizes.push_back(std::min(step, n - start));
+  return split(x, sizes, dim);
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  TG_CHECK(!xs.empty(), "concat: no tensors given");
+  const Tensor& first = xs.front();
+  const int64_t d = normalize_dim("concat", dim, first.dim());
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (const Tensor& x : xs) {
+    TG_CHECK(x.dtype() == first.dtype(), "concat: dtypes differ: {} and {}", first.dtype(),
+             x.dtype());
+    Shape a = x.shape(), b = first.shape();
+    TG_CHECK(a.size() == b.size() && (a[d] = b[d] = 0, a == b),
+             "concat: shapes {} and {} differ outside dim {}", first.shape(), x.shape(), dim);
+    shape[d] += x.shape()[d];
+  }
+  Tensor out = empty(shape, first.dtype());
+  std::vector<int64_t> starts;
+  int64_t start = 0;
+  for (const Tensor& x : xs) {
+    starts.push_back(start);
+    dispatch_all(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      copy_strided(out.data<T>() + start * out.strides()[d], out.strides(), x.data<T>(),
+                   x.strides(), x.shape(), false);
+    });
+    start += x.shape()[d];
+  }
+  if (recording(xs)) {
+    // d_i = dout[.., start_i : start_i + n_i, ..]
+    record("concat", xs, out, [d, starts](const Tensor& dout, Grads& g) {
+      for (size_t i = 0; i < starts.size(); ++i) {
+        if (!g.wants(i)) continue;
+        const Grads::Buffer dx = g.dense(i);
+        const Tensor window = make_view(dout, dout.offset() + starts[i] * dout.strides()[d],
+                                        dx.grad.shape(), dout.strides());
+        accumulate_into(dx, 0, dx.grad.strides(), window, window.strides(), dx.grad.shape());
+      }
+    });
+  }
+  return out;
+}
+
+}  // namespace tapegrad

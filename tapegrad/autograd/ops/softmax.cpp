@@ -1,0 +1,153 @@
+// softmax, log_softmax and masked_softmax over a contiguous tensor viewed as rows along the
+// softmax dim (detail::Rows; the row kernels live in softmax_kernels.h).
+#include "tapegrad/autograd/ops/softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tapegrad/autograd/ops/softmax_kernels.h"
+#include "tapegrad/autograd/strided.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/autograd/vmath.h"
+
+namespace tapegrad {
+
+using detail::masked_softmax_forward;
+using detail::Rows;
+using detail::softmax_backward;
+
+namespace {
+
+Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
+  const int64_t d = normalize_dim(op, dim, x.dim());
+  Rows r{1, x.shape()[d], 1};
+  for (int64_t i = 0; i < d; ++i) r.outer *= x.shape()[i];
+  for (int64_t i = d + 1; i < x.dim(); ++i) r.inner *= x.shape()[i];
+  return r;
+}
+
+// inp, out (outer, D, inner); log selects log_softmax. Runs the outer indices o0..o1.
+// kUnit says inner == 1 (a row is a contiguous run), the common case, compiled on its own so
+// the exp, sum and max loops become vector code.
+template <class T, bool kUnit>
+void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t o1) {
+  const int64_t s = kUnit ? 1 : r.inner;
+  for (int64_t o = o0; o < o1; ++o) {
+    for (int64_t i = 0; i < r.inner; ++i) {
+      const T* x = inp + o * r.D * r.inner + i;
+      T* y = out + o * r.D * r.inner + i;
+      T maxv = -std::numeric_limits<T>::infinity();
+      if constexpr (kUnit) {
+        maxv = lane_max(x, r.D);
+      } else {
+        for (int64_t j = 0; j < r.D; ++j) maxv = std::max(maxv, x[j * s]);
+      }
+      if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked row
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] = 0;
+        continue;
+      }
+      for (int64_t j = 0; j < r.D; ++j) y[j * s] = vexp(x[j * s] - maxv);
+      T sum = 0;
+      if constexpr (kUnit) {
+        sum = lane_sum(y, r.D);
+      } else {
+        for (int64_t j = 0; j < r.D; ++j) sum += y[j * s];
+      }
+      if (log) {
+        const T lse = maxv + std::log(sum);
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] = x[j * s] - lse;
+      } else {
+        const T inv = 1 / sum;
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] *= inv;
+      }
+    }
+  }
+}
+
+Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
+  const Tensor x = input.contiguous();
+  const Rows r = rows_of(op, x, dim);
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(r.outer, grain_of_items(r.D * r.inner),
+                 [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
+                   if (r.inner == 1) {
+                     softmax_forward<T, true>(po, pi, r, log, b, e);
+                   } else {
+                     softmax_forward<T, false>(po, pi, r, log, b, e);
+                   }
+                 });
+  });
+  if (recording(x)) {
+    record(op, {x}, out, [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
+      dispatch_floating(op, dout.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const auto [grad, first] = g.dense(0);
+        assign_or_add(
+            first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
+              parallel_for(r.outer, grain_of_items(r.D * r.inner), [&](int64_t b, int64_t e) {
+                softmax_backward<T>(store, dx, dy, py, r, log, b, e);
+              });
+            });
+      });
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", x, dim, false); }
+Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
+  TG_CHECK(input.dim() >= 1, "masked_softmax: input must have rank >= 1, got shape {}",
+           input.shape());
+  TG_CHECK(mask.dtype() == DType::Bool, "masked_softmax: mask must be bool, got {}", mask.dtype());
+  TG_CHECK(broadcast_shapes("masked_softmax", input.shape(), mask.shape()) == input.shape(),
+           "masked_softmax: mask of shape {} does not broadcast to the input's shape {}",
+           mask.shape(), input.shape());
+  const Tensor x = input.contiguous();
+  const Rows r = rows_of("masked_softmax", x, -1);
+  // Where each row's mask starts, and its step along the row (0 when broadcast along it).
+  const Shape sm = broadcast_strides(mask.shape(), mask.strides(), x.shape());
+  const Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
+  const Shape rows_strides(sm.begin(), sm.end() - 1);
+  std::vector<int64_t> row_start;
+  row_start.reserve(r.outer);
+  for_each_offset<1>(rows_shape, {&rows_strides},
+                     [&](const auto& o) { row_start.push_back(o[0]); });
+  const int64_t col = sm.back();
+  const uint8_t* pm = mask_bytes(mask);
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating("masked_softmax", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
+      masked_softmax_forward<T>(po, px, pm, row_start.data(), col, r.D, b, e);
+    });
+  });
+  if (recording(x)) {
+    // The backward is softmax's: a blocked position has y = 0, so it gets no gradient.
+    record("masked_softmax", {x}, out, [y = out.detach(), r](const Tensor& dout, Grads& g) {
+      dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const auto [grad, first] = g.dense(0);
+        assign_or_add(first,
+                      [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
+                        parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
+                          softmax_backward<T>(store, dx, dy, py, r, false, b, e);
+                        });
+                      });
+      });
+    });
+  }
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op("log_softmax", x, dim, true); }
+
+}  // namespace tapegrad

@@ -1,0 +1,156 @@
+// The tape: reverse-mode autograd as a flat list of op records in execution order.
+//
+// Each differentiable op, when any input requires grad and grad mode is on, calls record():
+// it appends one TapeEntry (op name, input nodes, backward function) to this thread's tape and
+// makes its output a non-leaf whose GradNode owns that entry. backward() walks the tape in
+// reverse from the root's entry: an entry whose output received a gradient calls its backward
+// function, which accumulates (+=) into its inputs' gradients; then the entry is released,
+// freeing every buffer its backward function saved. No recursion, so depth is not a limit.
+//
+// Ownership runs backwards like the graph: an output's node owns its entry, the entry owns its
+// input nodes. The tape itself only holds weak references for ordering, so a graph that is
+// dropped without backward() (say, an evaluation pass that forgot its NoGradGuard) frees
+// itself when its last tensor goes away.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad {
+
+struct TapeEntry;
+
+struct GradNode {
+  Shape shape;
+  DType dtype = DType::Float32;
+  Tensor grad;                         // accumulated gradient, contiguous; undefined until used
+  std::shared_ptr<TapeEntry> grad_fn;  // the entry that produced this tensor; null for a leaf
+};
+
+// The gradients a backward function accumulates into, one per op input.
+class Grads {
+ public:
+  explicit Grads(const std::vector<std::shared_ptr<GradNode>>& inputs) : inputs_(inputs) {}
+  // Whether input i requires grad; skip computing what nobody asked for.
+  bool wants(size_t i) const { return inputs_[i] != nullptr; }
+  // The gradient buffer of input i, zero-filled on first use; add into it, never assign.
+  Tensor& operator[](size_t i);
+
+  // For a backward that writes every element of input i's gradient once (no scatter, no sum
+  // over a broadcast dim): the buffer, and whether this backward is its first writer. A first
+  // writer gets it uninitialised and assigns where it would add (a gemm's beta = 0; see
+  // assign_or_add), which saves zero-filling the buffer and reading the zeros back.
+  struct Buffer {
+    Tensor& grad;
+    bool first;
+  };
+  Buffer dense(size_t i);
+
+  // Hands g (contiguous, input i's shape and dtype) on as input i's gradient: the first writer
+  // adopts g itself as the buffer, a later one adds it in. A view's backward passes dout on
+  // this way without a copy.
+  void pass(size_t i, const Tensor& g);
+
+ private:
+  const std::vector<std::shared_ptr<GradNode>>& inputs_;
+};
+
+// Calls body(store) with store(dst, v) assigning (dst = v) when `assign` and adding (dst += v)
+// otherwise: a backward writes its loop once, for a Grads::Buffer, and the loop is compiled for
+// each case without a branch inside.
+template <class Body>
+void assign_or_add(bool assign, Body&& body) {
+  if (assign) {
+    body([](auto& dst, auto v) { dst = v; });
+  } else {
+    body([](auto& dst, auto v) { dst += v; });
+  }
+}
+
+// Receives the gradient of the op's output (contiguous, the output's shape and dtype).
+using BackwardFn = std::function<void(const Tensor& dout, Grads& dinputs)>;
+
+// The storage version (Storage::version) of one input when its op was recorded. A weak
+// reference: it keeps no buffer alive, and an input nobody saved may be freed.
+struct InputVersion {
+  std::weak_ptr<Storage> storage;
+  uint64_t version;
+};
+
+struct TapeEntry {
+  const char* op;
+  uint64_t seq;                                   // position in execution order
+  const void* tape;                               // the recording thread's tape
+  std::vector<std::shared_ptr<GradNode>> inputs;  // null for inputs that need no grad
+  std::vector<InputVersion> versions;             // one per defined input
+  GradNode* output;                               // owns this entry, so outlives it
+  BackwardFn backward;
+  bool released = false;
+  std::vector<Shape> input_shapes;  // kept only in anomaly mode, for its messages
+
+  TapeEntry() = default;
+  TapeEntry(const TapeEntry&) = delete;
+  TapeEntry& operator=(const TapeEntry&) = delete;
+  // A chain of a million ops is freed in a loop, not by a million nested destructor calls.
+  ~TapeEntry();
+};
+
+// Grad mode, per thread. NoGradGuard turns recording off for its scope (inference, optimizer
+// updates, weight initialisation) and restores the previous mode on exit.
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Anomaly detection, like torch.autograd.detect_anomaly. While a DetectAnomalyGuard lives on
+// this thread, every recorded op checks its output and every backward step checks the
+// gradients it produced; the first NaN or Inf throws an Error naming the op and its input
+// shapes (for a gradient, also which input and the op that produced that input). An Inf in a
+// forward output counts only when no input held one, so -inf masks flowing through a softmax
+// are not anomalies, and masked_fill with an infinite value is exempt. Off by default; when
+// off it costs one thread-local check per op.
+bool anomaly_enabled();
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard();
+  ~DetectAnomalyGuard();
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when an op on these inputs must be recorded: grad mode is on and one requires grad.
+template <class... Ts>
+bool recording(const Ts&... inputs) {
+  return grad_enabled() && (inputs.requires_grad() || ...);
+}
+bool recording(const std::vector<Tensor>& inputs);
+
+// Appends an entry for `op` and makes `out` its non-leaf output. Call only when recording(...)
+// is true. Throws if an input belongs to a graph that an earlier backward() already released.
+// allow_inf exempts an intended infinity in `out` from anomaly detection (masked_fill with -inf).
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
+            bool allow_inf = false);
+
+// Runs the reverse pass from `root` (see Tensor::backward). Throws when the graph was recorded
+// on another thread (each thread has its own tape) or when an input of an op was written in
+// place after the op recorded it.
+void backward(const Tensor& root, const Tensor& dout);
+
+// Live (not yet released) entries on this thread's tape.
+size_t tape_size();
+
+}  // namespace tapegrad

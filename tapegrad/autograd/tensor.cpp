@@ -1,0 +1,536 @@
+// Tensor and its storage: the caching allocator behind Storage, element access, conversions,
+// autograd hooks on the handle (requires_grad, grad, backward), the factories and printing.
+#include "tapegrad/autograd/tensor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
+
+#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/strided.h"
+#include "tapegrad/autograd/tape.h"
+
+namespace tapegrad {
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+
+namespace {
+std::atomic<size_t> g_bytes_in_use{0};
+std::atomic<size_t> g_peak_in_use{0};
+constexpr std::align_val_t kAlignment{64};
+
+// The caching allocator behind Storage. Sizes are rounded up (to 64 bytes, or to 1/16 of their
+// power of two above 4 KiB) so near-equal requests share buckets; each bucket is a stack of
+// freed buffers. The cache holds at most the program's peak of live bytes plus 256 MiB, so
+// memory stays under about twice the peak; a buffer that does not fit is freed. AddressSanitizer
+// is told that cached buffers are off limits, so a use after free is still caught.
+class BufferCache {
+ public:
+  static constexpr size_t kSlack = size_t{256} << 20;
+
+  static size_t rounded(size_t n) {
+    n = std::max<size_t>(n, 64);
+    if (n <= 4096) return (n + 63) & ~size_t{63};
+    const size_t step = std::bit_floor(n) / 16;
+    return (n + step - 1) / step * step;
+  }
+
+  void* take(size_t bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        unpoison(p, bytes);
+        return p;
+      }
+    }
+    return ::operator new(bytes, kAlignment);
+  }
+
+  void give(void* p, size_t bytes, size_t peak_in_use) {
+    std::lock_guard lock(mutex_);
+    if (cached_ + bytes > peak_in_use + kSlack) {
+      ::operator delete(p, kAlignment);
+      return;
+    }
+    poison(p, bytes);
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+  }
+
+  size_t cached() {
+    std::lock_guard lock(mutex_);
+    return cached_;
+  }
+
+  void release() {
+    std::lock_guard lock(mutex_);
+    release_locked();
+  }
+
+  BufferCache() = default;
+  BufferCache(const BufferCache&) = delete;
+  BufferCache& operator=(const BufferCache&) = delete;
+  ~BufferCache() { release_locked(); }
+
+ private:
+  void release_locked() {
+    for (auto& [bytes, list] : free_) {
+      for (void* p : list) {
+        unpoison(p, bytes);
+        ::operator delete(p, kAlignment);
+      }
+    }
+    free_.clear();
+    cached_ = 0;
+  }
+  static void poison([[maybe_unused]] void* p, [[maybe_unused]] size_t n) {
+#ifdef __SANITIZE_ADDRESS__
+    ASAN_POISON_MEMORY_REGION(p, n);
+#endif
+  }
+  static void unpoison([[maybe_unused]] void* p, [[maybe_unused]] size_t n) {
+#ifdef __SANITIZE_ADDRESS__
+    ASAN_UNPOISON_MEMORY_REGION(p, n);
+#endif
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+// Never destroyed: Storage objects in other statics may be freed after it would be.
+BufferCache& buffer_cache() {
+  static auto* cache = new BufferCache();
+  return *cache;
+}
+}  // namespace
+
+Storage::Storage(size_t nbytes)
+    : data_(buffer_cache().take(BufferCache::rounded(nbytes))), nbytes_(nbytes) {
+  const size_t now = g_bytes_in_use += nbytes_;
+  size_t peak = g_peak_in_use.load();
+  while (now > peak && !g_peak_in_use.compare_exchange_weak(peak, now)) {
+  }
+}
+
+Storage::~Storage() {
+  buffer_cache().give(data_, BufferCache::rounded(nbytes_), g_peak_in_use.load());
+  g_bytes_in_use -= nbytes_;
+}
+
+size_t storage_bytes_cached() { return buffer_cache().cached(); }
+void release_cached_storage() { buffer_cache().release(); }
+
+size_t storage_bytes_in_use() { return g_bytes_in_use.load(); }
+
+// ---------------------------------------------------------------------------------------------
+// Element access
+
+namespace {
+
+// Offset of a full index into the view, validated against the shape.
+int64_t element_offset(const Tensor& t, std::string_view op, std::initializer_list<int64_t> index) {
+  TG_CHECK(static_cast<int64_t>(index.size()) == t.dim(),
+           "{}: index has {} entries for a tensor of shape {}", op, index.size(), t.shape());
+  int64_t off = t.offset();
+  int64_t d = 0;
+  for (int64_t i : index) {
+    const int64_t n = t.shape()[d];
+    TG_CHECK(i >= -n && i < n, "{}: index {} out of range for dim {} of shape {}", op, i, d,
+             t.shape());
+    off += (i < 0 ? i + n : i) * t.strides()[d];
+    ++d;
+  }
+  return off;
+}
+
+double read_as_double(const Tensor& t, int64_t storage_offset) {
+  return dispatch_all(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return static_cast<double>(static_cast<const T*>(t.impl().storage->data())[storage_offset]);
+  });
+}
+
+}  // namespace
+
+int64_t Tensor::size(int64_t dim) const { return shape()[normalize_dim("size", dim, this->dim())]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] != 1 && strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+double Tensor::item() const {
+  TG_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, not one", shape(), numel());
+  return read_as_double(*this, offset());
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  return read_as_double(*this, element_offset(*this, "at", index));
+}
+
+void Tensor::set(std::initializer_list<int64_t> index, double value) {
+  TG_CHECK(!requires_grad() || (is_leaf() && !grad_enabled()),
+           "set: in-place write to a tensor that requires grad; use a NoGradGuard for leaves");
+  const int64_t off = element_offset(*this, "set", index);
+  impl().storage->bump_version();
+  dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    static_cast<T*>(impl().storage->data())[off] = static_cast<T>(value);
+  });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out;
+  out.reserve(numel());
+  const Shape& st = strides();
+  dispatch_all(dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    const S* src = static_cast<const S*>(impl().storage->data()) + offset();
+    for_each_offset<1>(shape(), {&st},
+                       [&](const auto& o) { out.push_back(static_cast<T>(src[o[0]])); });
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector() const;
+template std::vector<double> Tensor::to_vector() const;
+template std::vector<int64_t> Tensor::to_vector() const;
+template std::vector<bool> Tensor::to_vector() const;
+
+// ---------------------------------------------------------------------------------------------
+// Copies and conversions
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(shape(), target);
+  const Shape& st = strides();
+  const Shape& ost = out.strides();
+  dispatch_all(dtype(), [&](auto src_tag) {
+    using S = decltype(src_tag);
+    dispatch_all(target, [&](auto dst_tag) {
+      using D = decltype(dst_tag);
+      const S* src = data<S>();
+      D* dst = out.data<D>();
+      for_each_offset<2>(shape(), {&ost, &st},
+                         [&](const auto& o) { dst[o[0]] = static_cast<D>(src[o[1]]); });
+    });
+  });
+  if (is_floating(target) && is_floating(dtype()) && recording(*this)) {
+    const DType source = dtype();
+    // d(to(x))/dx = 1: the gradient converted back to x's dtype.
+    record("to", {*this}, out,
+           [source](const Tensor& dout, Grads& g) { g.pass(0, dout.to(source)); });
+  }
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  const Shape& st = strides();
+  dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    copy_strided(out.data<T>(), out.strides(), data<T>(), st, shape(), false);
+  });
+  if (recording(*this)) {
+    const char* op = is_contiguous() ? "clone" : "contiguous";
+    // d(copy(x))/dx = 1
+    record(op, {*this}, out, [](const Tensor& dout, Grads& g) { g.pass(0, dout); });
+  }
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>(this->impl());
+  impl->node = nullptr;
+  return Tensor(std::move(impl));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autograd state
+
+Tensor& Tensor::set_requires_grad(bool requires_grad) {
+  TG_CHECK(is_leaf(), "set_requires_grad: only leaves can change requires_grad; detach() first");
+  if (requires_grad) {
+    TG_CHECK(is_floating(dtype()), "set_requires_grad: only float tensors can require grad, got {}",
+             dtype());
+    if (!impl().node) {
+      impl().node = std::make_shared<GradNode>();
+      impl().node->shape = shape();
+      impl().node->dtype = dtype();
+    }
+  } else {
+    impl().node = nullptr;
+  }
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return !impl().node || !impl().node->grad_fn; }
+
+Tensor Tensor::grad() const { return impl().node ? impl().node->grad : Tensor(); }
+
+void Tensor::zero_grad() {
+  if (impl().node) impl().node->grad = Tensor();
+}
+
+void Tensor::backward(const Tensor& dout) const { tapegrad::backward(*this, dout); }
+
+// ---------------------------------------------------------------------------------------------
+// Factories
+
+Tensor empty(const Shape& shape, DType dtype) {
+  // 2^40 bytes (1 TiB): past this project's machines' memory, far from size_t's overflow, and
+  // the largest request AddressSanitizer's allocator accepts
+  constexpr int64_t kMaxBytes = int64_t{1} << 40;
+  const int64_t n = numel(shape);
+  TG_CHECK(n <= kMaxBytes / static_cast<int64_t>(dtype_size(dtype)),
+           "empty: shape {} of {} needs {} elements, more than any buffer can hold", shape, dtype,
+           n);
+  auto impl = std::make_shared<TensorImpl>();
+  try {
+    impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype));
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("empty: cannot allocate {} bytes for shape {} of {}",
+                            static_cast<size_t>(n) * dtype_size(dtype), shape, dtype));
+  }
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value));
+  });
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.impl().storage->data(), 0, t.impl().storage->nbytes());
+  return t;
+}
+
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  TG_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+           "arange: bad range start={} end={} step={}", start, end, step);
+  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((end - start) / step)));
+  Tensor t = empty({n}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+Tensor arange(int64_t end, DType dtype) {
+  return arange(0.0, static_cast<double>(end), 1.0, dtype);
+}
+
+Tensor tensor(std::span<const double> values, const Shape& shape, DType dtype) {
+  TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape),
+           "tensor: {} values for shape {} ({} elements)", values.size(), shape, numel(shape));
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::transform(values.begin(), values.end(), t.data<T>(),
+                   [](double v) { return static_cast<T>(v); });
+  });
+  return t;
+}
+
+Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype) {
+  return tensor(std::span<const double>(values.begin(), values.size()), shape, dtype);
+}
+
+Tensor tensor(std::initializer_list<double> values, DType dtype) {
+  return tensor(values, {static_cast<int64_t>(values.size())}, dtype);
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape),
+           "from_vector: {} values for shape {} ({} elements)", values.size(), shape, numel(shape));
+  Tensor t = empty(shape, kDTypeOf<T>);
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+template Tensor from_vector(const std::vector<float>&, const Shape&);
+template Tensor from_vector(const std::vector<double>&, const Shape&);
+template Tensor from_vector(const std::vector<int64_t>&, const Shape&);
+
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
+  TG_CHECK(low <= high, "uniform: low {} is above high {}", low, high);
+  Tensor t = empty(shape, dtype);
+  dispatch_floating("uniform", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+      p[i] = static_cast<T>(low + (high - low) * gen.uniform());
+    }
+  });
+  return t;
+}
+
+Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen, DType dtype) {
+  TG_CHECK(stddev >= 0, "normal: negative stddev {}", stddev);
+  Tensor t = empty(shape, dtype);
+  dispatch_floating("normal", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+      p[i] = static_cast<T>(mean + stddev * gen.normal());
+    }
+  });
+  return t;
+}
+
+}  // namespace tapegrad
+
+// ---------------------------------------------------------------------------------------------
+// Printing
+
+namespace {
+
+using tapegrad::DType;
+using tapegrad::Shape;
+using tapegrad::Tensor;
+
+constexpr int64_t kSummarizeAbove = 1000;  // PyTorch's print threshold
+constexpr int64_t kEdgeItems = 3;
+
+// The indices of dim d to show: all, or the first and last kEdgeItems with -1 marking "...".
+std::vector<int64_t> shown_indices(int64_t n, bool summarize) {
+  std::vector<int64_t> idx;
+  if (summarize && n > 2 * kEdgeItems) {
+    for (int64_t i = 0; i < kEdgeItems; ++i) idx.push_back(i);
+    idx.push_back(-1);
+    for (int64_t i = n - kEdgeItems; i < n; ++i) idx.push_back(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+  }
+  return idx;
+}
+
+struct Printer {
+  const Tensor& t;
+  bool summarize;
+  bool scientific = false;
+  size_t width = 0;
+  std::vector<double> values{};  // the shown elements, in print order
+
+  std::string element(double v) const {
+    switch (t.dtype()) {
+      case DType::Bool: return v != 0 ? "True" : "False";
+      case DType::Int64: return fmt::format("{}", static_cast<int64_t>(v));
+      default: return scientific ? fmt::format("{:.4e}", v) : fmt::format("{:.4f}", v);
+    }
+  }
+
+  void collect(int64_t dim, int64_t off) {
+    if (dim == t.dim()) {
+      values.push_back(tapegrad::dispatch_all(t.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        return static_cast<double>(static_cast<const T*>(t.impl().storage->data())[off]);
+      }));
+      return;
+    }
+    for (int64_t i : shown_indices(t.shape()[dim], summarize)) {
+      if (i >= 0) collect(dim + 1, off + i * t.strides()[dim]);
+    }
+  }
+
+  void emit(std::string& out, int64_t dim, int64_t off, size_t indent) const {
+    if (dim == t.dim()) {
+      const std::string s = element(tapegrad::dispatch_all(t.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        return static_cast<double>(static_cast<const T*>(t.impl().storage->data())[off]);
+      }));
+      out += std::string(width - s.size(), ' ') + s;
+      return;
+    }
+    out += '[';
+    bool first = true;
+    const bool last_dim = dim + 1 == t.dim();
+    for (int64_t i : shown_indices(t.shape()[dim], summarize)) {
+      if (!first) {
+        out += ',';
+        if (last_dim) {
+          out += ' ';
+        } else {
+          out += std::string(static_cast<size_t>(t.dim() - dim - 1), '\n');
+          out += std::string(indent + 1, ' ');
+        }
+      }
+      first = false;
+      if (i < 0) {
+        out += "...";
+      } else {
+        emit(out, dim + 1, off + i * t.strides()[dim], indent + 1);
+      }
+    }
+    out += ']';
+  }
+};
+
+}  // namespace
+
+fmt::format_context::iterator fmt::formatter<Tensor>::format(const Tensor& t,
+                                                             format_context& ctx) const {
+  if (!t.defined()) return fmt::format_to(ctx.out(), "tensor(undefined)");
+  Printer p{t, t.numel() > kSummarizeAbove};
+  std::string body;
+  if (t.numel() == 0) {
+    body = "[]";
+  } else {
+    p.collect(0, t.offset());
+    if (tapegrad::is_floating(t.dtype())) {
+      double max_abs = 0, min_abs = INFINITY;
+      for (double v : p.values) {
+        if (!std::isfinite(v)) continue;
+        max_abs = std::max(max_abs, std::abs(v));
+        if (v != 0) min_abs = std::min(min_abs, std::abs(v));
+      }
+      p.scientific = max_abs >= 1e8 || (min_abs < 1e-4 && min_abs > 0);
+    }
+    for (double v : p.values) p.width = std::max(p.width, p.element(v).size());
+    p.emit(body, 0, t.offset(), 7);  // 7 = strlen("tensor(")
+  }
+  std::string suffix;
+  if (t.dtype() == DType::Float64) suffix += ", dtype=float64";
+  if (t.requires_grad()) {
+    suffix += t.is_leaf() ? ", requires_grad=True"
+                          : fmt::format(", grad_fn=<{}>", t.impl().node->grad_fn->op);
+  }
+  return fmt::format_to(ctx.out(), "tensor({}{})", body, suffix);
+}

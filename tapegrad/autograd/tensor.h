@@ -1,0 +1,171 @@
+// Tensor: a handle to an n-dimensional array of float32, float64, int64 or bool.
+//
+// Storage is a flat buffer shared by handles; a tensor is a view of it given by an offset, a
+// shape and strides (in elements). Freshly made tensors are contiguous and row-major; the view
+// ops (reshape, transpose, permute, slice, split) only change offset/shape/strides, and
+// contiguous() makes a packed copy when a kernel needs one. matmul reads transposed views
+// directly, passing BLAS a transpose flag instead of copying.
+//
+// A tensor that requires grad carries a GradNode (tapegrad/autograd/tape.h): its accumulated
+// gradient and, for a non-leaf, the tape entry that produced it.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/shape.h"
+
+namespace tapegrad {
+
+class Generator;
+struct GradNode;
+
+// A flat, 64-byte aligned, uninitialised buffer. Buffers come from a caching allocator: a freed
+// buffer is kept for the next request of the same rounded size, so a training step, which
+// allocates the same shapes every time, stops paying for fresh pages (page faults) and malloc.
+class Storage {
+ public:
+  explicit Storage(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+  // Counts in-place writes made through the library (Tensor::set, optimizer updates). The tape
+  // notes it for every input of a recorded op, and backward refuses to run an op whose input
+  // was written since, as PyTorch's version counter does: its gradient would be silently wrong.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  uint64_t version_ = 0;
+};
+
+// Bytes held by all live Storage objects of the process: the memory tests watch this.
+size_t storage_bytes_in_use();
+// Bytes of freed buffers kept by the cache for reuse: at most the peak of storage_bytes_in_use()
+// plus 256 MiB.
+size_t storage_bytes_cached();
+// Returns every cached buffer to the system.
+void release_cached_storage();
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;  // in elements
+  DType dtype = DType::Float32;
+  std::shared_ptr<GradNode> node;  // set when the tensor requires grad
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor: "no tensor", e.g. an absent bias
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t offset() const { return impl().offset; }
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int64_t numel() const { return tapegrad::numel(impl().shape); }
+  DType dtype() const { return impl().dtype; }
+  bool is_contiguous() const;
+
+  // Pointer to the first element of this view; the layout is given by shape() and strides().
+  // T must match dtype().
+  template <class T>
+  T* data() const {
+    TG_CHECK(kDTypeOf<T> == dtype(), "data: tensor has dtype {}, asked for {}", dtype(),
+             kDTypeOf<T>);
+    return static_cast<T*>(impl().storage->data()) + impl().offset;
+  }
+
+  // The single element of a one-element tensor, converted to double.
+  double item() const;
+  // The element at a full index (negative indices count from the end), converted to double.
+  double at(std::initializer_list<int64_t> index) const;
+  // Writes one element. Not recorded on the tape: only for tensors that do not require grad,
+  // or leaves under a NoGradGuard.
+  void set(std::initializer_list<int64_t> index, double value);
+  // All elements in row-major order, converted to T.
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // Differentiable conversion (between float types; to int64/bool it cuts the graph).
+  Tensor to(DType dtype) const;
+  // Differentiable packed copy.
+  Tensor clone() const;
+  // This tensor packed row-major: itself when it already is, else a differentiable copy.
+  Tensor contiguous() const;
+  // Shares storage, but is a new leaf that does not require grad.
+  Tensor detach() const;
+
+  // Autograd. requires_grad may be set only on leaves.
+  bool requires_grad() const { return impl().node != nullptr; }
+  Tensor& set_requires_grad(bool requires_grad);
+  bool is_leaf() const;
+  // The accumulated gradient of a leaf; undefined until a backward() reaches it.
+  Tensor grad() const;
+  void zero_grad();
+  // Reverse pass from this tensor. Without `dout` the tensor must have one element and the
+  // seed gradient is 1; otherwise `dout` has this tensor's shape and dtype.
+  void backward(const Tensor& dout = Tensor()) const;
+
+  TensorImpl& impl() const {
+    TG_CHECK(impl_ != nullptr, "tensor: use of an undefined tensor");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Factories. Each makes a new contiguous leaf.
+Tensor empty(const Shape& shape, DType dtype = DType::Float32);
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
+Tensor ones(const Shape& shape, DType dtype = DType::Float32);
+Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
+Tensor zeros_like(const Tensor& t);
+// [start, start + step, ...) up to but excluding end, like torch.arange.
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Int64);
+Tensor arange(int64_t end, DType dtype = DType::Int64);
+// From values in row-major order; values.size() must equal numel(shape).
+// A bool tensor's elements as bytes (0 or 1), for kernels: GCC vectorises byte loads, not
+// bool ones.
+inline uint8_t* mask_bytes(const Tensor& mask) {
+  return reinterpret_cast<uint8_t*>(mask.data<bool>());
+}
+
+Tensor tensor(std::span<const double> values, const Shape& shape, DType dtype = DType::Float32);
+Tensor tensor(std::initializer_list<double> values, const Shape& shape,
+              DType dtype = DType::Float32);
+// A 1-D tensor of the values.
+Tensor tensor(std::initializer_list<double> values, DType dtype = DType::Float32);
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+// Random draws from an explicit generator.
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen,
+               DType dtype = DType::Float32);
+Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen,
+              DType dtype = DType::Float32);
+
+}  // namespace tapegrad
+
+// Prints like PyTorch: tensor([[1.0000, 2.0000], [3.0000, 4.0000]]), with rows on their own
+// lines, and "..." eliding the middle of each dimension when the tensor has over 1000 elements.
+template <>
+struct fmt::formatter<tapegrad::Tensor> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  format_context::iterator format(const tapegrad::Tensor& t, format_context& ctx) const;
+};

@@ -1,0 +1,70 @@
+#include "tapegrad/data/text.h"
+
+namespace tapegrad::data {
+
+namespace {
+// Length of the UTF-8 sequence starting with byte b, or 0 for a byte that cannot start one.
+size_t sequence_length(unsigned char b) {
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return 2;
+  if (b >= 0xE0 && b <= 0xEF) return 3;
+  if (b >= 0xF0 && b <= 0xF4) return 4;
+  return 0;
+}
+}  // namespace
+
+std::optional<size_t> find_invalid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b0 = static_cast<unsigned char>(text[i]);
+    const size_t n = sequence_length(b0);
+    if (n == 0 || i + n > text.size()) return i;
+    uint32_t cp = n == 1 ? b0 : b0 & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      if ((b & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    // overlong forms, surrogates and code points past U+10FFFF
+    const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+    if (overlong || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> split_chars(std::string_view text) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = std::max<size_t>(1, sequence_length(static_cast<unsigned char>(text[i])));
+    out.emplace_back(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+std::optional<size_t> read_line(std::istream& in, std::string& line, size_t max_bytes) {
+  line.clear();
+  size_t length = 0;
+  std::streambuf* buf = in.rdbuf();
+  for (int c = buf->sbumpc(); c != std::char_traits<char>::eof(); c = buf->sbumpc()) {
+    if (c == '\n') return length;
+    if (length++ < max_bytes) line += static_cast<char>(c);
+  }
+  if (length == 0) return std::nullopt;
+  return length;
+}
+
+std::vector<std::string> split_words(std::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < text.size() && text[i] != ' ' && text[i] != '\t') ++i;
+    if (i > start) out.emplace_back(text.substr(start, i - start));
+  }
+  return out;
+}
+
+}  // namespace tapegrad::data

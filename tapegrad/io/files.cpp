@@ -1,0 +1,138 @@
+// Regular-file opening with size bounds, atomic replacement (temporary, fsync, rename, fsync
+// of the folder), syncing, and the JSON nesting scan.
+#include "tapegrad/io/files.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace tapegrad::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw FileError(fmt::format("{}: {}", path, what));
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a fifo";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+constexpr std::string_view kTmpInfix = ".tmp.";
+
+}  // namespace
+
+OpenedFile open_regular(const std::string& path, uint64_t max_bytes) {
+  // stat follows symlinks: a link to a regular file is fine, a link to a fifo is not
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path, fmt::format("cannot open: {}", errno_text()));
+  if (!S_ISREG(st.st_mode)) fail(path, fmt::format("not a regular file ({})", kind_of(st.st_mode)));
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes) fail(path, fmt::format("{} bytes, over the limit of {}", size, max_bytes));
+  OpenedFile f;
+  f.stream.open(path, std::ios::binary);
+  if (!f.stream) fail(path, "cannot open");
+  f.size = size;
+  return f;
+}
+
+namespace {
+void sync(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, fmt::format("cannot open to sync: {}", errno_text()));
+  const int rc = ::fsync(fd);
+  const std::string why = errno_text();
+  ::close(fd);
+  if (rc != 0) fail(path, fmt::format("fsync failed: {}", why));
+}
+}  // namespace
+
+void sync_directory(const std::string& dir) { sync(dir.empty() ? "." : dir, O_DIRECTORY); }
+void sync_file(const std::string& path) { sync(path, 0); }
+
+bool is_temporary_name(std::string_view name) {
+  return name.size() > 1 && name[0] == '.' && name.find(kTmpInfix) != std::string_view::npos;
+}
+
+void write_atomic(const std::string& path, const std::function<void(const Sink&)>& body) {
+  const fs::path target(path);
+  const std::string dir = target.parent_path().string();
+  const std::string tmp = (target.parent_path() / fmt::format(".{}{}{}", target.filename().string(),
+                                                              kTmpInfix, ::getpid()))
+                              .string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(tmp, fmt::format("cannot create: {}", errno_text()));
+  const Sink sink = [&](const void* data, size_t n) {
+    const auto* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail(path, fmt::format("write failed: {}", w < 0 ? errno_text() : "no progress"));
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  };
+  try {
+    body(sink);
+    if (::fsync(fd) != 0) fail(path, fmt::format("fsync failed: {}", errno_text()));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    fail(path, fmt::format("close failed: {}", why));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    fail(path, fmt::format("cannot replace it: {}", why));
+  }
+  sync_directory(dir);
+}
+
+int json_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+void write_atomic(const std::string& path, std::string_view contents) {
+  write_atomic(path, [&](const Sink& sink) { sink(contents.data(), contents.size()); });
+}
+
+}  // namespace tapegrad::io

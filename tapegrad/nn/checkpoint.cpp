@@ -1,0 +1,272 @@
+// safetensors: writing a module's state atomically, and a reader that validates the whole
+// header (length, nesting, dtypes, sizes, offsets tiling the data) before it allocates.
+#include "tapegrad/nn/checkpoint.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "tapegrad/io/files.h"
+
+namespace tapegrad::nn {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; this build assumes a little-endian host");
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit Hugging Face's reader uses
+constexpr int kMaxJsonDepth = io::kMaxJsonDepth;   // likewise; ours need 3
+constexpr size_t kMaxRank = 64;
+
+const char* dtype_code(DType d) {
+  switch (d) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+std::optional<DType> dtype_from_code(const std::string& code) {
+  for (DType d : {DType::Float32, DType::Float64, DType::Int64, DType::Bool}) {
+    if (code == dtype_code(d)) return d;
+  }
+  return std::nullopt;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw CheckpointError(fmt::format("{}: {}", path, what));
+}
+
+// Text from the file for an error message: at most 64 characters of it.
+std::string clip(std::string text) {
+  if (text.size() > 64) text = text.substr(0, 60) + " ...";
+  return text;
+}
+std::string quote(const nlohmann::json& v) { return clip(v.dump()); }
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const Metadata& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<Tensor> packed;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    TG_CHECK(!name.empty() && name != "__metadata__" && !header.contains(name),
+             "save_safetensors: invalid or duplicate tensor name '{}'", name);
+    const Tensor c = t.contiguous();
+    const uint64_t nbytes = c.numel() * dtype_size(c.dtype());
+    header[name] = {{"dtype", dtype_code(c.dtype())},
+                    {"shape", c.shape()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+    packed.push_back(c);
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
+  const uint64_t header_len = text.size();
+
+  try {
+    io::write_atomic(path, [&](const io::Sink& write) {
+      write(&header_len, 8);
+      write(text.data(), text.size());
+      for (const Tensor& c : packed) {
+        write(
+            static_cast<const char*>(c.impl().storage->data()) + c.offset() * dtype_size(c.dtype()),
+            c.numel() * dtype_size(c.dtype()));
+      }
+    });
+  } catch (const io::FileError& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+SafetensorsContents load_safetensors(const std::string& path) {
+  try {
+    io::OpenedFile f = io::open_regular(path, std::numeric_limits<uint64_t>::max());
+    return read_safetensors(f.stream, f.size, path);
+  } catch (const io::FileError& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size,
+                                     const std::string& path) {
+  if (file_size < 8) fail(path, fmt::format("truncated: {} bytes, expected at least 8", file_size));
+
+  uint64_t header_len = 0;
+  in.read(reinterpret_cast<char*>(&header_len), 8);
+  if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
+    fail(path, fmt::format("header length {} is impossible for a file of {} bytes", header_len,
+                           file_size));
+  }
+  std::string text(header_len, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_len));
+  if (!in) fail(path, "truncated header");
+  if (io::json_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+    fail(path, fmt::format("header nests deeper than {} levels", kMaxJsonDepth));
+  }
+  const nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
+  if (header.is_discarded() || !header.is_object()) fail(path, "header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - header_len;
+
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  SafetensorsContents out;
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();
+    const nlohmann::json& v = item.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) fail(path, "__metadata__ is not an object");
+      for (const auto& [k, s] : v.items()) {
+        if (!s.is_string()) fail(path, fmt::format("metadata '{}' is not a string", clip(k)));
+        out.metadata[k] = s.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& why) {
+      fail(path, fmt::format("tensor '{}': {}", clip(name), why));
+    };
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets")) {
+      bad("needs dtype, shape and data_offsets");
+    }
+    const auto& jd = v["dtype"];
+    const auto dtype = jd.is_string() ? dtype_from_code(jd.get<std::string>()) : std::nullopt;
+    if (!dtype) bad(fmt::format("unsupported dtype {}", quote(jd)));
+    Entry e{name, *dtype, {}, 0, 0};
+    const auto& js = v["shape"];
+    if (!js.is_array() || js.size() > kMaxRank) bad(fmt::format("bad shape {}", quote(js)));
+    // Every element takes at least one byte of the data region, which bounds each extent and
+    // the running product (overflow-checked) before anything is multiplied out.
+    uint64_t elements = 1;
+    bool zero = false;
+    for (const auto& d : js) {
+      if (!d.is_number_unsigned()) bad(fmt::format("bad shape {}", quote(js)));
+      const uint64_t n = d.get<uint64_t>();
+      zero = zero || n == 0;
+      if (n > data_size && n != 0) bad(fmt::format("shape {} is larger than the file", quote(js)));
+      if (!zero && (__builtin_mul_overflow(elements, n, &elements) || elements > data_size)) {
+        bad(fmt::format("shape {} is larger than the file", quote(js)));
+      }
+      e.shape.push_back(static_cast<int64_t>(n));
+    }
+    const uint64_t bytes = zero ? 0 : elements * dtype_size(e.dtype);  // <= 8 x the file size
+    const auto& jo = v["data_offsets"];
+    if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() ||
+        !jo[1].is_number_unsigned()) {
+      bad(fmt::format("bad data_offsets {}", quote(jo)));
+    }
+    e.begin = jo[0].get<uint64_t>();
+    e.end = jo[1].get<uint64_t>();
+    if (e.begin > e.end || e.end > data_size) {
+      bad(fmt::format("data_offsets [{}, {}] outside the {} data bytes", e.begin, e.end,
+                      data_size));
+    }
+    if (e.end - e.begin != bytes) {
+      bad(fmt::format("data_offsets [{}, {}] hold {} bytes, shape {} {} needs {}", e.begin, e.end,
+                      e.end - e.begin, e.shape, dtype_name(e.dtype), bytes));
+    }
+    entries.push_back(std::move(e));
+  }
+  // The tensors tile the data region exactly, as the safetensors format requires: no overlap,
+  // no gap, nothing after the last.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t covered = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].begin < covered) {
+      fail(path, fmt::format("tensors '{}' and '{}' overlap", clip(entries[i - 1].name),
+                             clip(entries[i].name)));
+    }
+    if (entries[i].begin > covered) {
+      fail(path, fmt::format("data bytes [{}, {}) before tensor '{}' belong to no tensor", covered,
+                             entries[i].begin, clip(entries[i].name)));
+    }
+    covered = entries[i].end;
+  }
+  if (covered != data_size) {
+    fail(path, fmt::format("data bytes [{}, {}) after the last tensor belong to no tensor", covered,
+                           data_size));
+  }
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    in.seekg(static_cast<std::streamoff>(8 + header_len + e.begin));
+    in.read(static_cast<char*>(t.impl().storage->data()),
+            static_cast<std::streamsize>(e.end - e.begin));
+    if (!in) fail(path, fmt::format("tensor '{}': read failed", clip(e.name)));
+    if (e.dtype == DType::Bool) {
+      const auto* p = static_cast<const uint8_t*>(t.impl().storage->data());
+      for (uint64_t i = 0; i < e.end - e.begin; ++i) {
+        if (p[i] > 1) {
+          fail(path, fmt::format("tensor '{}': bool byte {} is not 0 or 1", clip(e.name), p[i]));
+        }
+      }
+    }
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+void save(const Module& module, const std::string& path, const Metadata& metadata) {
+  save_safetensors(path, module.state(), metadata);
+}
+
+Metadata load(Module& module, const std::string& path, bool strict) {
+  return load(module, load_safetensors(path), path, strict);
+}
+
+Metadata load(Module& module, const SafetensorsContents& file, const std::string& path,
+              bool strict) {
+  std::map<std::string, Tensor> found(file.tensors.begin(), file.tensors.end());
+  std::vector<std::string> problems;
+  std::vector<std::pair<std::string, Tensor>> matched;
+  std::set<std::string> expected;
+  for (const auto& [name, current] : module.state()) {
+    expected.insert(name);
+    auto it = found.find(name);
+    if (it == found.end()) {
+      if (strict) problems.push_back(fmt::format("missing '{}'", name));
+      continue;
+    }
+    const Tensor& t = it->second;
+    if (t.shape() != current.shape()) {
+      problems.push_back(fmt::format("'{}' has shape {} in the file, {} in the model", name,
+                                     t.shape(), current.shape()));
+    } else if (t.dtype() != current.dtype()) {
+      problems.push_back(fmt::format("'{}' has dtype {} in the file, {} in the model", name,
+                                     t.dtype(), current.dtype()));
+    } else {
+      matched.emplace_back(name, t);
+    }
+  }
+  if (strict) {
+    for (const auto& [name, t] : file.tensors) {
+      if (!expected.contains(name)) problems.push_back(fmt::format("unexpected '{}'", clip(name)));
+    }
+  }
+  if (!problems.empty()) {
+    constexpr size_t kListed = 20;
+    const size_t more = problems.size() > kListed ? problems.size() - kListed : 0;
+    problems.resize(problems.size() - more);
+    fail(path, fmt::format("does not fit {}: {}{}", module.type_name(), fmt::join(problems, "; "),
+                           more ? fmt::format("; and {} more", more) : ""));
+  }
+  for (const auto& [name, t] : matched) module.assign(name, t);
+  return file.metadata;
+}
+
+}  // namespace tapegrad::nn

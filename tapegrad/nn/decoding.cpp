@@ -1,0 +1,228 @@
+// generate(): greedy, beam search and sampling as settings of one loop over a batch of
+// sources, on the cached decoder step or on the whole prefix.
+#include "tapegrad/nn/decoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/softmax.h"
+#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/tape.h"
+
+namespace tapegrad::nn {
+
+namespace {
+
+// Restores the model's mode when the call ends.
+class EvalScope {
+ public:
+  explicit EvalScope(Module& m) : m_(m), was_training_(m.is_training()) { m.eval(); }
+  ~EvalScope() { m_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Module& m_;
+  bool was_training_;
+};
+
+void check(const MiniTransformer& model, const Tensor& src_ids, const GenerateOptions& o) {
+  const MiniTransformerConfig& cfg = model.config();
+  TG_CHECK(src_ids.dtype() == DType::Int64 && src_ids.dim() == 2 && src_ids.size(0) > 0,
+           "generate: source ids must be int64 [B, S] with B > 0, got {} {}", src_ids.dtype(),
+           src_ids.shape());
+  TG_CHECK(o.max_len >= 1 && o.max_len <= cfg.max_len,
+           "generate: max_len must be in [1, {}] (the model's max_len), got {}", cfg.max_len,
+           o.max_len);
+  TG_CHECK(o.beam >= 1 && o.beam <= 1024, "generate: beam must be in [1, 1024], got {}", o.beam);
+  TG_CHECK(std::isfinite(o.length_penalty) && o.length_penalty >= 0,
+           "generate: length_penalty must be finite and >= 0, got {}", o.length_penalty);
+  TG_CHECK(!o.sample || o.beam == 1, "generate: sampling draws one hypothesis: beam must be 1");
+  TG_CHECK(std::isfinite(o.temperature) && o.temperature > 0,
+           "generate: temperature must be positive, got {}", o.temperature);
+  TG_CHECK(o.top_k >= 0, "generate: top_k must be >= 0, got {}", o.top_k);
+  TG_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: top_p must be in (0, 1], got {}", o.top_p);
+  TG_CHECK(o.bos >= 0 && o.bos < cfg.tgt_vocab && o.eos >= 0 && o.eos < cfg.tgt_vocab,
+           "generate: bos {} and eos {} must be ids of the target vocabulary of {}", o.bos, o.eos,
+           cfg.tgt_vocab);
+}
+
+struct Hypothesis {
+  std::vector<int64_t> tokens;  // after <bos>
+  double log_prob = 0;
+};
+
+struct Source {
+  std::vector<Hypothesis> live;      // its rows, in order
+  std::vector<Generation> finished;  // best first, at most `beam`
+  std::vector<Generation> cut;       // reached max_len without <eos>
+};
+
+// One token drawn from logp (a row of log-probabilities) after temperature, top-k and top-p,
+// with u uniform in [0, 1).
+int64_t sample_token(const double* logp, int64_t V, const GenerateOptions& o, double u) {
+  std::vector<int64_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return logp[a] > logp[b]; });
+  int64_t keep = o.top_k > 0 ? std::min(o.top_k, V) : V;
+  std::vector<double> p(keep);
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    p[i] = std::exp((logp[order[i]] - logp[order[0]]) / o.temperature);
+    total += p[i];
+  }
+  if (o.top_p < 1) {  // the smallest head of the sorted tokens holding top_p of the mass
+    double mass = 0;
+    for (int64_t i = 0; i < keep; ++i) {
+      mass += p[i] / total;
+      if (mass >= o.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    total = std::accumulate(p.begin(), p.begin() + keep, 0.0);
+  }
+  double target = u * total;
+  for (int64_t i = 0; i < keep; ++i) {
+    target -= p[i];
+    if (target < 0) return order[i];
+  }
+  return order[keep - 1];
+}
+
+}  // namespace
+
+double length_penalized(double log_prob, int64_t length, double alpha) {
+  return log_prob / std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
+                                 const GenerateOptions& o) {
+  check(model, src_ids, o);
+  EvalScope eval(model);
+  NoGradGuard no_grad;
+  const auto B = static_cast<size_t>(src_ids.size(0));
+  const double alpha = o.length_penalty;
+  // a live hypothesis's score can rise to at most log_prob / penalty(max_len)
+  const double longest_penalty = std::pow((5.0 + static_cast<double>(o.max_len)) / 6.0, alpha);
+
+  MiniTransformer::DecodeState state;
+  if (o.cache) {
+    state = model.start_decoding(model.encode(src_ids), o.max_len);
+  } else {
+    state.memory = model.encode(src_ids);  // the rows of memory, kept like the cache's
+  }
+  std::vector<Source> sources(B);
+  for (Source& s : sources) s.live = {Hypothesis{}};
+
+  for (int64_t t = 0; t < o.max_len; ++t) {
+    // the decoder's input at position t for every live row, sources in order
+    std::vector<int64_t> ids, prefixes;
+    for (const Source& s : sources) {
+      for (const Hypothesis& h : s.live) {
+        ids.push_back(t == 0 ? o.bos : h.tokens.back());
+        if (o.cache) continue;
+        prefixes.push_back(o.bos);  // the uncached decoder reads the whole prefix
+        prefixes.insert(prefixes.end(), h.tokens.begin(), h.tokens.end());
+      }
+    }
+    if (ids.empty()) break;
+    const auto N = static_cast<int64_t>(ids.size());
+    const Tensor logits =
+        o.cache ? model.decode_step(from_vector(ids, {N}), state)
+                : squeeze(slice(model.decode(from_vector(prefixes, {N, t + 1}), state.memory), 1, t,
+                                t + 1),
+                          1);
+    // ranks and scores in float64, so that ties and sums do not depend on float32 rounding
+    const Tensor logp_t = log_softmax(logits.to(DType::Float64), -1);
+    const int64_t V = logp_t.size(1);
+    const std::vector<double> logp = logp_t.to_vector<double>();
+
+    std::vector<int64_t> parent_rows;
+    bool same_sources = true;  // every source keeps as many rows as it had
+    int64_t row0 = 0;
+    for (size_t b = 0; b < B; ++b) {
+      Source& s = sources[b];
+      const auto K = static_cast<int64_t>(s.live.size());
+      // candidates (row, token), best first
+      std::vector<int64_t> candidates;
+      if (o.sample && K > 0) {
+        const double u =
+            static_cast<double>(counter_bits(counter_bits(o.seed, b), t) >> 11) * 0x1.0p-53;
+        candidates.push_back(row0 * V + sample_token(&logp[row0 * V], V, o, u));
+      } else if (K > 0) {
+        const int64_t wanted = std::min<int64_t>(o.beam == 1 ? 1 : 2 * o.beam, K * V);
+        candidates.resize(K * V);
+        std::iota(candidates.begin(), candidates.end(), row0 * V);
+        auto total = [&](int64_t c) { return s.live[c / V - row0].log_prob + logp[c]; };
+        std::partial_sort(candidates.begin(), candidates.begin() + wanted, candidates.end(),
+                          [&](int64_t a, int64_t c) {
+                            return total(a) != total(c) ? total(a) > total(c) : a < c;
+                          });
+        candidates.resize(wanted);
+      }
+      std::vector<Hypothesis> next;
+      for (const int64_t c : candidates) {
+        const Hypothesis& parent = s.live[c / V - row0];
+        const int64_t token = c % V;
+        const double log_prob = parent.log_prob + logp[c];
+        if (token == o.eos) {
+          const auto length = static_cast<int64_t>(parent.tokens.size()) + 1;
+          s.finished.push_back(
+              {parent.tokens, log_prob, length_penalized(log_prob, length, alpha), true});
+        } else if (static_cast<int64_t>(next.size()) < o.beam) {
+          Hypothesis h{parent.tokens, log_prob};
+          h.tokens.push_back(token);
+          next.push_back(std::move(h));
+          parent_rows.push_back(c / V);
+        }
+      }
+      row0 += K;
+      std::stable_sort(s.finished.begin(), s.finished.end(),
+                       [](const Generation& a, const Generation& c) { return a.score > c.score; });
+      if (static_cast<int64_t>(s.finished.size()) > o.beam) s.finished.resize(o.beam);
+      // done: out of room, or no live hypothesis can still beat the best finished one
+      bool done = t + 1 == o.max_len;
+      if (!done && !s.finished.empty()) {
+        double best_live = -INFINITY;
+        for (const Hypothesis& h : next)
+          best_live = std::max(best_live, h.log_prob / longest_penalty);
+        done = s.finished.front().score >= best_live;
+      }
+      if (done) {
+        for (const Hypothesis& h : next) {
+          const auto length = static_cast<int64_t>(h.tokens.size());
+          s.cut.push_back(
+              {h.tokens, h.log_prob, length_penalized(h.log_prob, length, alpha), false});
+        }
+        parent_rows.resize(parent_rows.size() - next.size());
+        next.clear();
+      }
+      same_sources = same_sources && static_cast<int64_t>(next.size()) == K;
+      s.live = std::move(next);
+    }
+    // reorder the rows unless they stay as they are (greedy and sampling until a source ends)
+    bool same = static_cast<int64_t>(parent_rows.size()) == N;
+    for (size_t r = 0; same && r < parent_rows.size(); ++r)
+      same = parent_rows[r] == static_cast<int64_t>(r);
+    if (!same) MiniTransformer::keep_rows(state, parent_rows, same_sources);
+  }
+
+  std::vector<Generation> out;
+  for (Source& s : sources) {
+    if (!s.finished.empty()) {
+      out.push_back(std::move(s.finished.front()));
+      continue;
+    }
+    const auto best = std::max_element(
+        s.cut.begin(), s.cut.end(),
+        [](const Generation& a, const Generation& c) { return a.score < c.score; });
+    out.push_back(std::move(*best));
+  }
+  return out;
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,49 @@
+// Inference with a trained MiniTransformer: one generate() for greedy decoding, beam search
+// and sampling, over a batch of sources. The source is encoded once; the decoder then runs one
+// position a step with each layer's keys and values cached (MiniTransformer::decode_step), or,
+// with cache = false, over the whole prefix every step (the reference the tests compare with).
+// The model is in eval mode for the call and nothing is recorded on the tape.
+#pragma once
+
+#include <vector>
+
+#include "tapegrad/nn/transformer.h"
+
+namespace tapegrad::nn {
+
+// GenerateOptions{.beam = 4}, GenerateOptions{.sample = true, .top_p = 0.9, .seed = 7}
+struct GenerateOptions {
+  int64_t max_len = 64;         // tokens generated at most, <eos> included (<= the model's max_len)
+  int64_t beam = 1;             // hypotheses kept per source; 1 without sampling is greedy
+  double length_penalty = 0.6;  // alpha of the GNMT penalty ((5 + len) / 6)^alpha; 0: none
+  bool sample = false;          // draw each token from the model's distribution (beam 1)
+  double temperature = 1.0;     // sampling: the logits are divided by it
+  int64_t top_k = 0;            // sampling: only the k most likely tokens (0: all)
+  double top_p = 1.0;           // sampling: the smallest set of tokens holding this probability
+  uint64_t seed = 0;            // sampling: source b's draws depend on (seed, b, step) only
+  bool cache = true;            // false: rerun the decoder over the whole prefix every step
+  int64_t bos = 1, eos = 2;
+};
+
+struct Generation {
+  std::vector<int64_t> tokens;  // without <bos> and <eos>
+  double log_prob = 0;          // under the model, <eos> included when finished
+  double score = 0;             // log_prob / ((5 + len) / 6)^alpha, len counting <eos>
+  bool finished = false;        // ended with <eos>; false when cut at max_len
+};
+
+// src_ids [B, S] (padded with the model's pad id) -> one Generation per source.
+//
+// Beam search keeps `beam` live hypotheses per source at every step: it ranks the 2 x beam best
+// continuations by log-probability, moves those ending in <eos> to the finished list (compared
+// with each other by score), and keeps the best `beam` others. A source is done when no live
+// hypothesis can still beat its best finished one: a live score can only rise by growing
+// longer, to at most log_prob / penalty(max_len). A hypothesis cut at max_len is returned only
+// when none finished. beam = 1 takes the single best token each step: greedy decoding.
+std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
+                                 const GenerateOptions& options = {});
+
+// The length-penalised score generate() ranks by.
+double length_penalized(double log_prob, int64_t length, double alpha);
+
+}  // namespace tapegrad::nn

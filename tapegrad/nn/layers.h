@@ -1,0 +1,93 @@
+// The basic layers: Linear, Dropout, Embedding, LayerNorm, the activations, and the sinusoidal
+// PositionalEncoding. Initialisation follows PyTorch's defaults; random init draws from the
+// Generator passed to the constructor, so a model is reproduced from its seed.
+#pragma once
+
+#include <optional>
+
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/random.h"
+#include "tapegrad/nn/module.h"
+
+namespace tapegrad::nn {
+
+// y = x @ weight^T + bias.  x [..., in] -> [..., out]; weight [out, in], bias [out].
+// weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), as torch.nn.Linear.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
+  Tensor forward(const Tensor& x) const;
+
+  Tensor weight;
+  Tensor bias;  // undefined without bias
+};
+
+// Inverted dropout while training, the identity in eval mode. Owns its generator, seeded from
+// the one given at construction.
+class Dropout : public Module {
+ public:
+  Dropout(double p, Generator& gen);
+  Tensor forward(const Tensor& x);
+  double p() const { return p_; }
+  Generator& generator() { return gen_; }
+
+ private:
+  double p_;
+  Generator gen_;
+};
+
+// ids int64 [...] -> [..., dim]; weight [num, dim] ~ N(0, init_std^2) with the padding row
+// zero; init_std 1 is torch.nn.Embedding's default. The padding row receives no gradient.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
+            std::optional<int64_t> padding_idx = std::nullopt, double init_std = 1.0);
+  Tensor forward(const Tensor& ids) const;
+
+  Tensor weight;
+
+ private:
+  std::optional<int64_t> padding_idx_;
+};
+
+// Normalises the last dim [..., C]; weight ones and bias zeros when affine.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t C, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) const;
+
+  Tensor weight;  // undefined unless affine
+  Tensor bias;
+
+ private:
+  double eps_;
+};
+
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& x) const { return traced(relu(x)); }
+};
+
+class GELU : public Module {
+ public:
+  GELU() : Module("GELU") {}
+  Tensor forward(const Tensor& x) const { return traced(gelu(x)); }
+};
+
+// x [B, T, C] -> dropout(x + pe[:T]), with pe the paper's sinusoids (section 3.5):
+// pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(pos / 10000^(2i/C)).
+// pe [max_len, C] is a buffer. T > max_len is an error.
+class PositionalEncoding : public Module {
+ public:
+  PositionalEncoding(int64_t C, int64_t max_len, double dropout, Generator& gen);
+  // x [B, T, C] holds positions start .. start + T - 1 (start > 0 when decoding step by step)
+  Tensor forward(const Tensor& x, int64_t start = 0);
+
+  Tensor pe;
+
+ private:
+  std::shared_ptr<Dropout> dropout_;
+};
+
+}  // namespace tapegrad::nn

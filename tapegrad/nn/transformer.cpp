@@ -1,0 +1,476 @@
+// The transformer's modules (feed-forward, encoder and decoder layers and stacks,
+// MiniTransformer), the decoder's incremental step and its state, and the config: checks,
+// closed-form size, JSON.
+#include "tapegrad/nn/transformer.h"
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "tapegrad/autograd/ops/matmul.h"
+#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/io/files.h"
+
+namespace tapegrad::nn {
+
+PositionwiseFeedForward::PositionwiseFeedForward(const LayerConfig& cfg, Generator& gen)
+    : Module("PositionwiseFeedForward"), activation_(cfg.activation) {
+  linear1 = register_module("linear1", std::make_shared<Linear>(cfg.d_model, cfg.d_ff, gen));
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(cfg.dropout, gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(cfg.d_ff, cfg.d_model, gen));
+}
+
+Tensor PositionwiseFeedForward::forward(const Tensor& x) {
+  const Tensor h = linear1->forward(x);
+  const Tensor a = activation_ == Activation::ReLU ? relu(h) : gelu(h);
+  return traced(linear2->forward(dropout_->forward(a)));
+}
+
+EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)
+    : Module("EncoderLayer"), norm_first_(cfg.norm_first) {
+  self_attn = register_module(
+      "self_attn", std::make_shared<MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, gen));
+  dropout1_ = register_module("dropout1", std::make_shared<Dropout>(cfg.dropout, gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(cfg.d_model));
+  feed_forward =
+      register_module("feed_forward", std::make_shared<PositionwiseFeedForward>(cfg, gen));
+  dropout2_ = register_module("dropout2", std::make_shared<Dropout>(cfg.dropout, gen));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.d_model));
+}
+
+Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
+  Tensor x = input;
+  const AttentionMasks masks{.key_padding = padding};
+  if (norm_first_) {
+    // self-attention, then feed-forward, each on a normalised copy added back
+    const Tensor n1 = norm1->forward(x);
+    x = x + dropout1_->forward(self_attn->forward(n1, n1, n1, masks));
+    x = x + dropout2_->forward(feed_forward->forward(norm2->forward(x)));
+  } else {
+    // self-attention
+    x = norm1->forward(x + dropout1_->forward(self_attn->forward(x, x, x, masks)));  // add & norm
+    // feed-forward
+    x = norm2->forward(x + dropout2_->forward(feed_forward->forward(x)));  // add & norm
+  }
+  return traced(x);
+}
+
+Encoder::Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen)
+    : Module("Encoder") {
+  TG_CHECK(num_layers >= 0, "Encoder: negative number of layers {}", num_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i)
+    layers->push_back(std::make_shared<EncoderLayer>(cfg, gen));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(cfg.d_model));
+}
+
+Tensor Encoder::forward(const Tensor& input, const Tensor& padding) {
+  Tensor x = input;
+  for (const auto& layer : *layers) x = layer->forward(x, padding);
+  if (norm) x = norm->forward(x);
+  return traced(x);
+}
+
+DecoderLayer::DecoderLayer(const LayerConfig& cfg, Generator& gen)
+    : Module("DecoderLayer"), norm_first_(cfg.norm_first) {
+  self_attn = register_module(
+      "self_attn", std::make_shared<MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, gen));
+  dropout1_ = register_module("dropout1", std::make_shared<Dropout>(cfg.dropout, gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(cfg.d_model));
+  cross_attn = register_module(
+      "cross_attn", std::make_shared<MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, gen));
+  dropout2_ = register_module("dropout2", std::make_shared<Dropout>(cfg.dropout, gen));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.d_model));
+  feed_forward =
+      register_module("feed_forward", std::make_shared<PositionwiseFeedForward>(cfg, gen));
+  dropout3_ = register_module("dropout3", std::make_shared<Dropout>(cfg.dropout, gen));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(cfg.d_model));
+}
+
+Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Tensor& self_mask,
+                             const Tensor& tgt_padding, const Tensor& memory_padding) {
+  Tensor x = input;
+  const AttentionMasks self_masks{.key_padding = tgt_padding, .attn = self_mask};
+  const AttentionMasks cross_masks{.key_padding = memory_padding};
+  if (norm_first_) {
+    const Tensor n1 = norm1->forward(x);
+    x = x + dropout1_->forward(self_attn->forward(n1, n1, n1, self_masks));
+    x = x + dropout2_->forward(cross_attn->forward(norm2->forward(x), memory, memory, cross_masks));
+    x = x + dropout3_->forward(feed_forward->forward(norm3->forward(x)));
+  } else {
+    // masked self-attention
+    x = norm1->forward(x + dropout1_->forward(self_attn->forward(x, x, x, self_masks)));
+    // cross-attention over the encoder memory
+    x = norm2->forward(x + dropout2_->forward(cross_attn->forward(x, memory, memory, cross_masks)));
+    // feed-forward
+    x = norm3->forward(x + dropout3_->forward(feed_forward->forward(x)));
+  }
+  return traced(x);
+}
+
+DecoderLayer::Cache DecoderLayer::start(const Tensor& memory, int64_t capacity) {
+  return {.self = self_attn->empty_cache(memory.size(0), capacity, memory.dtype()),
+          .cross = cross_attn->project(memory)};
+}
+
+// forward() for one position, with the same signposts; self-attention attends to the cache.
+Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_padding,
+                          const Tensor& memory_padding) {
+  Tensor x = input;
+  const AttentionMasks self_masks{.key_padding = tgt_padding};
+  const AttentionMasks cross_masks{.key_padding = memory_padding};
+  if (norm_first_) {
+    x = x + dropout1_->forward(
+                self_attn->forward_cached(norm1->forward(x), cache.self, true, self_masks));
+    x = x + dropout2_->forward(
+                cross_attn->forward_cached(norm2->forward(x), cache.cross, false, cross_masks));
+    x = x + dropout3_->forward(feed_forward->forward(norm3->forward(x)));
+  } else {
+    // masked self-attention: the cache holds only the positions before this one
+    x = norm1->forward(
+        x + dropout1_->forward(self_attn->forward_cached(x, cache.self, true, self_masks)));
+    // cross-attention over the encoder memory
+    x = norm2->forward(
+        x + dropout2_->forward(cross_attn->forward_cached(x, cache.cross, false, cross_masks)));
+    // feed-forward
+    x = norm3->forward(x + dropout3_->forward(feed_forward->forward(x)));
+  }
+  return x;
+}
+
+Decoder::Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen)
+    : Module("Decoder") {
+  TG_CHECK(num_layers >= 0, "Decoder: negative number of layers {}", num_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<DecoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i)
+    layers->push_back(std::make_shared<DecoderLayer>(cfg, gen));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(cfg.d_model));
+}
+
+Tensor Decoder::forward(const Tensor& input, const Tensor& memory, const Tensor& self_mask,
+                        const Tensor& tgt_padding, const Tensor& memory_padding) {
+  Tensor x = input;
+  for (const auto& layer : *layers) {
+    x = layer->forward(x, memory, self_mask, tgt_padding, memory_padding);
+  }
+  if (norm) x = norm->forward(x);
+  return traced(x);
+}
+
+Tensor Decoder::step(const Tensor& input, std::vector<DecoderLayer::Cache>& caches,
+                     const Tensor& tgt_padding, const Tensor& memory_padding) {
+  TG_CHECK(caches.size() == layers->size(), "Decoder: {} caches for {} layers", caches.size(),
+           layers->size());
+  Tensor x = input;
+  for (size_t i = 0; i < caches.size(); ++i) {
+    x = (*layers)[i].step(x, caches[i], tgt_padding, memory_padding);
+  }
+  if (norm) x = norm->forward(x);
+  return x;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MiniTransformer
+
+LayerConfig MiniTransformerConfig::layer() const {
+  return {.d_model = d_model,
+          .heads = heads,
+          .d_ff = d_ff,
+          .dropout = dropout,
+          .activation = activation,
+          .norm_first = norm_first};
+}
+
+std::string MiniTransformerConfig::to_json() const {
+  const nlohmann::json j = {{"src_vocab", src_vocab},
+                            {"tgt_vocab", tgt_vocab},
+                            {"d_model", d_model},
+                            {"heads", heads},
+                            {"d_ff", d_ff},
+                            {"encoder_layers", encoder_layers},
+                            {"decoder_layers", decoder_layers},
+                            {"dropout", dropout},
+                            {"max_len", max_len},
+                            {"pad_id", pad_id},
+                            {"activation", activation == Activation::ReLU ? "relu" : "gelu"},
+                            {"norm_first", norm_first},
+                            {"share_embeddings", share_embeddings},
+                            {"tie_output", tie_output},
+                            {"seed", seed}};
+  return j.dump();
+}
+
+namespace {
+// Bounds on a config, so that a hostile or mistyped one is refused before it allocates. Each is
+// well past what a CPU transformer trained here uses, and state_elements() caps the whole.
+struct Limits {
+  int64_t vocab = 1'000'000;  // ids of a word-level vocabulary of a large corpus
+  int64_t d_model = 16384;    // wider than GPT-3's 12288
+  int64_t heads = 1024;
+  int64_t d_ff = 65536;
+  int64_t layers = 128;     // per stack
+  int64_t max_len = 65536;  // the positional table is max_len x d_model
+  // 2^31 elements: 8 GiB of float32 weights, and Adam's two moments triple that, which already
+  // exceeds a 24 GiB machine.
+  int64_t state_elements = int64_t{1} << 31;
+};
+constexpr Limits kLimits;
+
+// Counts fit in int64 once check() has bounded every factor.
+int64_t dense(int64_t in, int64_t out) { return in * out + out; }  // a Linear's weight and bias
+}  // namespace
+
+void MiniTransformerConfig::check() const {
+  std::vector<std::string> problems;
+  auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      problems.push_back(fmt::format("{} = {} is outside [{}, {}]", name, v, lo, hi));
+  };
+  range("src_vocab", src_vocab, 1, kLimits.vocab);
+  range("tgt_vocab", tgt_vocab, 1, kLimits.vocab);
+  range("d_model", d_model, 1, kLimits.d_model);
+  range("heads", heads, 1, kLimits.heads);
+  range("d_ff", d_ff, 1, kLimits.d_ff);
+  range("encoder_layers", encoder_layers, 0, kLimits.layers);
+  range("decoder_layers", decoder_layers, 1, kLimits.layers);
+  range("max_len", max_len, 2, kLimits.max_len);
+  if (heads >= 1 && d_model % heads != 0) {
+    problems.push_back(fmt::format("d_model = {} is not divisible by heads = {}", d_model, heads));
+  }
+  if (!(dropout >= 0 && dropout < 1)) {
+    problems.push_back(fmt::format("dropout = {} is outside [0, 1)", dropout));
+  }
+  if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab)) {
+    problems.push_back(fmt::format("pad_id = {} is not an id of both vocabularies", pad_id));
+  }
+  if (share_embeddings && src_vocab != tgt_vocab) {
+    problems.push_back(fmt::format("share_embeddings needs equal vocabularies, got {} and {}",
+                                   src_vocab, tgt_vocab));
+  }
+  if (problems.empty() && state_elements() > kLimits.state_elements) {
+    problems.push_back(fmt::format("the model would hold {} elements, over the limit of {}",
+                                   state_elements(), kLimits.state_elements));
+  }
+  TG_CHECK(problems.empty(), "MiniTransformerConfig: {}", fmt::join(problems, "; "));
+}
+
+int64_t MiniTransformerConfig::state_elements() const {
+  const int64_t C = d_model, attention = 4 * dense(C, C), norm = 2 * C;
+  const int64_t feed_forward = dense(C, d_ff) + dense(d_ff, C);
+  const int64_t encoder_layer = attention + feed_forward + 2 * norm;
+  const int64_t decoder_layer = 2 * attention + feed_forward + 3 * norm;
+  const int64_t embeddings = src_vocab * C + (share_embeddings ? 0 : tgt_vocab * C);
+  const int64_t output = tie_output ? tgt_vocab : dense(C, tgt_vocab);
+  const int64_t final_norms = norm_first ? 2 * norm : 0;
+  return embeddings + max_len * C + encoder_layers * encoder_layer +
+         decoder_layers * decoder_layer + final_norms + output;
+}
+
+MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
+                                                       const std::string& source) {
+  TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
+           source, io::kMaxJsonDepth);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  TG_CHECK(j.is_object(), "{}: not a JSON object", source);
+  std::vector<std::string> problems;
+  auto field = [&](const char* name) -> const nlohmann::json* {
+    const auto it = j.find(name);
+    if (it == j.end()) {
+      problems.push_back(fmt::format("'{}' is missing", name));
+      return nullptr;
+    }
+    return &*it;
+  };
+  auto integer = [&](const char* name, int64_t& out) {
+    if (const auto* v = field(name)) {
+      if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
+        out = v->get<int64_t>();
+      } else {
+        problems.push_back(
+            fmt::format("'{}' must be an integer, got {}", name,
+                        v->is_primitive() ? v->dump().substr(0, 40) : v->type_name()));
+      }
+    }
+  };
+  auto boolean = [&](const char* name, bool& out) {
+    if (const auto* v = field(name)) {
+      if (v->is_boolean())
+        out = v->get<bool>();
+      else
+        problems.push_back(fmt::format("'{}' must be true or false", name));
+    }
+  };
+  MiniTransformerConfig c;
+  integer("src_vocab", c.src_vocab);
+  integer("tgt_vocab", c.tgt_vocab);
+  integer("d_model", c.d_model);
+  integer("heads", c.heads);
+  integer("d_ff", c.d_ff);
+  integer("encoder_layers", c.encoder_layers);
+  integer("decoder_layers", c.decoder_layers);
+  integer("max_len", c.max_len);
+  integer("pad_id", c.pad_id);
+  if (const auto* v = field("dropout")) {
+    if (v->is_number())
+      c.dropout = v->get<double>();
+    else
+      problems.push_back("'dropout' must be a number");
+  }
+  if (const auto* v = field("activation")) {
+    if (v->is_string() && (*v == "relu" || *v == "gelu")) {
+      c.activation = *v == "relu" ? Activation::ReLU : Activation::GELU;
+    } else {
+      problems.push_back("'activation' must be \"relu\" or \"gelu\"");
+    }
+  }
+  boolean("norm_first", c.norm_first);
+  boolean("share_embeddings", c.share_embeddings);
+  boolean("tie_output", c.tie_output);
+  if (const auto* v = field("seed")) {
+    if (v->is_number_unsigned())
+      c.seed = v->get<uint64_t>();
+    else
+      problems.push_back("'seed' must be a non-negative integer");
+  }
+  TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
+  try {
+    c.check();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", source, e.what()));
+  }
+  return c;
+}
+
+MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)
+    : Module("MiniTransformer"), cfg_(cfg) {
+  cfg.check();
+  Generator gen(cfg.seed);
+  // Embeddings start at N(0, 1/C), so after the sqrt(C) scaling in embed() tokens have unit
+  // variance, the scale of the positional encoding (fairseq's choice). With PyTorch's N(0, 1)
+  // they would be sqrt(C) times louder and drown out the positions.
+  const double embed_std = 1.0 / std::sqrt(static_cast<double>(cfg.d_model));
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(cfg.src_vocab, cfg.d_model,
+                                                                       gen, cfg.pad_id, embed_std));
+  tgt_embed =
+      cfg.share_embeddings
+          ? src_embed
+          : register_module("tgt_embed", std::make_shared<Embedding>(cfg.tgt_vocab, cfg.d_model,
+                                                                     gen, cfg.pad_id, embed_std));
+  positional = register_module("positional", std::make_shared<PositionalEncoding>(
+                                                 cfg.d_model, cfg.max_len, cfg.dropout, gen));
+  encoder = register_module(
+      "encoder", std::make_shared<Encoder>(cfg.layer(), cfg.encoder_layers, cfg.norm_first, gen));
+  decoder = register_module(
+      "decoder", std::make_shared<Decoder>(cfg.layer(), cfg.decoder_layers, cfg.norm_first, gen));
+  if (cfg.tie_output) {
+    out_bias = zeros({cfg.tgt_vocab});
+    register_parameter("out_bias", out_bias);
+  } else {
+    out_proj =
+        register_module("out_proj", std::make_shared<Linear>(cfg.d_model, cfg.tgt_vocab, gen));
+  }
+}
+
+// ids [B, L] at positions start.. -> positional(embedding(ids) * sqrt(C)) [B, L, C] (section
+// 3.4 of the paper)
+Tensor MiniTransformer::embed(const Embedding& table, const Tensor& ids, int64_t start) {
+  TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
+           "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got {} {}", ids.dtype(),
+           ids.shape());
+  return positional->forward(table.forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)),
+                             start);
+}
+
+Tensor MiniTransformer::project_out(const Tensor& x) {
+  if (out_proj) return out_proj->forward(x);
+  return matmul(x, transpose(tgt_embed->weight, 0, 1)) + out_bias;
+}
+
+MiniTransformer::DecodeState MiniTransformer::start_decoding(const Memory& memory,
+                                                             int64_t capacity) {
+  TG_CHECK(capacity >= 1 && capacity <= cfg_.max_len,
+           "MiniTransformer: a decoding capacity of {} positions is outside [1, {}]", capacity,
+           cfg_.max_len);
+  DecodeState state{.memory = memory, .layers = {}, .tgt_padding = {}, .length = 0};
+  for (auto& layer : *decoder->layers) {
+    state.layers.push_back(layer->start(memory.states, capacity));
+  }
+  return state;
+}
+
+namespace {
+// rows of x [N, L, ...] -> [rows.size(), L, ...], of each row only the first `used` positions
+// along dim 1 (the rest left unwritten: a cache's positions not yet in use); not recorded.
+Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows, int64_t used) {
+  const Tensor c = x.contiguous();
+  Shape shape = c.shape();
+  const int64_t N = shape[0];
+  shape[0] = static_cast<int64_t>(rows.size());
+  Tensor out = empty(shape, c.dtype());
+  const size_t row_bytes =
+      static_cast<size_t>(c.numel() / std::max<int64_t>(N, 1)) * dtype_size(c.dtype());
+  const size_t used_bytes =
+      row_bytes / static_cast<size_t>(std::max<int64_t>(shape[1], 1)) * static_cast<size_t>(used);
+  const auto* src =
+      static_cast<const char*>(c.impl().storage->data()) + c.offset() * dtype_size(c.dtype());
+  auto* dst = static_cast<char*>(out.impl().storage->data());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TG_ASSERT(rows[i] >= 0 && rows[i] < N);
+    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(rows[i]) * row_bytes, used_bytes);
+  }
+  return out;
+}
+}  // namespace
+
+void MiniTransformer::keep_rows(DecodeState& state, const std::vector<int64_t>& rows,
+                                bool same_sources) {
+  auto keep = [&](Tensor& t, int64_t used) {
+    if (t.defined()) t = select_rows(t, rows, used);
+  };
+  auto keep_cache = [&](MultiHeadAttention::KVCache& c) {
+    keep(c.keys, c.length);
+    keep(c.values, c.length);
+  };
+  keep(state.tgt_padding, state.length);
+  for (DecoderLayer::Cache& c : state.layers) keep_cache(c.self);
+  if (same_sources) return;
+  keep(state.memory.states, state.memory.states.size(1));
+  keep(state.memory.padding, state.memory.padding.size(1));
+  for (DecoderLayer::Cache& c : state.layers) keep_cache(c.cross);
+}
+
+Tensor MiniTransformer::decode_step(const Tensor& ids, DecodeState& state) {
+  TG_CHECK(
+      ids.dtype() == DType::Int64 && ids.dim() == 1 && ids.size(0) == state.memory.states.size(0),
+      "MiniTransformer: decode_step takes int64 ids [N] for the {} rows of the state, got {} {}",
+      state.memory.states.size(0), ids.dtype(), ids.shape());
+  const Tensor column = unsqueeze(ids, 1);  // [N, 1]
+  const Tensor pad = padding_mask(column, cfg_.pad_id);
+  state.tgt_padding = state.length == 0 ? pad : concat({state.tgt_padding, pad}, 1);
+  const Tensor y = embed(*tgt_embed, column, state.length);
+  ++state.length;
+  const Tensor x = decoder->step(y, state.layers, state.tgt_padding, state.memory.padding);
+  return squeeze(project_out(x), 1);
+}
+
+MiniTransformer::Memory MiniTransformer::encode(const Tensor& src_ids) {
+  const Tensor x = embed(*src_embed, src_ids);
+  const Tensor padding = padding_mask(src_ids, cfg_.pad_id);
+  return {encoder->forward(x, padding), padding};
+}
+
+Tensor MiniTransformer::decode(const Tensor& tgt_ids, const Memory& memory) {
+  TG_CHECK(tgt_ids.dim() == 2 && tgt_ids.size(0) == memory.states.size(0),
+           "MiniTransformer: target ids {} and source batch {} differ", tgt_ids.shape(),
+           memory.states.shape());
+  const Tensor y = embed(*tgt_embed, tgt_ids);
+  const Tensor x = decoder->forward(y, memory.states, causal_mask(tgt_ids.size(1)),
+                                    padding_mask(tgt_ids, cfg_.pad_id), memory.padding);
+  return traced(project_out(x));
+}
+
+Tensor MiniTransformer::forward(const Tensor& src_ids, const Tensor& tgt_ids) {
+  return decode(tgt_ids, encode(src_ids));
+}
+
+}  // namespace tapegrad::nn

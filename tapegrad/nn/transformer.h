@@ -1,0 +1,196 @@
+// The transformer of "Attention Is All You Need": feed-forward block, encoder and decoder
+// layers and stacks, and the encoder-decoder MiniTransformer. Submodule names and forward order
+// follow PyTorch's nn.Transformer* so the two map one to one.
+//
+// Glossary: B batch, S source length, T target length, C = d_model, V vocabulary.
+#pragma once
+
+#include <string>
+
+#include "tapegrad/nn/attention.h"
+
+namespace tapegrad::nn {
+
+enum class Activation { ReLU, GELU };
+
+// Everything a layer needs to know. Designated initializers:
+//   LayerConfig{.d_model = 128, .heads = 4, .d_ff = 512}
+struct LayerConfig {
+  int64_t d_model = 512;  // C, e.g. 512 in the paper's base model
+  int64_t heads = 8;      // H; d_model must be divisible by it
+  int64_t d_ff = 2048;    // the feed-forward block's hidden width, e.g. 4 * d_model
+  double dropout = 0.1;   // after attention, feed-forward and positional encoding
+  Activation activation = Activation::ReLU;
+  bool norm_first = false;  // false: post-norm as in the paper; true: pre-norm
+};
+
+// x [..., C] -> linear2(dropout(activation(linear1(x)))) [..., C]
+class PositionwiseFeedForward : public Module {
+ public:
+  PositionwiseFeedForward(const LayerConfig& cfg, Generator& gen);
+  Tensor forward(const Tensor& x);
+
+  std::shared_ptr<Linear> linear1, linear2;
+
+ private:
+  Activation activation_;
+  std::shared_ptr<Dropout> dropout_;
+};
+
+// Self-attention and feed-forward, each with a residual connection and layer norm.
+class EncoderLayer : public Module {
+ public:
+  EncoderLayer(const LayerConfig& cfg, Generator& gen);
+  // x [B, S, C], padding bool [B, S] (or undefined) -> [B, S, C]
+  Tensor forward(const Tensor& x, const Tensor& padding = Tensor());
+
+  std::shared_ptr<MultiHeadAttention> self_attn;
+  std::shared_ptr<PositionwiseFeedForward> feed_forward;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+
+ private:
+  bool norm_first_;
+  std::shared_ptr<Dropout> dropout1_, dropout2_;
+};
+
+class Encoder : public Module {
+ public:
+  // final_norm adds a LayerNorm after the last layer (what pre-norm stacks need).
+  Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen);
+  Tensor forward(const Tensor& x, const Tensor& padding = Tensor());
+
+  std::shared_ptr<ModuleList<EncoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;  // null without final_norm
+};
+
+// Masked self-attention, cross-attention over the encoder memory, feed-forward; each with
+// add & norm.
+class DecoderLayer : public Module {
+ public:
+  DecoderLayer(const LayerConfig& cfg, Generator& gen);
+  // x [B, T, C], memory [B, S, C]; self_mask broadcastable to [B, H, T, T] (causal), padding
+  // masks [B, T] and [B, S] (each may be undefined) -> [B, T, C]
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& self_mask,
+                 const Tensor& tgt_padding, const Tensor& memory_padding);
+
+  // Incremental decoding: the keys and values of the positions decoded so far (self) and of
+  // the encoder memory (cross, projected once).
+  struct Cache {
+    MultiHeadAttention::KVCache self, cross;
+  };
+  // A cache for up to `capacity` target positions over this memory [B, S, C].
+  Cache start(const Tensor& memory, int64_t capacity);
+  // x [B, 1, C], the next position -> [B, 1, C]: what forward gives at that position for the
+  // whole prefix, with tgt_padding [B, t] covering every position so far.
+  Tensor step(const Tensor& x, Cache& cache, const Tensor& tgt_padding,
+              const Tensor& memory_padding);
+
+  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
+  std::shared_ptr<PositionwiseFeedForward> feed_forward;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+
+ private:
+  bool norm_first_;
+  std::shared_ptr<Dropout> dropout1_, dropout2_, dropout3_;
+};
+
+class Decoder : public Module {
+ public:
+  Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen);
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& self_mask,
+                 const Tensor& tgt_padding, const Tensor& memory_padding);
+  // One position through every layer (see DecoderLayer::step); caches one per layer.
+  Tensor step(const Tensor& x, std::vector<DecoderLayer::Cache>& caches, const Tensor& tgt_padding,
+              const Tensor& memory_padding);
+
+  std::shared_ptr<ModuleList<DecoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;
+};
+
+// MiniTransformerConfig{.src_vocab = 40, .tgt_vocab = 40, .d_model = 128, .heads = 4}
+struct MiniTransformerConfig {
+  int64_t src_vocab = 0;       // source vocabulary size, e.g. 64
+  int64_t tgt_vocab = 0;       // target vocabulary size, e.g. 64
+  int64_t d_model = 128;       // C
+  int64_t heads = 4;           // H
+  int64_t d_ff = 512;          // feed-forward width
+  int64_t encoder_layers = 2;  // the paper uses 6
+  int64_t decoder_layers = 2;
+  double dropout = 0.1;
+  int64_t max_len = 256;  // longest source or target sequence
+  int64_t pad_id = 0;     // padding token in both vocabularies: masked, no gradient
+  Activation activation = Activation::ReLU;
+  bool norm_first = false;        // pre-norm layers (and final norms on both stacks)
+  bool share_embeddings = false;  // one embedding for source and target (needs equal vocabs)
+  bool tie_output = false;        // output projection reuses the target embedding's weight
+  uint64_t seed = 0;              // initialisation and dropout
+
+  LayerConfig layer() const;
+  // Throws Error naming every field out of range (see kLimits in transformer.cpp for the bounds
+  // and why), before anything is allocated. The constructor calls it.
+  void check() const;
+  // Elements of every tensor in the model's state (parameters and the positional table), in
+  // closed form: what a checkpoint of this config holds.
+  int64_t state_elements() const;
+
+  std::string to_json() const;  // for checkpoint metadata
+  // Every field present and of its JSON type (an integer field takes an integer: 4.5 is an
+  // error, not 4), then check(). `source` names where the text came from in errors, e.g.
+  // "runs/dates/model.safetensors: metadata 'config'".
+  static MiniTransformerConfig from_json(const std::string& json, const std::string& source);
+};
+
+class MiniTransformer : public Module {
+ public:
+  explicit MiniTransformer(const MiniTransformerConfig& cfg);
+
+  // src_ids [B, S], tgt_ids [B, T] (the decoder input, teacher-forced) -> logits [B, T, V]
+  Tensor forward(const Tensor& src_ids, const Tensor& tgt_ids);
+
+  // The two halves, for inference: encode once, then decode any number of target prefixes.
+  struct Memory {
+    Tensor states;   // [B, S, C]
+    Tensor padding;  // bool [B, S]
+  };
+  Memory encode(const Tensor& src_ids);
+  // tgt_ids [B, T] -> logits [B, T, V] over the encoded source.
+  Tensor decode(const Tensor& tgt_ids, const Memory& memory);
+
+  // Incremental decoding: one position at a time, each layer's keys and values kept, so a
+  // step costs work in proportion to the prefix, not its square. decode_step gives the same
+  // logits as decode() over the whole prefix at its last position (the tests hold it to that).
+  struct DecodeState {
+    Memory memory;                            // [N, S, C], a row per hypothesis
+    std::vector<DecoderLayer::Cache> layers;  // one per decoder layer
+    Tensor tgt_padding;                       // bool [N, t]: positions so far that are padding
+    int64_t length = 0;                       // t, positions decoded so far
+  };
+  // Caches for up to `capacity` target positions (at most the model's max_len).
+  DecodeState start_decoding(const Memory& memory, int64_t capacity);
+  // Keeps rows `rows` of the state, in that order (a row may repeat): beam search reorders its
+  // hypotheses this way, and a batch drops the sources that are done. `same_sources` promises
+  // that every new row i comes from a source whose memory row i already holds (beams reordered
+  // within each source, none dropped): the memory and cross-attention caches then stay as
+  // they are, and only the self-attention caches are copied.
+  static void keep_rows(DecodeState& state, const std::vector<int64_t>& rows,
+                        bool same_sources = false);
+  // ids [N], the token at position t of every row -> logits [N, V] for position t + 1.
+  Tensor decode_step(const Tensor& ids, DecodeState& state);
+
+  const MiniTransformerConfig& config() const { return cfg_; }
+
+  // With share_embeddings, tgt_embed is src_embed (registered once, as "src_embed").
+  std::shared_ptr<Embedding> src_embed, tgt_embed;
+  std::shared_ptr<PositionalEncoding> positional;
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+  std::shared_ptr<Linear> out_proj;  // null with tie_output
+  Tensor out_bias;                   // [V], only with tie_output
+
+ private:
+  Tensor embed(const Embedding& table, const Tensor& ids, int64_t start = 0);
+  Tensor project_out(const Tensor& x);  // [..., C] -> logits [..., V]
+  MiniTransformerConfig cfg_;
+};
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,97 @@
+// save_pretrained and load_pretrained: the model directory of pretrained.h, validated before
+// anything is built.
+#include "tapegrad/pretrained/pretrained.h"
+
+#include <filesystem>
+
+#include "tapegrad/io/files.h"
+
+namespace tapegrad {
+
+namespace {
+
+constexpr uint64_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred bytes
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw nn::CheckpointError(fmt::format("{}: {}", where, what));
+}
+
+// config.json's text, or "" when the directory has none (a tapegrad 0.1 checkpoint).
+std::string read_config(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return "";
+  try {
+    io::OpenedFile f = io::open_regular(path, kMaxConfigBytes);
+    std::string text(f.size, '\0');
+    f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
+    if (!f.stream) fail(path, "read failed");
+    return text;
+  } catch (const io::FileError& e) {
+    throw nn::CheckpointError(e.what());
+  }
+}
+
+nn::MiniTransformerConfig parse_config(const std::string& text, const std::string& source) {
+  try {
+    return nn::MiniTransformerConfig::from_json(text, source);
+  } catch (const Error& e) {
+    throw nn::CheckpointError(e.what());
+  }
+}
+
+}  // namespace
+
+void save_pretrained(const std::string& dir, const nn::MiniTransformer& model,
+                     const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
+                     const nn::Metadata& metadata) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(dir, fmt::format("cannot create the directory: {}", ec.message()));
+  const std::string config = model.config().to_json();
+  nn::Metadata meta = metadata;
+  meta["config"] = config;
+  io::write_atomic(dir + "/config.json", config + "\n");
+  nn::save(model, dir + "/model.safetensors", meta);
+  src_vocab.save(dir + "/src.vocab");
+  tgt_vocab.save(dir + "/tgt.vocab");
+}
+
+Pretrained load_pretrained(const std::string& dir) {
+  const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
+  const std::string config_text = read_config(config_path);
+  const nn::SafetensorsContents contents = nn::load_safetensors(weights);
+  const auto meta_config = contents.metadata.find("config");
+  nn::MiniTransformerConfig cfg;
+  if (!config_text.empty()) {
+    cfg = parse_config(config_text, config_path);
+    if (meta_config != contents.metadata.end() &&
+        parse_config(meta_config->second, weights + ": metadata 'config'").to_json() !=
+            cfg.to_json()) {
+      fail(weights, "its metadata 'config' differs from config.json");
+    }
+  } else if (meta_config != contents.metadata.end()) {
+    cfg = parse_config(meta_config->second, weights + ": metadata 'config'");
+  } else {
+    fail(dir, "has no config.json, and model.safetensors' metadata has no 'config'");
+  }
+  int64_t elements = 0;
+  for (const auto& [name, t] : contents.tensors) elements += t.numel();
+  if (elements != cfg.state_elements()) {
+    fail(weights, fmt::format("holds {} elements, its config describes a model of {}", elements,
+                              cfg.state_elements()));
+  }
+  Pretrained p;
+  p.model = std::make_unique<nn::MiniTransformer>(cfg);
+  nn::load(*p.model, contents, weights);
+  p.model->eval();
+  p.metadata = contents.metadata;
+  p.src_vocab = data::Vocabulary::load(dir + "/src.vocab");
+  p.tgt_vocab = data::Vocabulary::load(dir + "/tgt.vocab");
+  if (p.src_vocab.size() != cfg.src_vocab || p.tgt_vocab.size() != cfg.tgt_vocab) {
+    fail(dir, fmt::format("vocabularies of {} and {} tokens do not match the model's {} and {}",
+                          p.src_vocab.size(), p.tgt_vocab.size(), cfg.src_vocab, cfg.tgt_vocab));
+  }
+  return p;
+}
+
+}  // namespace tapegrad
