@@ -1,3 +1,5 @@
+// gradcheck: the analytic gradients of one backward against central finite differences, element
+// by element, with the worst element named; see gradcheck.h.
 #include "tapegrad/autograd/gradcheck.h"
 
 #include <algorithm>
@@ -13,21 +15,44 @@ namespace tapegrad {
 
 std::string GradcheckResult::message() const {
   if (ok) return fmt::format("ok ({} elements checked)", elements_checked);
-  return fmt::format("input {} element {}: analytic {:.10g} numeric {:.10g} ({:.3g}x tolerance)",
-                     input, index, analytic, numeric, error);
+  if (index < 0) return hint;
+  std::string m = fmt::format("{}: analytic {:.10g} numeric {:.10g} ({:.3g}x tolerance)", where,
+                              analytic, numeric, error);
+  return hint.empty() ? m : m + "; " + hint;
 }
+
+namespace {
+
+// "name[i, j]" for flat index k of a tensor of this shape ("name[k]" in one dimension).
+std::string element_name(const std::string& name, const Shape& shape, int64_t k) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = k % shape[d];
+    k /= shape[d];
+  }
+  return fmt::format("{}[{}]", name, fmt::join(index, ", "));
+}
+
+}  // namespace
 
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options) {
+  TG_CHECK(options.names.empty() || options.names.size() == inputs.size(),
+           "gradcheck: {} names for {} inputs", options.names.size(), inputs.size());
+  auto name = [&](size_t i) {
+    return options.names.empty() ? fmt::format("input {}", i) : options.names[i];
+  };
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     TG_CHECK(!is_floating(x.dtype()) || x.dtype() == DType::Float64,
-             "gradcheck: input {} is {}; use float64 inputs", i, x.dtype());
+             "gradcheck: {} is {}: finite differences need float64; convert the inputs with "
+             ".to(DType::Float64) (a module with module.to(DType::Float64))",
+             name(i), x.dtype());
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     TG_CHECK(!x.requires_grad() || (x.is_leaf() && x.is_contiguous()),
-             "gradcheck: input {} must be a contiguous leaf to be perturbed in place", i);
+             "gradcheck: {} must be a contiguous leaf to be perturbed in place", name(i));
   }
   Generator gen(options.seed);
   std::vector<Tensor> xs = inputs;  // handles: perturbing them perturbs the caller's tensors
@@ -50,6 +75,18 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   l.backward();
 
   GradcheckResult result;
+  {
+    NoGradGuard no_grad;
+    const double first = l.item(), again = loss().item();
+    if (first != again) {
+      result.ok = false;
+      result.hint = fmt::format(
+          "gradcheck: f is not deterministic: the same inputs gave {:.17g}, then {:.17g}; is "
+          "dropout on (a module in training mode: call eval(), or set its dropout to 0)?",
+          first, again);
+      return result;
+    }
+  }
   NoGradGuard no_grad;
   for (size_t i = 0; i < xs.size(); ++i) {
     Tensor& x = xs[i];
@@ -81,6 +118,7 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
       if (error > result.error || result.index < 0) {
         result.input = i;
         result.index = k;
+        result.where = element_name(name(i), x.shape(), k);
         result.analytic = analytic;
         result.numeric = numeric;
         result.error = error;

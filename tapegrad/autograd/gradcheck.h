@@ -9,7 +9,11 @@
 // The inputs are used in place: their grads are reset, and each checked element is perturbed
 // and then restored. So a module is checked by passing its parameters as the inputs and
 // ignoring the argument in f: gradcheck([&](auto&) { return model.forward(x); },
-// model.parameters()).
+// model.parameters()); nn::gradcheck_module (tapegrad/nn/gradcheck.h) does that with the
+// parameters' names.
+//
+// f is evaluated twice at the unperturbed inputs first: finite differences of a function that
+// changes from call to call (dropout left on) measure noise, so such an f fails with a hint.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,8 @@ struct GradcheckOptions {
   double rtol = 1e-5;
   int64_t max_per_input = 200;  // check a seeded sample of this many elements per larger input
   uint64_t seed = 0;            // for R and the sample
+  // Names of the inputs, for messages ("encoder.layers.0.norm1.weight[3]"); empty: "input 2".
+  std::vector<std::string> names;
 };
 
 struct GradcheckResult {
@@ -37,8 +43,12 @@ struct GradcheckResult {
   int64_t index = -1;  // flat index into that input
   double analytic = 0;
   double numeric = 0;
-  double error = 0;  // |analytic - numeric| / (atol + rtol * |numeric|); > 1 fails
-  // "input 0 element 3: analytic 1.5 numeric 1.2 (error 3000x tolerance)" or "ok".
+  double error = 0;   // |analytic - numeric| / (atol + rtol * |numeric|); > 1 fails
+  std::string where;  // the worst element by name and index: "norm1.weight[3]", "input 0[1, 2]"
+  // Why the check cannot be trusted, when gradcheck can tell: f is not deterministic (dropout
+  // in training mode is the usual cause). Empty otherwise.
+  std::string hint;
+  // "norm1.weight[3]: analytic 1.5 numeric 1.2 (3000x tolerance)", then the hint; or "ok".
   std::string message() const;
 };
 

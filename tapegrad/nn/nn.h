@@ -5,6 +5,7 @@
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/checkpoint.h"
 #include "tapegrad/nn/decoding.h"
+#include "tapegrad/nn/gradcheck.h"
 #include "tapegrad/nn/heads.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/module.h"

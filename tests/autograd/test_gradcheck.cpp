@@ -36,7 +36,13 @@ TEST_CASE("gradcheck fails a wrong gradient and names the element", "[gradcheck]
   CHECK(r.input == 0);
   CHECK(r.index == 3);
   CHECK(std::abs(r.analytic - r.numeric) > 1e-4);
-  CHECK(r.message().rfind("input 0 element 3: analytic", 0) == 0);
+  CHECK(r.where == "input 0[1, 0]");  // flat 3 of [2, 3]
+  CHECK(r.message().rfind("input 0[1, 0]: analytic", 0) == 0);
+  GradcheckOptions named;
+  named.names = {"x"};
+  CHECK(gradcheck([](auto& in) { return square_with_error(in[0], 1e-3); }, {x}, named)
+            .message()
+            .rfind("x[1, 0]: analytic", 0) == 0);
 }
 
 TEST_CASE("gradcheck samples large inputs and skips inputs without grad", "[gradcheck]") {
@@ -52,7 +58,21 @@ TEST_CASE("gradcheck errors", "[gradcheck][errors]") {
   Tensor f32 = ones({2});
   f32.set_requires_grad(true);
   CHECK_THROWS_WITH(gradcheck([](auto& in) { return in[0]; }, {f32}),
-                    "gradcheck: input 0 is float32; use float64 inputs");
+                    Catch::StartsWith("gradcheck: input 0 is float32: finite differences need "
+                                      "float64; convert the inputs with .to(DType::Float64)"));
   CHECK_THROWS_WITH(gradcheck([](auto& in) { return in[0]; }, {ones({2}, DType::Float64)}),
                     "gradcheck: the output does not depend on any input requiring grad");
+}
+
+TEST_CASE("gradcheck of a function that changes from call to call fails with a hint",
+          "[gradcheck]") {
+  const Tensor x = random_leaf({4, 5}, 2);
+  Generator gen(3);
+  const GradcheckResult r =
+      gradcheck([&](auto& in) { return dropout(in[0], 0.5, true, gen); }, {x});
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.message(),
+             Catch::Contains("f is not deterministic") && Catch::Contains("is dropout on"));
+  // the same op in evaluation mode is checked as usual
+  CHECK(gradcheck([&](auto& in) { return dropout(in[0], 0.5, false, gen); }, {x}).ok);
 }

@@ -167,3 +167,51 @@ TEST_CASE("module name errors", "[nn][errors]") {
   CHECK_THROWS_WITH(bag.assign("nothing", ones({1})),
                     "Bag: no parameter or buffer named 'nothing'");
 }
+
+TEST_CASE("gradcheck_module names parameters and catches what makes a gradcheck lie", "[nn]") {
+  Generator gen(4);
+  // a Linear whose weight gradient is twice the true one: the failure names the parameter
+  class WrongNorm : public Module {
+   public:
+    explicit WrongNorm(Generator& gen) : Module("WrongNorm"), inner(3, 2, gen) {
+      register_parameter("weight", inner.weight);
+      register_parameter("bias", inner.bias);
+    }
+    Tensor forward(const Tensor& x) {
+      Tensor out = inner.forward(x).detach();
+      record("wrong_linear", {x, inner.weight, inner.bias}, out,
+             [x = x.detach(), w = inner.weight.detach()](const Tensor& dout, Grads& g) {
+               const Tensor dw = matmul(transpose(dout, 0, 1), x);
+               if (g.wants(1)) g.pass(1, mul(dw, 2.0));  // twice the true dW
+               if (g.wants(2)) g.pass(2, sum(dout, {0}));
+             });
+      return out;
+    }
+    Linear inner;
+  };
+  WrongNorm wrong(gen);
+  wrong.to(DType::Float64);
+  const Tensor x = uniform({4, 3}, -1, 1, gen, DType::Float64);
+  const GradcheckResult r = gradcheck_module(wrong, [&] { return wrong.forward(x); });
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.message(), Catch::StartsWith("weight["));
+
+  Linear lin(3, 2, gen);
+  lin.to(DType::Float64);
+  CHECK(gradcheck_module(lin, [&] { return lin.forward(x); }).ok);
+  // dropout left on in training mode
+  MultiHeadAttention attn(4, 2, 0.5, gen);
+  attn.to(DType::Float64);
+  const Tensor q = uniform({2, 3, 4}, -1, 1, gen, DType::Float64);
+  CHECK_THAT(gradcheck_module(attn, [&] { return attn.forward(q, q, q); }).message(),
+             Catch::Contains("not deterministic"));
+  attn.eval();
+  CHECK(gradcheck_module(attn, [&] { return attn.forward(q, q, q); }).ok);
+  CHECK_THROWS_WITH(gradcheck_module(Linear(3, 2, gen), [&] { return x; }),
+                    Catch::Contains("parameter 'weight' is float32"));
+  Linear replaced(3, 2, gen);
+  replaced.to(DType::Float64);
+  replaced.weight = uniform({2, 3}, -1, 1, gen, DType::Float64);  // drops requires_grad
+  CHECK_THROWS_WITH(gradcheck_module(replaced, [&] { return replaced.forward(x); }),
+                    Catch::Contains("parameter 'weight' does not require grad"));
+}
