@@ -1,10 +1,13 @@
-// A user's layer and its gradcheck, written from tapegrad's installed headers alone:
-// a gated residual block y = x + sigmoid(gate(x)) * tanh(value(x)).
+// A user's layer and a user's op with their gradchecks, written from tapegrad's installed
+// headers alone: a gated residual block y = x + sigmoid(gate(x)) * tanh(value(x)), and the
+// fused RMSNorm of rms_norm.h.
 #define CATCH_CONFIG_MAIN
 #include <tapegrad/autograd/autograd.h>
 #include <tapegrad/nn/nn.h>
 
 #include <catch2/catch.hpp>
+
+#include "rms_norm.h"
 
 using namespace tapegrad;
 
@@ -48,4 +51,24 @@ TEST_CASE("a wrong gradient fails gradcheck") {
       },
       {x});
   REQUIRE_FALSE(r.ok);
+}
+
+TEST_CASE("the fused RMSNorm op equals its composition and passes gradcheck") {
+  Generator gen(2);
+  Tensor x = uniform({4, 5}, -2, 2, gen, DType::Float64);
+  Tensor w = uniform({5}, 0.5, 1.5, gen, DType::Float64);
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  // the same from public ops: x / sqrt(mean(x^2) + eps) * w
+  const Tensor composed = mul(div(x, sqrt(add(mean(mul(x, x), {-1}, true), 1e-6))), w);
+  const std::vector<double> a = my::rms_norm(x, w).to_vector<double>();
+  const std::vector<double> b = composed.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(std::abs(a[i] - b[i]) < 1e-12);
+  const GradcheckResult r =
+      gradcheck([](const std::vector<Tensor>& in) { return my::rms_norm(in[0], in[1]); }, {x, w});
+  INFO(r.message());
+  REQUIRE(r.ok);
+  REQUIRE(r.elements_checked == 20 + 5);
+  CHECK_THROWS_WITH(my::rms_norm(x, ones({4}, DType::Float64)),
+                    Catch::Contains("rms_norm: weight must be [5]"));
 }
