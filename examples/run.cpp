@@ -126,6 +126,46 @@ LoadedModel load_run(const std::string& dir) {
   return run;
 }
 
+std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
+  constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
+  std::string text;
+  try {
+    io::OpenedFile f = io::open_regular(path, kMaxLog);
+    text.resize(f.size);
+    f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
+    if (!f.stream) fail(path, "read failed");
+  } catch (const io::FileError& e) {
+    throw RunError(e.what());
+  }
+  std::vector<viz::CurvePoint> curve;
+  double smoothed = 0;
+  int64_t line_no = 0, step = 0;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    ++line_no;
+    std::vector<std::string> fields;
+    for (size_t b = 0, e; b <= line.size(); b = e + 1) {
+      e = std::min(line.find('\t', b), line.size());
+      fields.push_back(line.substr(b, e - b));
+    }
+    double loss = 0;
+    try {
+      if (fields.size() != 3) throw std::invalid_argument("fields");
+      step = std::stoll(fields[0]);
+      loss = std::stod(fields[1]);
+    } catch (const std::exception&) {
+      fail(fmt::format("{}:{}", path, line_no),
+           "expected step, loss and learning rate, tab-separated");
+    }
+    smoothed = line_no == 1 ? loss : 0.95 * smoothed + 0.05 * loss;
+    if (step % 10 == 0 || at >= text.size()) curve.push_back({step, smoothed});
+  }
+  return curve;
+}
+
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   const std::string path = checkpoint_dir + "/trainer.json";
   const std::string text = read_small(path);

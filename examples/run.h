@@ -32,6 +32,7 @@
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/pretrained/pretrained.h"
+#include "tapegrad/viz/viz.h"
 
 namespace tapegrad::examples {
 
@@ -104,6 +105,11 @@ class RunDirectory {
 
 // The trainer state of the newest checkpoint, validated field by field.
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
+
+// The training curve of a run's loss.tsv, all of it (the steps before a resume included): the
+// loss as an exponential moving average (weight 0.95) from the first step, a point every 10
+// steps and at the last. A malformed line is a RunError naming the file and line.
+std::vector<viz::CurvePoint> read_loss_curve(const std::string& path);
 
 // The states of the generator and of every Dropout in the model, as text, and back.
 nn::Metadata generator_states(const Generator& data_gen, nn::Module& model);

@@ -26,10 +26,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "examples/cli.h"
-#include "examples/report.h"
 #include "examples/run.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/batch.h"
@@ -39,6 +39,7 @@
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/schedule.h"
+#include "tapegrad/viz/viz.h"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -458,7 +459,8 @@ int run(const Settings& s) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const bool tty = ::isatty(::fileno(stderr)) != 0;
-  std::vector<examples::CurvePoint> train_curve, valid_curve;
+  std::vector<viz::CurvePoint> valid_curve;  // this process's evaluations (--eval-every may
+                                             // change on --resume, so they are not in loss.tsv)
   Metrics last;
   data_gen = epoch_start;
   std::vector<data::Batch> epoch = data::make_batches(train_set, s.batch, data_gen);
@@ -513,10 +515,8 @@ int run(const Settings& s) {
     adam.set_lr(schedule->lr(step));
     adam.step();
     adam.zero_grad();
-    loss_log << fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l, adam.lr());
     smoothed = step == first_step ? l : 0.95 * smoothed + 0.05 * l;
     tokens_seen += b.target_tokens + b.src.numel();
-    if (step % 10 == 0) train_curve.push_back({step, smoothed});
 
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -529,6 +529,7 @@ int run(const Settings& s) {
                  static_cast<double>(tokens_seen) / elapsed,
                  duration(per_step * static_cast<double>(s.steps - step)), tty ? "  " : "\n");
     }
+    loss_log << fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l, adam.lr());
     if (step % s.eval_every == 0 || step == s.steps) {
       last = evaluate(*model, valid_set, 100);
       valid_curve.push_back({step, last.loss});
@@ -558,14 +559,17 @@ int run(const Settings& s) {
              duration(seconds), static_cast<double>(s.steps - first_step + 1) / seconds);
   fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%\n\n", 100 * last.exact_match,
              100 * last.token_accuracy);
-  examples::ReportData report;
+  viz::ReportData report;
   report.title = fmt::format("tapegrad: {}", s.data.empty() ? s.task : s.data);
   report.facts = {{"steps", std::to_string(s.steps)},
-                  {"training time", duration(seconds)},
+                  {"training time (this process)", duration(seconds)},
                   {"parameters", std::to_string(model->num_parameters())},
                   {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
-                  {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)},
-                  {"model", model->config().to_json()}};
+                  {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)}};
+  const nlohmann::json config = nlohmann::json::parse(model->config().to_json());
+  for (const auto& [key, value] : config.items()) {
+    report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
+  }
   auto& last_layer = *(*model->decoder->layers)[model->decoder->layers->size() - 1].cross_attn;
   model->eval();
   for (size_t i = 0; i < std::min<size_t>(8, valid.size()); ++i) {
@@ -593,14 +597,21 @@ int run(const Settings& s) {
       const Tensor w = squeeze(last_layer.last_weights(), 0);
       const std::string file = fmt::format("attention_{}.svg", i);
       io::write_atomic(run_dir.file(file),
-                       examples::heatmap_svg(w, src_vocab.tokenize(valid[i].source), tgt_tokens,
-                                             valid[i].source + " -> " + predicted));
+                       viz::heatmap_svg(w, src_vocab.tokenize(valid[i].source), tgt_tokens,
+                                        valid[i].source + " -> " + predicted));
       report.heatmap_files.push_back(file);
     }
   }
-  io::write_atomic(run_dir.file("loss.svg"), examples::loss_curve_svg(train_curve, valid_curve));
+  // the whole run's training curve, the steps before a resume included, from loss.tsv
+  if (!loss_log.flush()) throw examples::RunError(fmt::format("{}: write failed", loss_path));
+  viz::Curves curves{.train = examples::read_loss_curve(loss_path), .valid = valid_curve};
+  curves.train_label = fmt::format(
+      "training loss (label smoothing {:g}; moving average, weight 0.95)", s.label_smoothing);
+  curves.valid_label = first_step > 1 ? "validation loss (held-out data; since the resume)"
+                                      : "validation loss (held-out data, no smoothing)";
+  io::write_atomic(run_dir.file("loss.svg"), viz::loss_curve_svg(curves));
   report.loss_curve_file = "loss.svg";
-  io::write_atomic(run_dir.file("report.html"), examples::report_html(report));
+  io::write_atomic(run_dir.file("report.html"), viz::report_html(report));
   fmt::print("\ncheckpoint, loss curve, attention heatmaps and report.html in {}/\n", s.out);
   return 0;
 }

@@ -78,7 +78,7 @@ git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$scratch/stage"
   mkdir -p "$(dirname "$scratch/src/$f")"
   cp "$scratch/stage/$f" "$scratch/src/$f"
 done
-targets=(autograd_tests nn_tests optim_tests data_tests)
+targets=(autograd_tests nn_tests optim_tests data_tests viz_tests)
 build() { cmake --build "$scratch/build" -j2 --target "${targets[@]}" > "$scratch/build.log" 2>&1; }
 suite() {
   local t

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Determinism and exact resume. Resume is exact: 30 steps of a 60-step run, save, then the rest after --resume gives
-# bit-identical files to 60 uninterrupted steps with the same seed. Step 30 is mid-epoch (an
+# bit-identical files to 60 uninterrupted steps with the same seed, and the same training
+# loss curve, drawn over all 60 steps. Step 30 is mid-epoch (an
 # epoch here is 8 batches) and dropout is on, so the data order and every dropout generator
 # have to be restored.
 set -euo pipefail
@@ -16,7 +17,9 @@ for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors $ckpt/src.vocab $ck
     $ckpt/trainer.json latest loss.tsv; do
   cmp "$dir/straight/$f" "$dir/resumed/$f"
 done
-echo "resume: bit-identical after 30 + 30 steps"
+# the resumed run draws the whole training curve, not the steps since the resume
+[[ $(grep '<path' "$dir/straight/loss.svg") == $(grep '<path' "$dir/resumed/loss.svg") ]]
+echo "resume: bit-identical after 30 + 30 steps, the loss curve whole"
 # determinism: the same run again gives the same loss sequence and checkpoint
 "$train" "${args[@]}" --steps 60 --out "$dir/again" > /dev/null 2>&1
 for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors loss.tsv; do

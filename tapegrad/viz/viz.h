@@ -1,0 +1,57 @@
+// What a training run shows a person, as files a browser opens: an SVG loss curve, SVG
+// attention heatmaps (a panel per head, laid out in rows that fit a page, with a colour scale)
+// and an HTML report that puts them together with the config and sample outputs. Pure
+// functions from numbers to text: a program writes the text where it likes.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad::viz {
+
+struct CurvePoint {
+  int64_t step;
+  double value;
+};
+
+struct Curves {
+  std::vector<CurvePoint> train;  // a line
+  std::vector<CurvePoint> valid;  // dots
+  // Legend entries: say what each series is (smoothed how, measured on what).
+  std::string train_label = "training loss";
+  std::string valid_label = "validation loss";
+};
+
+// The loss against the step, with ticks on both axes and a legend; 720 x 360.
+std::string loss_curve_svg(const Curves& curves);
+
+// weights [H, T, S] of one example: for each head a grid with the source tokens along x and
+// the target tokens along y, darker for more attention, and a colour scale from 0 to 1. Panels
+// wrap into rows so the image is at most kMaxWidth wide; labels longer than one character are
+// written vertically so neighbours do not overlap.
+constexpr double kMaxWidth = 1200;  // the report scales it to its 1100-pixel column
+std::string heatmap_svg(const Tensor& weights, const std::vector<std::string>& source,
+                        const std::vector<std::string>& target, const std::string& title);
+
+struct Sample {
+  std::string source, expected, predicted;
+};
+
+using Rows = std::vector<std::pair<std::string, std::string>>;
+
+struct ReportData {
+  std::string title;
+  Rows facts;   // "held-out exact match" -> "99.60%"
+  Rows config;  // the model's config, a row per field
+  std::string loss_curve_file;
+  std::vector<std::string> heatmap_files;
+  std::vector<Sample> samples;  // a mismatch is highlighted
+};
+
+// One HTML page that fits a browser window: images scale down to the column's width.
+std::string report_html(const ReportData& data);
+
+}  // namespace tapegrad::viz
