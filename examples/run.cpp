@@ -48,13 +48,10 @@ int64_t step_of(const std::string& name) {
   return std::stoll(name.substr(5));
 }
 
-std::string read_small(const std::string& path) {
+// A file of the run, whole; its errors as RunError.
+std::string read_whole(const std::string& path, uint64_t max_bytes = kMaxSmallFile) {
   try {
-    io::OpenedFile f = io::open_regular(path, kMaxSmallFile);
-    std::string text(f.size, '\0');
-    f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
-    if (!f.stream) fail(path, "read failed");
-    return text;
+    return io::read_regular(path, max_bytes);
   } catch (const io::FileError& e) {
     throw RunError(e.what());
   }
@@ -64,7 +61,7 @@ std::string read_small(const std::string& path) {
 std::string latest_name(const std::string& dir) {
   const std::string path = dir + "/" + kLatest;
   if (!fs::exists(fs::symlink_status(path))) return "";
-  std::string name = read_small(path);
+  std::string name = read_whole(path);
   if (!name.empty() && name.back() == '\n') name.pop_back();
   if (step_of(name) < 0)
     fail(path, fmt::format("expected a name like step-00000300, got '{}'", name.substr(0, 40)));
@@ -128,15 +125,7 @@ LoadedModel load_run(const std::string& dir) {
 
 std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
   constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
-  std::string text;
-  try {
-    io::OpenedFile f = io::open_regular(path, kMaxLog);
-    text.resize(f.size);
-    f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
-    if (!f.stream) fail(path, "read failed");
-  } catch (const io::FileError& e) {
-    throw RunError(e.what());
-  }
+  const std::string text = read_whole(path, kMaxLog);
   std::vector<viz::CurvePoint> curve;
   double smoothed = 0;
   int64_t line_no = 0, step = 0;
@@ -168,7 +157,7 @@ std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
 
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   const std::string path = checkpoint_dir + "/trainer.json";
-  const std::string text = read_small(path);
+  const std::string text = read_whole(path);
   if (io::json_depth(text) > io::kMaxJsonDepth) {
     fail(path, fmt::format("nests deeper than {} levels", io::kMaxJsonDepth));
   }

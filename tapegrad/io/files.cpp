@@ -51,6 +51,14 @@ OpenedFile open_regular(const std::string& path, uint64_t max_bytes) {
   return f;
 }
 
+std::string read_regular(const std::string& path, uint64_t max_bytes) {
+  OpenedFile f = open_regular(path, max_bytes);
+  std::string text(f.size, '\0');
+  f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
+  if (!f.stream) fail(path, "read failed");
+  return text;
+}
+
 namespace {
 void sync(const std::string& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_RDONLY | O_CLOEXEC);

@@ -27,6 +27,8 @@ struct OpenedFile {
 // Opens `path` for reading when it is a regular file of at most max_bytes; throws FileError
 // ("PATH: not a regular file (a fifo)", "PATH: 5000000 bytes, over the limit of 4194304").
 OpenedFile open_regular(const std::string& path, uint64_t max_bytes);
+// The whole of such a file; FileError as open_regular's, or "PATH: read failed".
+std::string read_regular(const std::string& path, uint64_t max_bytes);
 
 // Receives the bytes of a file being written, in order.
 using Sink = std::function<void(const void* data, size_t n)>;

@@ -21,11 +21,7 @@ std::string read_config(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return "";
   try {
-    io::OpenedFile f = io::open_regular(path, kMaxConfigBytes);
-    std::string text(f.size, '\0');
-    f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
-    if (!f.stream) fail(path, "read failed");
-    return text;
+    return io::read_regular(path, kMaxConfigBytes);
   } catch (const io::FileError& e) {
     throw nn::CheckpointError(e.what());
   }
