@@ -73,9 +73,11 @@ decltype(auto) dispatch_all(DType dtype, F&& f) {
 
 }  // namespace tapegrad
 
+namespace fmt {
 template <>
-struct fmt::formatter<tapegrad::DType> : fmt::formatter<std::string_view> {
+struct formatter<tapegrad::DType> : fmt::formatter<std::string_view> {
   auto format(tapegrad::DType d, format_context& ctx) const {
     return fmt::formatter<std::string_view>::format(tapegrad::dtype_name(d), ctx);
   }
 };
+}  // namespace fmt

@@ -190,9 +190,10 @@ struct Packs {
 constexpr int64_t kSmallFlops = 1 << 15, kSmallN = 64, kSmallPack = 4096;
 constexpr int64_t kFewRows = 4, kFewPack = 1 << 14, kSmallW = 8;
 bool is_small(bool tb, int64_t M, int64_t N, int64_t K) {
-  if (M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack) return true;
   // K within one k block, so every element sums as sgemm's would (a split stays bit-exact)
-  return M <= kFewRows && K <= KC && ((!tb && N % kSmallW == 0) || N * K <= kFewPack);
+  if (K > KC) return false;
+  if (M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack) return true;
+  return M <= kFewRows && ((!tb && N % kSmallW == 0) || N * K <= kFewPack);
 }
 
 // Rows [0, R) of a small_gemm row block: C rows += a rows . bp, `rows` of them real (the rest

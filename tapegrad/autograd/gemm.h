@@ -21,8 +21,10 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // The same product for T = float or double, by size: tiny products (a small model's attention
-// heads) on a register kernel without packing, other floats on sgemm, doubles on OpenBLAS.
-// beta == 0 never reads C. What matmul and attention run for each matrix.
+// heads) and products of a few rows over a small or row-major B on a register kernel without
+// packing, other floats on sgemm, doubles on OpenBLAS. beta == 0 never reads C. Every float path
+// sums each element in sgemm's order, so a split by rows gives the same bits. What matmul, linear
+// and attention run for each matrix.
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc);

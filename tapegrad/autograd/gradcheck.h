@@ -32,7 +32,7 @@ struct GradcheckOptions {
   int64_t max_per_input = 200;  // check a seeded sample of this many elements per larger input
   uint64_t seed = 0;            // for R and the sample
   // Names of the inputs, for messages ("encoder.layers.0.norm1.weight[3]"); empty: "input 2".
-  std::vector<std::string> names;
+  std::vector<std::string> names{};
 };
 
 struct GradcheckResult {

@@ -164,8 +164,10 @@ Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen,
 
 // Prints like PyTorch: tensor([[1.0000, 2.0000], [3.0000, 4.0000]]), with rows on their own
 // lines, and "..." eliding the middle of each dimension when the tensor has over 1000 elements.
+namespace fmt {
 template <>
-struct fmt::formatter<tapegrad::Tensor> {
+struct formatter<tapegrad::Tensor> {
   constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
   format_context::iterator format(const tapegrad::Tensor& t, format_context& ctx) const;
 };
+}  // namespace fmt

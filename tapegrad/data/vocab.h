@@ -31,7 +31,8 @@ class Vocabulary {
   // Text of the ids up to the first <eos>, skipping <pad> and <bos>; words are joined by spaces.
   std::string decode(std::span<const int64_t> ids) const;
 
-  // One token a line after a "tapegrad-vocab char|word" line; \n, \t and \\ are escaped.
+  // One token a line after a "tapegrad-vocab char|word" line; newlines, tabs and backslashes
+  // in a token are written as two-character escapes.
   // Atomic (io::write_atomic).
   void save(const std::string& path) const;
   // Throws data::DataError naming the file and line; only a regular file of at most
