@@ -1,3 +1,5 @@
+// Generator: xoshiro256** seeded through counter_bits (one hash of the seed per state word),
+// and the uniform, normal and bounded integer draws built on it.
 #include "tapegrad/autograd/random.h"
 
 #include <cmath>

@@ -1,3 +1,5 @@
+// Batches for teacher forcing: examples padded to their batch's longest, targets shifted by
+// one (<bos> in, <eos> out), and length-bucketed shuffled epochs.
 #include "tapegrad/data/batch.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The built-in tasks (copy, reverse, sort, dates): generated examples, deterministic for a
+// seed, with held-out splits.
 #include "tapegrad/data/tasks.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// Text helpers shared by the readers: UTF-8 validation, splitting into characters, and
+// bounded line reads.
 #include "tapegrad/data/text.h"
 
 namespace tapegrad::data {

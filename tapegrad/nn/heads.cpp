@@ -1,3 +1,5 @@
+// Encoder-only models: the shared encoder, the sequence classifier (pooled) and the token
+// classifier (a label per position).
 #include "tapegrad/nn/heads.h"
 
 #include <cmath>

@@ -1,3 +1,5 @@
+// Module: registration of parameters, buffers and children under dotted names, train/eval,
+// dtype conversion, the summary and the shape trace.
 #include "tapegrad/nn/module.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Learning-rate schedules: constant, the paper's warmup (Noam) and warmup + cosine.
 #include "tapegrad/optim/schedule.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Inverted dropout: the keep mask drawn from a counter-based hash of one generator draw, the
+// forward and backward kernels that apply it.
 #include "tapegrad/autograd/ops/dropout.h"
 
 #include <algorithm>
