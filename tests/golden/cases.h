@@ -61,8 +61,8 @@ inline nn::MiniTransformerConfig mini_config(bool norm_first) {
           .seed = 5};
 }
 
-// The case's module in float64; its weights are whatever `seed` draws (the test loads the
-// committed ones over them).
+// The case's module in float64; its weights are whatever `seed` draws for a stack, or the
+// config's own seed for the model (the test loads the committed ones over them).
 inline std::shared_ptr<nn::Module> build(const Case& c, uint64_t seed = 3) {
   Generator gen(seed);
   std::shared_ptr<nn::Module> m;
