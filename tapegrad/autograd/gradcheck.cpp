@@ -8,6 +8,7 @@
 
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -127,6 +128,44 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   }
   result.ok = result.error <= 1.0;
   return result;
+}
+
+}  // namespace tapegrad
+
+namespace tapegrad {
+
+GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options) {
+  Tensor v;
+  {
+    NoGradGuard no_grad;
+    const Tensor out = f(inputs);
+    Generator gen(options.seed + 1);
+    v = uniform(out.shape(), -1.0, 1.0, gen, DType::Float64);
+  }
+  v.set_requires_grad(true);
+  std::vector<Tensor> all = inputs;
+  all.push_back(v);
+  GradcheckOptions checked = options;
+  if (!checked.names.empty()) checked.names.push_back("grad_output");
+  // x, v -> the first-order gradients of <f(x), v> with respect to the x requiring grad, flat
+  const auto first_order = [&f](const std::vector<Tensor>& xs) {
+    const EnableGradGuard enable;  // gradcheck evaluates this under a NoGradGuard
+    const std::vector<Tensor> x(xs.begin(), xs.end() - 1);
+    std::vector<Tensor> wrt;
+    for (const Tensor& t : x) {
+      if (t.requires_grad()) wrt.push_back(t);
+    }
+    const std::vector<Tensor> grads =
+        grad({f(x)}, wrt, {xs.back()}, {.create_graph = true, .allow_unused = true});
+    std::vector<Tensor> flat;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      flat.push_back(grads[i].defined() ? reshape(grads[i], {-1})
+                                        : zeros({wrt[i].numel()}, DType::Float64));
+    }
+    return concat(flat, 0);
+  };
+  return gradcheck(first_order, all, checked);
 }
 
 }  // namespace tapegrad

@@ -57,4 +57,12 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 
+// The gradient of the gradient, against finite differences of the analytic gradient: the
+// first-order gradients of f(x) seeded with a random v, grad({f(x)}, x, {v}, create_graph),
+// are gradchecked as a function of x and v (they are linear in v, so v is checked too; it
+// is the last input in messages, named "grad_output"). Passes when every op on the way has a
+// correct formula for its gradient and correct kernels for that formula's ops.
+GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
+
 }  // namespace tapegrad

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <iterator>
 #include <string>
+#include <unordered_set>
 
+#include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/strided.h"
 
 namespace tapegrad {
@@ -56,20 +58,81 @@ std::string shapes_of(const std::vector<Shape>& shapes) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-// grad += g, g of the node's shape and float dtype, in any layout.
-void accumulate(GradNode& node, const Tensor& g) {
-  if (!node.grad.defined()) {
-    node.grad = g.clone();
-    return;
-  }
-  dispatch_floating("backward", node.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    copy_strided(node.grad.data<T>(), node.grad.strides(), g.data<T>(), g.strides(), g.shape(),
-                 true);
-  });
-}
+// Recording on for a backward that creates a graph, whatever the caller's mode; off otherwise.
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }
+  ~GradModeScope() { t_grad_enabled = previous_; }
+  GradModeScope(const GradModeScope&) = delete;
+  GradModeScope& operator=(const GradModeScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+thread_local int t_walks = 0;  // walks running on this thread: the tape is not compacted then
 
 }  // namespace
+
+// One reverse walk: how it runs and what it leaves behind.
+struct Walk {
+  bool create_graph = false;
+  bool accumulate = true;  // deliver into .grad(); false for grad(), which touches none
+  std::vector<std::shared_ptr<GradNode>> leaves;  // leaves that received a gradient
+  std::vector<const GradNode*> targets;           // grad()'s inputs
+  std::vector<Tensor> captured;                   // and their gradients
+
+  // node.pending += g: the first gradient is adopted, later ones added (in place, or recorded
+  // when the walk creates a graph).
+  void add(const std::shared_ptr<GradNode>& node, const Tensor& g) {
+    if (!node->pending.defined()) {
+      if (!node->grad_fn) leaves.push_back(node);
+      node->pending = g;
+    } else if (create_graph) {
+      node->pending = tapegrad::add(node->pending, g);
+    } else {
+      dispatch_floating("backward", node->dtype, [&](auto tag) {
+        using T = decltype(tag);
+        copy_strided(node->pending.data<T>(), node->pending.strides(), g.data<T>(), g.strides(),
+                     g.shape(), true);
+      });
+    }
+  }
+
+  // node's gradient in this walk is complete: its hooks run, grad() captures it, .grad()
+  // receives it (a leaf, or a non-leaf that retains its gradient). Returns what flows on.
+  Tensor complete(GradNode& node) {
+    Tensor g = node.pending;
+    const auto hooks = node.hooks;  // a hook may remove itself
+    for (const auto& [id, hook] : hooks) {
+      Tensor r = hook(g);
+      if (!r.defined()) continue;
+      TG_CHECK(r.shape() == node.shape && r.dtype() == node.dtype,
+               "backward: a hook returned a gradient of shape {} and dtype {} for a tensor of "
+               "shape {} and dtype {}",
+               r.shape(), r.dtype(), node.shape, node.dtype);
+      g = create_graph ? r : r.clone();  // the walk adds into its buffers; not into the hook's
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i] == &node) captured[i] = g;
+    }
+    if (accumulate && (!node.grad_fn || node.retains_grad)) {
+      if (!node.grad.defined()) {
+        // a non-leaf's gradient flows on into buffers the walk adds into: keep a copy
+        node.grad = node.grad_fn && !create_graph ? g.clone() : g;
+      } else if (create_graph || node.grad.requires_grad()) {
+        node.grad = tapegrad::add(node.grad, g);
+      } else {
+        dispatch_floating("backward", node.dtype, [&](auto tag) {
+          using T = decltype(tag);
+          copy_strided(node.grad.data<T>(), node.grad.strides(), g.data<T>(), g.strides(),
+                       g.shape(), true);
+        });
+      }
+    }
+    return g;
+  }
+};
 
 // Freeing a graph frees each entry's inputs and saved tensors, which may be the last owners
 // of the entries before it. Done by nested destructors that would be one call per op in a
@@ -102,40 +165,55 @@ bool grad_enabled() { return t_grad_enabled; }
 
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { t_grad_enabled = previous_; }
 
 bool recording(const std::vector<Tensor>& inputs) {
   return grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
                                        [](const Tensor& t) { return t.requires_grad(); });
 }
 
+Grads::Grads(TapeEntry& entry, Walk& walk) : entry_(entry), walk_(walk) {}
+
+bool Grads::wants(size_t i) const { return entry_.inputs[i] != nullptr; }
+
+GradNode& Grads::node(size_t i) {
+  GradNode& node = *entry_.inputs[i];
+  if (!node.pending.defined() && !node.grad_fn) walk_.leaves.push_back(entry_.inputs[i]);
+  return node;
+}
+
 Tensor& Grads::operator[](size_t i) {
-  GradNode& node = *inputs_[i];
-  if (!node.grad.defined()) node.grad = zeros(node.shape, node.dtype);
-  return node.grad;
+  GradNode& n = node(i);
+  if (!n.pending.defined()) n.pending = zeros(n.shape, n.dtype);
+  return n.pending;
 }
 
 Grads::Buffer Grads::dense(size_t i) {
-  GradNode& node = *inputs_[i];
-  const bool first = !node.grad.defined();
-  if (first) node.grad = empty(node.shape, node.dtype);
-  return {node.grad, first};
+  GradNode& n = node(i);
+  const bool first = !n.pending.defined();
+  if (first) n.pending = empty(n.shape, n.dtype);
+  return {n.pending, first};
 }
 
 void Grads::pass(size_t i, const Tensor& g) {
-  GradNode& node = *inputs_[i];
-  TG_CHECK(g.shape() == node.shape && g.dtype() == node.dtype && g.is_contiguous(),
-           "backward: a gradient of shape {} and dtype {} was passed to an input of shape {} "
-           "and dtype {}",
-           g.shape(), g.dtype(), node.shape, node.dtype);
-  if (node.grad.defined()) {
-    accumulate(node, g);
-  } else {
-    node.grad = g;
-  }
+  const GradNode& n = *entry_.inputs[i];
+  TG_CHECK(
+      g.shape() == n.shape && g.dtype() == n.dtype && (walk_.create_graph || g.is_contiguous()),
+      "backward of '{}': a gradient of shape {} and dtype {} was passed to input {} of shape "
+      "{} and dtype {}",
+      entry_.op, g.shape(), g.dtype(), i, n.shape, n.dtype);
+  walk_.add(entry_.inputs[i], walk_.create_graph ? g.contiguous() : g);
+}
+
+Tensor Grads::output(const Tensor& saved) const {
+  auto impl = std::make_shared<TensorImpl>(saved.impl());
+  impl->node = entry_.output_node.lock();
+  return Tensor(std::move(impl));
 }
 
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
-            bool allow_inf) {
+            BackwardFn formula, bool allow_inf) {
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly) [[unlikely]] {
     for (const Tensor& in : inputs)
@@ -167,59 +245,95 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
     entry->inputs.push_back(std::move(node));
   }
   entry->backward = std::move(backward);
+  entry->formula = std::move(formula);
 
   auto node = std::make_shared<GradNode>();
   node->shape = out.shape();
   node->dtype = out.dtype();
   node->grad_fn = entry;
   entry->output = node.get();
+  entry->output_node = node;
   out.impl().node = std::move(node);
 
-  if (t_tape.entries.size() >= t_tape.compact_at) t_tape.compact();
+  if (t_walks == 0 && t_tape.entries.size() >= t_tape.compact_at) t_tape.compact();
   t_tape.entries.push_back(entry);
 }
 
-void backward(const Tensor& root, const Tensor& dout) {
-  TG_CHECK(root.requires_grad(),
-           "backward: the tensor does not require grad (no input of its graph requires grad, "
-           "or it was computed under a NoGradGuard)");
-  Tensor seed = dout;
-  if (!seed.defined()) {
-    TG_CHECK(root.numel() == 1,
-             "backward: an implicit gradient needs a one-element tensor, got shape {}; pass dout",
-             root.shape());
-    seed = ones(root.shape(), root.dtype());
-  }
-  TG_CHECK(seed.shape() == root.shape() && seed.dtype() == root.dtype(),
-           "backward: dout has shape {} and dtype {}, the tensor has shape {} and dtype {}",
-           seed.shape(), seed.dtype(), root.shape(), root.dtype());
-  NoGradGuard no_grad;  // backward functions run ops that must not be recorded
+namespace {
 
-  GradNode& root_node = *root.impl().node;
-  if (!root_node.grad_fn) {  // a leaf: its gradient is the seed
-    accumulate(root_node, seed);
-    return;
+// The reverse walk from `roots`, seeded with `seeds` (undefined: 1 for a one-element root).
+void walk_back(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, Walk& walk,
+               bool retain_graph) {
+  const GradModeScope mode(walk.create_graph);  // formulas record; kernels must not
+  bool any_entry = false;
+  uint64_t max_seq = 0;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& root = roots[r];
+    TG_CHECK(root.defined() && root.requires_grad(),
+             "backward: {} does not require grad (no input of its graph requires grad, or it was "
+             "computed under a NoGradGuard)",
+             roots.size() == 1 ? std::string("the tensor") : fmt::format("output {}", r));
+    Tensor seed = seeds[r];
+    if (!seed.defined()) {
+      TG_CHECK(root.numel() == 1,
+               "backward: an implicit gradient needs a one-element tensor, got shape {}; pass "
+               "dout",
+               root.shape());
+      seed = ones(root.shape(), root.dtype());
+    }
+    TG_CHECK(seed.shape() == root.shape() && seed.dtype() == root.dtype(),
+             "backward: dout has shape {} and dtype {}, the tensor has shape {} and dtype {}",
+             seed.shape(), seed.dtype(), root.shape(), root.dtype());
+    const std::shared_ptr<GradNode>& node = root.impl().node;
+    if (const auto& fn = node->grad_fn) {
+      TG_CHECK(fn->tape == &t_tape,
+               "backward: the graph of this tensor (from op '{}') was recorded on another "
+               "thread; call backward() on the thread that ran its forward",
+               fn->op);
+      TG_CHECK(!fn->released,
+               "backward: the graph of this tensor (from op '{}') was already released by an "
+               "earlier backward(); pass retain_graph to that one to walk the graph twice",
+               fn->op);
+      max_seq = any_entry ? std::max(max_seq, fn->seq) : fn->seq;
+      any_entry = true;
+    }
+    // the walk adds into its buffers in place, so it starts from its own copy of the seed
+    walk.add(node, walk.create_graph ? seed.contiguous() : seed.clone());
   }
-  TG_CHECK(root_node.grad_fn->tape == &t_tape,
-           "backward: the graph of this tensor (from op '{}') was recorded on another thread; "
-           "call backward() on the thread that ran its forward",
-           root_node.grad_fn->op);
-  TG_CHECK(!root_node.grad_fn->released,
-           "backward: the graph of this tensor (from op '{}') was already released by an "
-           "earlier backward()",
-           root_node.grad_fn->op);
-  accumulate(root_node, seed);
 
-  const uint64_t root_seq = root_node.grad_fn->seq;
   auto& entries = t_tape.entries;
+  // grad() runs only the entries on a path from an input to the outputs.
+  std::unordered_set<const TapeEntry*> needed;
+  const bool prune = !walk.targets.empty();
+  auto is_target = [&](const GradNode* n) {
+    return std::find(walk.targets.begin(), walk.targets.end(), n) != walk.targets.end();
+  };
+  if (prune && any_entry) {
+    for (const auto& w : entries) {
+      const auto e = w.lock();
+      if (!e || e->seq > max_seq) continue;
+      for (const auto& in : e->inputs) {
+        if (in && (is_target(in.get()) || (in->grad_fn && needed.count(in->grad_fn.get())))) {
+          needed.insert(e.get());
+          break;
+        }
+      }
+    }
+  }
+
+  ++t_walks;  // entries a formula records go to the end; the indices below stay put
+  struct Done {
+    ~Done() { --t_walks; }
+  } done;
   // Processed entries give up their input nodes only after the walk: an intermediate tensor
   // the caller already dropped lives on in its node, which still has to receive its gradient.
   std::vector<std::shared_ptr<GradNode>> keep_alive;
-  for (size_t i = entries.size(); i-- > 0;) {
+  for (size_t i = any_entry ? entries.size() : 0; i-- > 0;) {
     std::shared_ptr<TapeEntry> e = entries[i].lock();
-    if (!e || e->seq > root_seq || !e->output->grad.defined()) continue;
+    if (!e || e->seq > max_seq || !e->output->pending.defined()) continue;
     TG_CHECK(!e->released,
-             "backward: op '{}' of this graph was already released by an earlier backward()",
+             "backward: op '{}' of this graph was already released by an earlier backward(); "
+             "pass retain_graph to that one to walk the graph twice",
              e->op);
     for (size_t k = 0; k < e->versions.size(); ++k) {
       const auto storage = e->versions[k].storage.lock();
@@ -229,12 +343,23 @@ void backward(const Tensor& root, const Tensor& dout) {
                "recompute the op after the write",
                e->op, k, e->versions.size(), e->versions[k].version, storage->version());
     }
-    Grads grads(e->inputs);
-    e->backward(e->output->grad, grads);
+    const Tensor dout = walk.complete(*e->output);
+    e->output->pending = Tensor();
+    if (prune && !needed.count(e.get())) continue;
+    Grads grads(*e, walk);
+    if (walk.create_graph) {
+      TG_CHECK(e->formula != nullptr,
+               "backward: op '{}' has no gradient formula in differentiable ops, so its "
+               "gradient cannot be differentiated again (create_graph); see docs/custom_ops.md",
+               e->op);
+      e->formula(dout, grads);
+    } else {
+      e->backward(dout, grads);
+    }
     if (t_anomaly && !e->input_shapes.empty()) [[unlikely]] {
       for (size_t k = 0; k < e->inputs.size(); ++k) {
         if (!e->inputs[k]) continue;
-        const Finite f = finiteness(e->inputs[k]->grad);
+        const Finite f = finiteness(e->inputs[k]->pending);
         const auto& producer = e->inputs[k]->grad_fn;
         TG_CHECK(f == Finite::Yes,
                  "anomaly: backward of op '{}' (inputs {}) produced {} in the gradient of input "
@@ -244,15 +369,56 @@ void backward(const Tensor& root, const Tensor& dout) {
                  producer ? fmt::format("op '{}'", producer->op) : std::string("a leaf"));
       }
     }
+    if (retain_graph) continue;
     // Release: the output's gradient has been passed on, the saved buffers are not needed.
-    e->output->grad = Tensor();
     e->backward = nullptr;
+    e->formula = nullptr;
     std::move(e->inputs.begin(), e->inputs.end(), std::back_inserter(keep_alive));
     e->inputs.clear();
     e->versions.clear();
     e->released = true;
   }
-  t_tape.compact();
+  // A leaf's gradient is complete when the walk is over.
+  for (const auto& leaf : walk.leaves) {
+    if (!leaf->pending.defined()) continue;
+    walk.complete(*leaf);
+    leaf->pending = Tensor();
+  }
+  if (t_walks == 1) t_tape.compact();
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& dout, BackwardOptions options) {
+  Walk walk;
+  walk.create_graph = options.create_graph;
+  walk_back({root}, {dout}, walk, options.retain_graph || options.create_graph);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, GradOptions options) {
+  TG_CHECK(!outputs.empty(), "grad: no outputs given");
+  TG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+           "grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size());
+  Walk walk;
+  walk.create_graph = options.create_graph;
+  walk.accumulate = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TG_CHECK(inputs[i].defined() && inputs[i].requires_grad(),
+             "grad: input {} does not require grad", i);
+    walk.targets.push_back(inputs[i].impl().node.get());
+  }
+  walk.captured.resize(inputs.size());
+  const std::vector<Tensor> seeds =
+      grad_outputs.empty() ? std::vector<Tensor>(outputs.size()) : grad_outputs;
+  walk_back(outputs, seeds, walk, options.retain_graph || options.create_graph);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TG_CHECK(walk.captured[i].defined() || options.allow_unused,
+             "grad: input {} (shape {}) is not used by the outputs; pass allow_unused to get an "
+             "undefined tensor for it",
+             i, inputs[i].shape());
+  }
+  return walk.captured;
 }
 
 size_t tape_size() {

@@ -7,6 +7,14 @@
 // function, which accumulates (+=) into its inputs' gradients; then the entry is released,
 // freeing every buffer its backward function saved. No recursion, so depth is not a limit.
 //
+// Each entry carries the op's gradient twice: a kernel (fast, writing buffers directly) and a
+// formula written in differentiable ops (da = dout @ b^T). backward() runs the kernels under a
+// NoGradGuard. With create_graph it runs the formulas with recording on instead, so the
+// gradients it produces are on the tape themselves and can be differentiated again (a
+// Hessian-vector product, a gradient penalty), to any order. retain_graph keeps the entries
+// for another backward; grad() returns gradients instead of accumulating them into .grad();
+// hooks see (and may replace) a tensor's gradient once it is complete.
+//
 // Ownership runs backwards like the graph: an output's node owns its entry, the entry owns its
 // input nodes. The tape itself only holds weak references for ordering, so a graph that is
 // dropped without backward() (say, an evaluation pass that forgot its NoGradGuard) frees
@@ -24,19 +32,31 @@ namespace tapegrad {
 
 struct TapeEntry;
 
+// A hook on a tensor's gradient (Tensor::register_hook): returns a replacement, or an undefined
+// tensor to leave it as it is.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+
 struct GradNode {
   Shape shape;
   DType dtype = DType::Float32;
-  Tensor grad;                         // accumulated gradient, contiguous; undefined until used
+  // What .grad() shows: a leaf's gradient summed over backward() calls, or a non-leaf's when
+  // retains_grad. Undefined until a backward reaches it.
+  Tensor grad;
+  // This backward's gradient, summed while the walk runs; handed on and cleared once complete.
+  Tensor pending;
   std::shared_ptr<TapeEntry> grad_fn;  // the entry that produced this tensor; null for a leaf
+  bool retains_grad = false;
+  std::vector<std::pair<uint64_t, GradHook>> hooks;  // by handle id, in registration order
 };
+
+struct Walk;
 
 // The gradients a backward function accumulates into, one per op input.
 class Grads {
  public:
-  explicit Grads(const std::vector<std::shared_ptr<GradNode>>& inputs) : inputs_(inputs) {}
+  Grads(TapeEntry& entry, Walk& walk);
   // Whether input i requires grad; skip computing what nobody asked for.
-  bool wants(size_t i) const { return inputs_[i] != nullptr; }
+  bool wants(size_t i) const;
   // The gradient buffer of input i, zero-filled on first use; add into it, never assign.
   Tensor& operator[](size_t i);
 
@@ -50,13 +70,21 @@ class Grads {
   };
   Buffer dense(size_t i);
 
-  // Hands g (contiguous, input i's shape and dtype) on as input i's gradient: the first writer
-  // adopts g itself as the buffer, a later one adds it in. A view's backward passes dout on
-  // this way without a copy.
+  // Hands g (input i's shape and dtype) on as input i's gradient: the first writer adopts g
+  // itself as the buffer, a later one adds it in. A view's backward passes dout on this way
+  // without a copy; a formula hands on every gradient it computes this way. In a kernel g is
+  // contiguous; in a formula (create_graph) the sum is itself recorded.
   void pass(size_t i, const Tensor& g);
 
+  // For a formula: the op's output, from a saved handle to it (out.detach() captured at
+  // record time), joined again to the graph, so a gradient written in terms of the output
+  // (softmax's y, exp's y) flows back through this op when it is differentiated again.
+  Tensor output(const Tensor& saved) const;
+
  private:
-  const std::vector<std::shared_ptr<GradNode>>& inputs_;
+  GradNode& node(size_t i);
+  TapeEntry& entry_;
+  Walk& walk_;
 };
 
 // Calls body(store) with store(dst, v) assigning (dst = v) when `assign` and adding (dst += v)
@@ -88,7 +116,9 @@ struct TapeEntry {
   std::vector<std::shared_ptr<GradNode>> inputs;  // null for inputs that need no grad
   std::vector<InputVersion> versions;             // one per defined input
   GradNode* output;                               // owns this entry, so outlives it
-  BackwardFn backward;
+  std::weak_ptr<GradNode> output_node;            // the same, for Grads::output
+  BackwardFn backward;                            // the kernel
+  BackwardFn formula;                             // the same in differentiable ops
   bool released = false;
   std::vector<Shape> input_shapes;  // kept only in anomaly mode, for its messages
 
@@ -108,6 +138,19 @@ class NoGradGuard {
   ~NoGradGuard();
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// The opposite, like torch.enable_grad: recording on for its scope even inside a NoGradGuard
+// (gradgradcheck's finite differences evaluate a first-order gradient, which must record).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
 
  private:
   bool previous_;
@@ -141,14 +184,29 @@ bool recording(const std::vector<Tensor>& inputs);
 
 // Appends an entry for `op` and makes `out` its non-leaf output. Call only when recording(...)
 // is true. Throws if an input belongs to a graph that an earlier backward() already released.
+// `formula` computes what `backward` does in differentiable ops (each gradient handed on with
+// Grads::pass); without one, a backward with create_graph through this op throws.
 // allow_inf exempts an intended infinity in `out` from anomaly detection (masked_fill with -inf).
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
-            bool allow_inf = false);
+            BackwardFn formula = nullptr, bool allow_inf = false);
 
 // Runs the reverse pass from `root` (see Tensor::backward). Throws when the graph was recorded
-// on another thread (each thread has its own tape) or when an input of an op was written in
-// place after the op recorded it.
-void backward(const Tensor& root, const Tensor& dout);
+// on another thread (each thread has its own tape), when an input of an op was written in
+// place after the op recorded it, or when an earlier backward released the graph.
+void backward(const Tensor& root, const Tensor& dout, BackwardOptions options = {});
+
+struct GradOptions {
+  bool retain_graph = false;  // keep the graph for another backward (default: create_graph)
+  bool create_graph = false;  // record the backward, so the gradients are differentiable
+  bool allow_unused = false;  // an input the outputs do not depend on gets an undefined tensor
+};
+
+// The gradients of sum_k <outputs[k], grad_outputs[k]> with respect to each input, returned
+// in the inputs' order; no tensor's .grad() changes. grad_outputs may be empty when every
+// output has one element (the seed is 1). Only the part of the graph between the outputs and
+// the inputs runs. An input the outputs do not depend on is an error unless allow_unused.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
 
 // Live (not yet released) entries on this thread's tape.
 size_t tape_size();

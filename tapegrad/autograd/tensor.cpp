@@ -239,8 +239,8 @@ Tensor Tensor::to(DType target) const {
   if (is_floating(target) && is_floating(dtype()) && recording(*this)) {
     const DType source = dtype();
     // d(to(x))/dx = 1: the gradient converted back to x's dtype.
-    record("to", {*this}, out,
-           [source](const Tensor& dout, Grads& g) { g.pass(0, dout.to(source)); });
+    const auto backward = [source](const Tensor& dout, Grads& g) { g.pass(0, dout.to(source)); };
+    record("to", {*this}, out, backward, backward);
   }
   return out;
 }
@@ -255,7 +255,8 @@ Tensor Tensor::clone() const {
   if (recording(*this)) {
     const char* op = is_contiguous() ? "clone" : "contiguous";
     // d(copy(x))/dx = 1
-    record(op, {*this}, out, [](const Tensor& dout, Grads& g) { g.pass(0, dout); });
+    const auto backward = [](const Tensor& dout, Grads& g) { g.pass(0, dout); };
+    record(op, {*this}, out, backward, backward);
   }
   return out;
 }
@@ -295,7 +296,31 @@ void Tensor::zero_grad() {
   if (impl().node) impl().node->grad = Tensor();
 }
 
-void Tensor::backward(const Tensor& dout) const { tapegrad::backward(*this, dout); }
+void Tensor::retain_grad() const {
+  TG_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
+  impl().node->retains_grad = true;
+}
+
+HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> fn) const {
+  TG_CHECK(requires_grad(),
+           "register_hook: the tensor does not require grad, so it has no "
+           "gradient to hook");
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id++;
+  impl().node->hooks.emplace_back(id, std::move(fn));
+  return HookHandle(impl().node, id);
+}
+
+void HookHandle::remove() {
+  if (const auto node = node_.lock()) {
+    std::erase_if(node->hooks, [&](const auto& h) { return h.first == id_; });
+  }
+  node_.reset();
+}
+
+void Tensor::backward(const Tensor& dout, BackwardOptions options) const {
+  tapegrad::backward(*this, dout, options);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Factories

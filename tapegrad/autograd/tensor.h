@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -23,6 +24,26 @@ namespace tapegrad {
 
 class Generator;
 struct GradNode;
+
+// How backward() runs (Tensor::backward). retain_graph keeps every saved buffer so the graph can
+// be walked again; create_graph records the backward itself on the tape, so the gradients it
+// leaves in .grad() can be differentiated again (and implies retain_graph, as in PyTorch).
+struct BackwardOptions {
+  bool retain_graph = false;
+  bool create_graph = false;
+};
+
+// Removes the hook it was returned for (Tensor::register_hook); removing twice does nothing.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<GradNode> node, uint64_t id) : node_(std::move(node)), id_(id) {}
+  void remove();
+
+ private:
+  std::weak_ptr<GradNode> node_;
+  uint64_t id_ = 0;
+};
 
 // A flat, 64-byte aligned, uninitialised buffer. Buffers come from a caching allocator: a freed
 // buffer is kept for the next request of the same rounded size, so a training step, which
@@ -114,12 +135,19 @@ class Tensor {
   bool requires_grad() const { return impl().node != nullptr; }
   Tensor& set_requires_grad(bool requires_grad);
   bool is_leaf() const;
-  // The accumulated gradient of a leaf; undefined until a backward() reaches it.
+  // The accumulated gradient of a leaf, or of a non-leaf after retain_grad(); undefined until a
+  // backward() reaches it (and always for other non-leaves, whose gradients are transient).
   Tensor grad() const;
   void zero_grad();
+  // A non-leaf keeps its gradient in .grad() after each backward (summed over backwards).
+  void retain_grad() const;
+  // fn(grad) runs when this tensor's gradient in a backward (or grad()) is complete, before it
+  // flows further; a defined return value replaces the gradient. Hooks run in registration
+  // order, each on the previous one's result.
+  HookHandle register_hook(std::function<Tensor(const Tensor& grad)> fn) const;
   // Reverse pass from this tensor. Without `dout` the tensor must have one element and the
   // seed gradient is 1; otherwise `dout` has this tensor's shape and dtype.
-  void backward(const Tensor& dout = Tensor()) const;
+  void backward(const Tensor& dout = Tensor(), BackwardOptions options = {}) const;
 
   TensorImpl& impl() const {
     TG_CHECK(impl_ != nullptr, "tensor: use of an undefined tensor");

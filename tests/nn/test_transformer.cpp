@@ -64,6 +64,44 @@ TEST_CASE("encoder and decoder layers gradcheck, post-norm and pre-norm", "[nn][
   }
 }
 
+TEST_CASE("encoder and decoder layers have second derivatives (gradgradcheck)",
+          "[nn][gradcheck][higher]") {
+  for (bool norm_first : {false, true}) {
+    INFO("norm_first " << norm_first);
+    Generator gen(1);
+    const LayerConfig cfg{.d_model = 4,
+                          .heads = 2,
+                          .d_ff = 6,
+                          .dropout = 0.1,
+                          .activation = norm_first ? Activation::GELU : Activation::ReLU,
+                          .norm_first = norm_first};
+    EncoderLayer enc(cfg, gen);
+    enc.to(DType::Float64);
+    enc.eval();
+    const Tensor pad = eq(tensor({0, 0, 1, 0, 0, 0}, {2, 3}), 1);
+    std::vector<Tensor> in = enc.parameters();
+    in.push_back(random_leaf({2, 3, 4}, 2));
+    const GradcheckResult e = gradgradcheck([&](auto& v) { return enc.forward(v.back(), pad); }, in,
+                                            {.max_per_input = 10});
+    INFO("encoder: " << e.message());
+    CHECK(e.ok);
+
+    DecoderLayer dec(cfg, gen);
+    dec.to(DType::Float64);
+    dec.eval();
+    std::vector<Tensor> din = dec.parameters();
+    din.push_back(random_leaf({2, 2, 4}, 4));
+    din.push_back(random_leaf({2, 3, 4}, 3));
+    const GradcheckResult d = gradgradcheck(
+        [&](auto& v) {
+          return dec.forward(v[v.size() - 2], v.back(), causal_mask(2), Tensor(), pad);
+        },
+        din, {.max_per_input = 10});
+    INFO("decoder: " << d.message());
+    CHECK(d.ok);
+  }
+}
+
 TEST_CASE("feed-forward block and layer stacks gradcheck", "[nn][gradcheck]") {
   Generator gen(7);
   const LayerConfig cfg{

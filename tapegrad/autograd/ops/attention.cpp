@@ -11,6 +11,7 @@
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/matmul.h"
+#include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/ops/softmax_kernels.h"
@@ -165,69 +166,96 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   if (weights_out) *weights_out = weights;
 
   if (recording(q, k, v)) {
-    record("attention", {q, k, v}, out,
-           [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout](
-               const Tensor& dout, Grads& g) {
-             // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
-             //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
-             //   dP = dP' * keep * dropout_scale
-             //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward)
-             //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
-             // The buffers are taken in the order q, k, v and each item writes its slices in
-             // that order, so when two of q, k, v are one tensor its first writer goes first.
-             dispatch_floating("attention", dout.dtype(), [&](auto tag) {
-               using F = decltype(tag);
-               const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-               F* dgrad[3] = {nullptr, nullptr, nullptr};
-               F beta[3] = {F{1}, F{1}, F{1}};
-               for (size_t i = 0; i < 3; ++i) {
-                 if (!g.wants(i)) continue;
-                 const auto [grad, first] = g.dense(i);
-                 dgrad[i] = grad.data<F>();
-                 beta[i] = first ? F{0} : F{1};
-               }
-               const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
-               const F *pw = weights.data<F>(), *pd = dout.data<F>();
-               const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
-               const auto assign = [](F& dst, F value) { dst = value; };
-               parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
-                 std::vector<F> ds(T * S), dropped(dropout > 0 ? T * S : 0);
-                 for (int64_t n = n0; n < n1; ++n) {
-                   const F* p = pw + n * T * S;
-                   const F* dout_bh = pd + x.q_at(n);
-                   if (dgrad[0] || dgrad[1]) {
-                     // dP' (T, S) = dout_bh (T, D) v_bh^T, through the dropout, then the softmax
-                     gemm<F>(false, true, T, S, D, dout_bh, C, pv + x.kv_at(n), C, F{0}, ds.data(),
-                             S);
-                     if (dropout > 0) {
-                       dropout_tile<F>(dropped.data(), ds.data(), x, n, mask, dropout);
-                       ds.swap(dropped);
-                     }
-                     detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
-                                                 detail::Rows{T, S, 1}, false, 0, T);
-                     for (F& e : ds) e *= scale;
-                   }
-                   if (dgrad[0]) {
-                     gemm<F>(false, false, T, D, S, ds.data(), S, pk + x.kv_at(n), C, beta[0],
-                             dgrad[0] + x.q_at(n), C);
-                   }
-                   if (dgrad[1]) {
-                     gemm<F>(true, false, S, D, T, ds.data(), S, pq + x.q_at(n), C, beta[1],
-                             dgrad[1] + x.kv_at(n), C);
-                   }
-                   if (dgrad[2]) {
-                     const F* pdrop = p;
-                     if (dropout > 0) {
-                       dropout_tile<F>(dropped.data(), p, x, n, mask, dropout);
-                       pdrop = dropped.data();
-                     }
-                     gemm<F>(true, false, S, D, T, pdrop, S, dout_bh, C, beta[2],
-                             dgrad[2] + x.kv_at(n), C);
-                   }
-                 }
-               });
-             });
-           });
+    record(
+        "attention", {q, k, v}, out,
+        [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout](
+            const Tensor& dout, Grads& g) {
+          // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
+          //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
+          //   dP = dP' * keep * dropout_scale
+          //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward)
+          //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
+          // The buffers are taken in the order q, k, v and each item writes its slices in
+          // that order, so when two of q, k, v are one tensor its first writer goes first.
+          dispatch_floating("attention", dout.dtype(), [&](auto tag) {
+            using F = decltype(tag);
+            const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
+            F* dgrad[3] = {nullptr, nullptr, nullptr};
+            F beta[3] = {F{1}, F{1}, F{1}};
+            for (size_t i = 0; i < 3; ++i) {
+              if (!g.wants(i)) continue;
+              const auto [grad, first] = g.dense(i);
+              dgrad[i] = grad.data<F>();
+              beta[i] = first ? F{0} : F{1};
+            }
+            const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
+            const F *pw = weights.data<F>(), *pd = dout.data<F>();
+            const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
+            const auto assign = [](F& dst, F value) { dst = value; };
+            parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
+              std::vector<F> ds(T * S), dropped(dropout > 0 ? T * S : 0);
+              for (int64_t n = n0; n < n1; ++n) {
+                const F* p = pw + n * T * S;
+                const F* dout_bh = pd + x.q_at(n);
+                if (dgrad[0] || dgrad[1]) {
+                  // dP' (T, S) = dout_bh (T, D) v_bh^T, through the dropout, then the softmax
+                  gemm<F>(false, true, T, S, D, dout_bh, C, pv + x.kv_at(n), C, F{0}, ds.data(), S);
+                  if (dropout > 0) {
+                    dropout_tile<F>(dropped.data(), ds.data(), x, n, mask, dropout);
+                    ds.swap(dropped);
+                  }
+                  detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
+                                              detail::Rows{T, S, 1}, false, 0, T);
+                  for (F& e : ds) e *= scale;
+                }
+                if (dgrad[0]) {
+                  gemm<F>(false, false, T, D, S, ds.data(), S, pk + x.kv_at(n), C, beta[0],
+                          dgrad[0] + x.q_at(n), C);
+                }
+                if (dgrad[1]) {
+                  gemm<F>(true, false, S, D, T, ds.data(), S, pq + x.q_at(n), C, beta[1],
+                          dgrad[1] + x.kv_at(n), C);
+                }
+                if (dgrad[2]) {
+                  const F* pdrop = p;
+                  if (dropout > 0) {
+                    dropout_tile<F>(dropped.data(), p, x, n, mask, dropout);
+                    pdrop = dropped.data();
+                  }
+                  gemm<F>(true, false, S, D, T, pdrop, S, dout_bh, C, beta[2],
+                          dgrad[2] + x.kv_at(n), C);
+                }
+              }
+            });
+          });
+        },
+        [q, k, v, blocked, x, mask, dropout](const Tensor& dout, Grads& g) {
+          // The derivation above in differentiable ops, per head ([B, H, L, D] views), with
+          // the weights P recomputed from q and k and the dropout mask from its key.
+          auto heads = [&](const Tensor& t, int64_t L) {
+            return permute(reshape(t, {x.B, L, x.H, x.D}), {0, 2, 1, 3});
+          };
+          auto merge = [&](const Tensor& t, int64_t L) {
+            return reshape(permute(t, {0, 2, 1, 3}), {x.B, L, x.C});
+          };
+          const Tensor qh = heads(q, x.T), kh = heads(k, x.S), vh = heads(v, x.S);
+          const Tensor dh = heads(dout, x.T);
+          const double scale = 1.0 / std::sqrt(static_cast<double>(x.D));
+          const Tensor scores = mul(matmul(qh, transpose(kh, -2, -1)), scale);
+          const Tensor p =
+              blocked.defined() ? masked_softmax(scores, blocked) : softmax(scores, -1);
+          const Tensor keep = dropout > 0 ? keep_mask({x.B, x.H, x.T, x.S}, mask) : Tensor();
+          auto drop = [&](const Tensor& t) {
+            return dropout > 0 ? where(keep, mul(t, dropout_scale(dropout)), zeros_like(t)) : t;
+          };
+          if (g.wants(2)) g.pass(2, merge(matmul(transpose(drop(p), -2, -1), dh), x.S));
+          if (g.wants(0) || g.wants(1)) {
+            const Tensor dp = drop(matmul(dh, transpose(vh, -2, -1)));
+            const Tensor ds = mul(mul(p, sub(dp, sum(mul(dp, p), {-1}, true))), scale);
+            if (g.wants(0)) g.pass(0, merge(matmul(ds, kh), x.T));
+            if (g.wants(1)) g.pass(1, merge(matmul(transpose(ds, -2, -1), qh), x.S));
+          }
+        });
   }
   return out;
 }

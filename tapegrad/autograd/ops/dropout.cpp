@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 
@@ -45,6 +46,13 @@ void dropout_backward(Store store, T* __restrict dinp, const T* __restrict dout,
 DropoutMask::DropoutMask(double p, uint64_t key)
     : key(key), threshold(static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0))) {}
 
+Tensor keep_mask(const Shape& shape, const DropoutMask& mask) {
+  Tensor keep = empty(shape, DType::Bool);
+  uint8_t* pk = mask_bytes(keep);
+  for (int64_t i = 0, n = keep.numel(); i < n; ++i) pk[i] = mask.keeps(static_cast<uint64_t>(i));
+  return keep;
+}
+
 Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
   TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0) return input;
@@ -67,19 +75,25 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
     });
   });
   if (recording(x)) {
-    record("dropout", {x}, out, [keep, N, p](const Tensor& dout, Grads& g) {
-      dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const auto [grad, first] = g.dense(0);
-        T* dx = grad.data<T>();
-        const T* dy = dout.data<T>();
-        assign_or_add(first, [&](auto store) {
-          parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
-            dropout_backward<T>(store, dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
+    record(
+        "dropout", {x}, out,
+        [keep, N, p](const Tensor& dout, Grads& g) {
+          dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const auto [grad, first] = g.dense(0);
+            T* dx = grad.data<T>();
+            const T* dy = dout.data<T>();
+            assign_or_add(first, [&](auto store) {
+              parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
+                dropout_backward<T>(store, dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
+              });
+            });
           });
+        },
+        [keep, p](const Tensor& dout, Grads& g) {
+          // the same mask on the gradient: dx = keep ? dout * scale : 0
+          g.pass(0, where(keep, mul(dout, dropout_scale(p)), zeros_like(dout)));
         });
-      });
-    });
   }
   return out;
 }

@@ -24,6 +24,10 @@ struct DropoutMask {
   uint32_t threshold;
 };
 
+// The mask over a tensor of this shape, element i kept when mask.keeps(i): what a fused op that
+// applies dropout by flat index (attention) used, as a bool tensor for its formula.
+Tensor keep_mask(const Shape& shape, const DropoutMask& mask);
+
 // What dropout multiplies a kept element by: 1 / (1 - p), and 0 at p = 1 (whatever keeps says).
 inline double dropout_scale(double p) { return p < 1 ? 1.0 / (1.0 - p) : 0.0; }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -17,8 +18,9 @@ namespace {
 enum class Saves { Input, Output, Nothing };
 
 // y = f(x); backward: dx += dout * df(s), with s the saved x or y (or 0 for Saves::Nothing).
-template <class F, class DF>
-Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df) {
+// grad(dout, s) is the same gradient written in differentiable ops (the formula).
+template <class F, class DF, class Grad>
+Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad grad) {
   const Tensor x = input.contiguous();
   Tensor out = empty(x.shape(), x.dtype());
   const int64_t n = x.numel();
@@ -34,24 +36,30 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df) {
     Tensor saved = saves == Saves::Input    ? x.detach()
                    : saves == Saves::Output ? out.detach()
                                             : Tensor();
-    record(op, {x}, out, [saved, df, n, op](const Tensor& dout, Grads& g) {
-      dispatch_floating(op, dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const auto [grad, first] = g.dense(0);
-        T* dx = grad.data<T>();
-        const T* d = dout.data<T>();
-        const T* s = saved.defined() ? saved.data<T>() : nullptr;
-        assign_or_add(first, [&](auto store) {
-          parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
-            if (s) {
-              for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(s[i])));
-            } else {
-              for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(T{0})));
-            }
+    record(
+        op, {x}, out,
+        [saved, df, n, op](const Tensor& dout, Grads& g) {
+          dispatch_floating(op, dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const auto [grad, first] = g.dense(0);
+            T* dx = grad.data<T>();
+            const T* d = dout.data<T>();
+            const T* s = saved.defined() ? saved.data<T>() : nullptr;
+            assign_or_add(first, [&](auto store) {
+              parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
+                if (s) {
+                  for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(s[i])));
+                } else {
+                  for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(T{0})));
+                }
+              });
+            });
           });
+        },
+        [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](const Tensor& dout,
+                                                                           Grads& g) {
+          g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
         });
-      });
-    });
   }
   return out;
 }
@@ -59,9 +67,10 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df) {
 // out = f(a, b) with broadcasting; backward: da += dout * fa(a, b), db += dout * fb(a, b),
 // each summed over the dims its operand was broadcast along (a stride of 0 makes the += do
 // that). Ops whose partials are constants (add, sub) pass kSavesInputs = false and keep no
-// input alive.
-template <bool kSavesInputs, class F, class FA, class FB>
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB fb) {
+// input alive. ga(dout, a, b) and gb(...) are the formulas: dout * (partial) in differentiable
+// ops, before the sum back to the operand's shape.
+template <bool kSavesInputs, class F, class FA, class FB, class GA, class GB>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB fb, GA ga, GB gb) {
   TG_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}", op, a.dtype(), b.dtype());
   const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor out = empty(shape, a.dtype());
@@ -79,54 +88,62 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
     const Tensor sa = kSavesInputs ? a.detach() : Tensor();
     const Tensor sb = kSavesInputs ? b.detach() : Tensor();
     const Shape a_shape = a.shape(), b_shape = b.shape();
-    record(op, {a, b}, out, [=](const Tensor& dout, Grads& g) {
-      dispatch_floating(op, dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const T* d = dout.data<T>();
-        const Shape& so = dout.strides();
-        // Strides of the gradient buffers (contiguous, the operands' shapes) seen from `shape`.
-        const Shape sga = broadcast_strides(a_shape, contiguous_strides(a_shape), shape);
-        const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
-        bool passed = false;  // dout itself went to an operand; it may go to only one
-        for (size_t i = 0; i < 2; ++i) {
-          if (!g.wants(i)) continue;
-          // An operand broadcast to the output's shape sums over the broadcast dims: it adds.
-          const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
-          if constexpr (!kSavesInputs) {
-            // A partial of 1 (either operand of add, a of sub) makes the gradient dout itself.
-            if (!broadcast && !passed && (i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0})) == T{1}) {
-              g.pass(i, dout);
-              passed = true;
-              continue;
-            }
-          }
-          const auto [grad, first] = broadcast ? Grads::Buffer{g[i], false} : g.dense(i);
-          T* dx = grad.data<T>();
-          const Shape& sg = i == 0 ? sga : sgb;
-          // Threads split the loop unless they would share gradient elements (a sum over
-          // the dim this operand was broadcast along).
-          const int64_t d0 = split_dim(shape);
-          const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
-          assign_or_add(first, [&](auto store) {
-            if constexpr (kSavesInputs) {
-              const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
-              const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
-              const T* pa = sa.data<T>();
-              const T* pb = sb.data<T>();
-              parallel_for_each_offset<4>(shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
-                const T partial = i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
-                store(dx[o[0]], d[o[1]] * partial);
-              });
-            } else {
-              const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
-              parallel_for_each_offset<2>(shape, {&sg, &so}, grain, [&](const auto& o) {
-                store(dx[o[0]], d[o[1]] * partial);
+    record(
+        op, {a, b}, out,
+        [=](const Tensor& dout, Grads& g) {
+          dispatch_floating(op, dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const T* d = dout.data<T>();
+            const Shape& so = dout.strides();
+            // Strides of the gradient buffers (contiguous, the operands' shapes) seen from `shape`.
+            const Shape sga = broadcast_strides(a_shape, contiguous_strides(a_shape), shape);
+            const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
+            bool passed = false;  // dout itself went to an operand; it may go to only one
+            for (size_t i = 0; i < 2; ++i) {
+              if (!g.wants(i)) continue;
+              // An operand broadcast to the output's shape sums over the broadcast dims: it adds.
+              const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
+              if constexpr (!kSavesInputs) {
+                // A partial of 1 (either operand of add, a of sub) makes the gradient dout itself.
+                if (!broadcast && !passed && (i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0})) == T{1}) {
+                  g.pass(i, dout);
+                  passed = true;
+                  continue;
+                }
+              }
+              const auto [grad, first] = broadcast ? Grads::Buffer{g[i], false} : g.dense(i);
+              T* dx = grad.data<T>();
+              const Shape& sg = i == 0 ? sga : sgb;
+              // Threads split the loop unless they would share gradient elements (a sum over
+              // the dim this operand was broadcast along).
+              const int64_t d0 = split_dim(shape);
+              const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
+              assign_or_add(first, [&](auto store) {
+                if constexpr (kSavesInputs) {
+                  const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
+                  const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
+                  const T* pa = sa.data<T>();
+                  const T* pb = sb.data<T>();
+                  parallel_for_each_offset<4>(
+                      shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
+                        const T partial = i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
+                        store(dx[o[0]], d[o[1]] * partial);
+                      });
+                } else {
+                  const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
+                  parallel_for_each_offset<2>(shape, {&sg, &so}, grain, [&](const auto& o) {
+                    store(dx[o[0]], d[o[1]] * partial);
+                  });
+                }
               });
             }
           });
-        }
-      });
-    });
+        },
+        [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape, b_shape, ga,
+         gb](const Tensor& dout, Grads& g) {
+          if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
+          if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
+        });
   }
   return out;
 }
@@ -135,7 +152,8 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
 Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
   return unary(
       op, x, Saves::Nothing, [=](auto v) { return static_cast<decltype(v)>(scale * v + shift); },
-      [=](auto) { return scale; });
+      [=](auto) { return scale; },
+      [=](const Tensor& dout, const Tensor&) { return mul(dout, scale); });
 }
 
 }  // namespace
@@ -144,28 +162,37 @@ Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
 Tensor add(const Tensor& a, const Tensor& b) {
   return binary<false>(
       "add", a, b, [](auto x, auto y) { return x + y; }, [](auto, auto) { return 1; },
-      [](auto, auto) { return 1; });
+      [](auto, auto) { return 1; }, [](const Tensor& d, const Tensor&, const Tensor&) { return d; },
+      [](const Tensor& d, const Tensor&, const Tensor&) { return d; });
 }
 
 // d(a-b)/da = 1, d(a-b)/db = -1
 Tensor sub(const Tensor& a, const Tensor& b) {
   return binary<false>(
       "sub", a, b, [](auto x, auto y) { return x - y; }, [](auto, auto) { return 1; },
-      [](auto, auto) { return -1; });
+      [](auto, auto) { return -1; },
+      [](const Tensor& d, const Tensor&, const Tensor&) { return d; },
+      [](const Tensor& d, const Tensor&, const Tensor&) { return neg(d); });
 }
 
 // d(ab)/da = b, d(ab)/db = a
 Tensor mul(const Tensor& a, const Tensor& b) {
   return binary<true>(
       "mul", a, b, [](auto x, auto y) { return x * y; }, [](auto, auto y) { return y; },
-      [](auto x, auto) { return x; });
+      [](auto x, auto) { return x; },
+      [](const Tensor& d, const Tensor&, const Tensor& y) { return mul(d, y); },
+      [](const Tensor& d, const Tensor& x, const Tensor&) { return mul(d, x); });
 }
 
 // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
 Tensor div(const Tensor& a, const Tensor& b) {
   return binary<true>(
       "div", a, b, [](auto x, auto y) { return x / y; }, [](auto, auto y) { return 1 / y; },
-      [](auto x, auto y) { return -x / (y * y); });
+      [](auto x, auto y) { return -x / (y * y); },
+      [](const Tensor& d, const Tensor&, const Tensor& y) { return div(d, y); },
+      [](const Tensor& d, const Tensor& x, const Tensor& y) {
+        return neg(div(mul(d, x), mul(y, y)));
+      });
 }
 
 Tensor add(const Tensor& x, double s) { return affine("add", x, 1.0, s); }
@@ -177,34 +204,39 @@ Tensor neg(const Tensor& x) { return affine("neg", x, -1.0, 0.0); }
 // d exp(x) = exp(x) = y
 Tensor exp(const Tensor& x) {
   return unary(
-      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](auto y) { return y; });
+      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](auto y) { return y; },
+      [](const Tensor& d, const Tensor& y) { return mul(d, y); });
 }
 
 // d log(x) = 1/x
 Tensor log(const Tensor& x) {
   return unary(
-      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](auto v) { return 1 / v; });
+      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](auto v) { return 1 / v; },
+      [](const Tensor& d, const Tensor& x) { return div(d, x); });
 }
 
 // d sqrt(x) = 1 / (2 sqrt(x)) = 0.5 / y
 Tensor sqrt(const Tensor& x) {
   return unary(
       "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); },
-      [](auto y) { return decltype(y)(0.5) / y; });
+      [](auto y) { return decltype(y)(0.5) / y; },
+      [](const Tensor& d, const Tensor& y) { return div(mul(d, 0.5), y); });
 }
 
 // d tanh(x) = 1 - tanh(x)^2 = 1 - y^2
 Tensor tanh(const Tensor& x) {
   return unary(
       "tanh", x, Saves::Output, [](auto v) { return std::tanh(v); },
-      [](auto y) { return 1 - y * y; });
+      [](auto y) { return 1 - y * y; },
+      [](const Tensor& d, const Tensor& y) { return mul(d, 1.0 - mul(y, y)); });
 }
 
 // d relu(x) = 1 where y > 0, else 0 (0 at x = 0, as PyTorch)
 Tensor relu(const Tensor& x) {
   return unary(
       "relu", x, Saves::Output, [](auto v) { return v > 0 ? v : decltype(v){0}; },
-      [](auto y) { return y > 0 ? 1 : 0; });
+      [](auto y) { return y > 0 ? 1 : 0; },
+      [](const Tensor& d, const Tensor& y) { return masked_fill(d, eq(y, 0), 0); });
 }
 
 // gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2
@@ -219,6 +251,22 @@ Tensor gelu(const Tensor& x) {
         const T pdf =
             std::exp(-v * v / 2) * std::numbers::inv_sqrtpi_v<T> / std::numbers::sqrt2_v<T>;
         return cdf + v * pdf;
+      },
+      [](const Tensor& d, const Tensor& x) {
+        const Tensor cdf = mul(add(erf(mul(x, 1 / std::numbers::sqrt2)), 1.0), 0.5);
+        const Tensor pdf =
+            mul(exp(mul(mul(x, x), -0.5)), std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+        return mul(d, add(cdf, mul(x, pdf)));
+      });
+}
+
+// d erf(x) = 2 / sqrt(pi) exp(-x^2)
+Tensor erf(const Tensor& x) {
+  return unary(
+      "erf", x, Saves::Input, [](auto v) { return std::erf(v); },
+      [](auto v) { return 2 * std::numbers::inv_sqrtpi_v<decltype(v)> * std::exp(-v * v); },
+      [](const Tensor& d, const Tensor& x) {
+        return mul(d, mul(exp(neg(mul(x, x))), 2 * std::numbers::inv_sqrtpi));
       });
 }
 
@@ -226,7 +274,8 @@ Tensor gelu(const Tensor& x) {
 Tensor pow(const Tensor& x, double p) {
   return unary(
       "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
-      [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1)); });
+      [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1)); },
+      [p](const Tensor& d, const Tensor& x) { return mul(d, mul(pow(x, p - 1), p)); });
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
@@ -263,6 +312,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
             });
           });
         },
+        [mask](const Tensor& dout, Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
         std::isinf(value));
   }
   return out;
@@ -306,6 +356,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
               });
             }
           });
+        },
+        [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
+          const Tensor zero = zeros_like(dout);
+          if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
+          if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
         });
   }
   return out;

@@ -25,6 +25,9 @@ Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
 // The exact GELU, x * Phi(x) with Phi the standard normal CDF (PyTorch's default).
 Tensor gelu(const Tensor& x);
+// The error function, 2 / sqrt(pi) * integral of exp(-t^2) from 0 to x (gelu's second
+// derivative is written with it).
+Tensor erf(const Tensor& x);
 // x ** p for a scalar exponent.
 Tensor pow(const Tensor& x, double p);
 

@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/autograd/vmath.h"
@@ -114,33 +116,51 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   if (with_w) inputs.push_back(w);
   if (with_b) inputs.push_back(b);
   if (recording(inputs)) {
-    record("layer_norm", inputs, out,
-           [x = x.detach(), w = with_w ? w.detach() : Tensor(), mean, rstd, with_w, with_b, N, C](
-               const Tensor& dout, Grads& g) {
-             dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
-               using T = decltype(tag);
-               const size_t iw = 1, ib = with_w ? 2 : 1;
-               T* dw = with_w && g.wants(iw) ? g[iw].data<T>() : nullptr;
-               T* db = with_b && g.wants(ib) ? g[ib].data<T>() : nullptr;
-               const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(),
-                       *ps = rstd.data<T>();
-               const T* pw = with_w ? w.data<T>() : nullptr;
-               if (g.wants(0)) {
-                 const auto [grad, first] = g.dense(0);
-                 assign_or_add(first, [&, dx = grad.data<T>()](auto store) {
-                   parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                     layernorm_backward_input<T>(store, dx + n0 * C, dy + n0 * C, px + n0 * C, pw,
-                                                 pm + n0, ps + n0, n1 - n0, C);
-                   });
-                 });
-               }
-               if (dw || db) {
-                 parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
-                   layernorm_backward_params<T>(dw, db, dy, px, pm, ps, N, C, c0, c1);
-                 });
-               }
-             });
-           });
+    record(
+        "layer_norm", inputs, out,
+        [x = x.detach(), w = with_w ? w.detach() : Tensor(), mean, rstd, with_w, with_b, N, C](
+            const Tensor& dout, Grads& g) {
+          dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const size_t iw = 1, ib = with_w ? 2 : 1;
+            T* dw = with_w && g.wants(iw) ? g[iw].data<T>() : nullptr;
+            T* db = with_b && g.wants(ib) ? g[ib].data<T>() : nullptr;
+            const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(),
+                    *ps = rstd.data<T>();
+            const T* pw = with_w ? w.data<T>() : nullptr;
+            if (g.wants(0)) {
+              const auto [grad, first] = g.dense(0);
+              assign_or_add(first, [&, dx = grad.data<T>()](auto store) {
+                parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+                  layernorm_backward_input<T>(store, dx + n0 * C, dy + n0 * C, px + n0 * C, pw,
+                                              pm + n0, ps + n0, n1 - n0, C);
+                });
+              });
+            }
+            if (dw || db) {
+              parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
+                layernorm_backward_params<T>(dw, db, dy, px, pm, ps, N, C, c0, c1);
+              });
+            }
+          });
+        },
+        [x, w, with_w, with_b, eps, C](const Tensor& dout, Grads& g) {
+          // xhat = (x - mean) * rstd, rstd = (var + eps)^(-1/2), recomputed from x; then
+          //   dxhat = dout * w
+          //   dx = rstd * (dxhat - tapegrad::mean(dxhat) - xhat * tapegrad::mean(dxhat * xhat))
+          //   (row means) dw = sum over rows of dout * xhat, db = sum over rows of dout
+          const Tensor xc = sub(x, tapegrad::mean(x, {-1}, true));
+          const Tensor rstd = pow(add(tapegrad::mean(mul(xc, xc), {-1}, true), eps), -0.5);
+          const Tensor xhat = mul(xc, rstd);
+          if (g.wants(0)) {
+            const Tensor dxhat = with_w ? mul(dout, w) : dout;
+            g.pass(0, mul(rstd, sub(sub(dxhat, tapegrad::mean(dxhat, {-1}, true)),
+                                    mul(xhat, tapegrad::mean(mul(dxhat, xhat), {-1}, true)))));
+          }
+          const size_t iw = 1, ib = with_w ? 2 : 1;
+          if (with_w && g.wants(iw)) g.pass(iw, sum_to(mul(dout, xhat), {C}));
+          if (with_b && g.wants(ib)) g.pass(ib, sum_to(dout, {C}));
+        });
   }
   return out;
 }

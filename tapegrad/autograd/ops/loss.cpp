@@ -4,9 +4,12 @@
 // Glossary: N rows, C classes.
 #include "tapegrad/autograd/ops/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/autograd/vmath.h"
@@ -100,22 +103,38 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
     *out.data<T>() = static_cast<T>(count > 0 ? total / static_cast<double>(count) : 0.0);
   });
   if (recording(logits)) {
-    record("cross_entropy", {logits}, out,
-           [logits = logits.detach(), targets, lse, N, C, eps, count,
-            ignore = options.ignore_index](const Tensor& dout, Grads& g) {
-             dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
-               using T = decltype(tag);
-               const auto [grad, first] = g.dense(0);
-               const T dloss = *dout.data<T>();
-               assign_or_add(first, [&, dz = grad.data<T>()](auto store) {
-                 parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                   cross_entropy_backward<T>(store, dz, dloss, logits.data<T>(), lse.data<T>(),
-                                             targets.data<int64_t>(), C, ignore, eps, count, n0,
-                                             n1);
-                 });
-               });
-             });
-           });
+    record(
+        "cross_entropy", {logits}, out,
+        [logits = logits.detach(), targets, lse, N, C, eps, count, ignore = options.ignore_index](
+            const Tensor& dout, Grads& g) {
+          dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const auto [grad, first] = g.dense(0);
+            const T dloss = *dout.data<T>();
+            assign_or_add(first, [&, dz = grad.data<T>()](auto store) {
+              parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+                cross_entropy_backward<T>(store, dz, dloss, logits.data<T>(), lse.data<T>(),
+                                          targets.data<int64_t>(), C, ignore, eps, count, n0, n1);
+              });
+            });
+          });
+        },
+        [logits, targets, N, C, eps, count, ignore = options.ignore_index](const Tensor& dout,
+                                                                           Grads& g) {
+          // dlogits = (softmax(logits) - q) * dout / count on the rows not ignored, with q the
+          // smoothed target distribution; 0 on ignored rows (and everywhere when all are)
+          Tensor q = zeros({N, C}, DType::Float64), kept = zeros({N, 1}, DType::Float64);
+          const int64_t* y = targets.data<int64_t>();
+          for (int64_t n = 0; n < N; ++n) {
+            if (y[n] == ignore) continue;
+            kept.data<double>()[n] = 1;
+            for (int64_t c = 0; c < C; ++c) q.data<double>()[n * C + c] = eps / C;
+            q.data<double>()[n * C + y[n]] += 1 - eps;
+          }
+          const Tensor p = softmax(logits, -1);
+          const Tensor diff = sub(mul(p, kept.to(p.dtype())), q.to(p.dtype()));
+          g.pass(0, mul(diff, div(dout, static_cast<double>(std::max<int64_t>(count, 1)))));
+        });
   }
   return out;
 }

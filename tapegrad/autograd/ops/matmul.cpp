@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "tapegrad/autograd/gemm.h"
+#include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
@@ -140,28 +142,34 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (recording(a, b)) {
     const Shape a_grad_strides = strides_of(a, contiguous_strides(a.shape()));
     const Shape b_grad_strides = strides_of(b, contiguous_strides(b.shape()));
-    record("matmul", {a, b}, out,
-           [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
-            b_grad_strides](const Tensor& dout, Grads& g) {
-             if (K == 0) return;
-             dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
-               using T = decltype(tag);
-               const T* dc = dout.data<T>();
-               const Layout ldc{false, N};
-               // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
-               if (g.wants(0)) {
-                 const auto [da, first] = g.dense(0);
-                 batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld}, sb,
-                                 first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
-               }
-               // dB [K, N] += op(A)^T @ dC [M, N]
-               if (g.wants(1)) {
-                 const auto [db, first] = g.dense(1);
-                 batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc, sc,
-                                 first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
-               }
-             });
-           });
+    record(
+        "matmul", {a, b}, out,
+        [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
+         b_grad_strides](const Tensor& dout, Grads& g) {
+          if (K == 0) return;
+          dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const T* dc = dout.data<T>();
+            const Layout ldc{false, N};
+            // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
+            if (g.wants(0)) {
+              const auto [da, first] = g.dense(0);
+              batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld}, sb,
+                              first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
+            }
+            // dB [K, N] += op(A)^T @ dC [M, N]
+            if (g.wants(1)) {
+              const auto [db, first] = g.dense(1);
+              batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc, sc,
+                              first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
+            }
+          });
+        },
+        [a, b](const Tensor& dout, Grads& g) {
+          // dA = dC B^T, dB = A^T dC, each summed over the batch dims it was broadcast along
+          if (g.wants(0)) g.pass(0, sum_to(matmul(dout, transpose(b, -2, -1)), a.shape()));
+          if (g.wants(1)) g.pass(1, sum_to(matmul(transpose(a, -2, -1), dout), b.shape()));
+        });
   }
   return out;
 }
@@ -238,46 +246,54 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
   std::vector<Tensor> inputs{x, w};
   if (b.defined()) inputs.push_back(b);
   if (recording(inputs)) {
-    record("linear", inputs, out,
-           [x = x.detach(), w = w.detach(), with_bias = b.defined(), N, C, OC, flops](
-               const Tensor& dout, Grads& g) {
-             if (N == 0 || OC == 0) return;
-             dispatch_floating("linear", dout.dtype(), [&](auto tag) {
-               using T = decltype(tag);
-               const T *dy = dout.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
-               T *dx = nullptr, *dw = nullptr, *db = nullptr;
-               T beta_x = T{1}, beta_w = T{1};
-               if (g.wants(0) && C > 0) {
-                 const auto [grad, first] = g.dense(0);
-                 dx = grad.data<T>();
-                 beta_x = first ? T{0} : T{1};
-               }
-               if (g.wants(1) && C > 0) {
-                 const auto [grad, first] = g.dense(1);
-                 dw = grad.data<T>();
-                 beta_w = first ? T{0} : T{1};
-               }
-               if (with_bias && g.wants(2)) db = g[2].data<T>();
-               const int shares = shares_of(2 * flops);
-               parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
-                 for (int64_t p = p0; p < p1; ++p) {
-                   // dx [N, C] += dout [N, OC] @ w [OC, C]
-                   if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
-                     gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
-                             dx + n0 * C, C);
-                   }
-                   const auto [c0, c1] = share(OC, p, shares);
-                   // dw [OC, C] += dout^T @ x [N, C]: rows c0..c1 of dout^T are its columns
-                   if (dw && c1 > c0) {
-                     gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w, dw + c0 * C,
-                             C);
-                   }
-                   // dbias [OC] += sum over rows of dout
-                   if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
-                 }
-               });
-             });
-           });
+    record(
+        "linear", inputs, out,
+        [x = x.detach(), w = w.detach(), with_bias = b.defined(), N, C, OC, flops](
+            const Tensor& dout, Grads& g) {
+          if (N == 0 || OC == 0) return;
+          dispatch_floating("linear", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const T *dy = dout.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
+            T *dx = nullptr, *dw = nullptr, *db = nullptr;
+            T beta_x = T{1}, beta_w = T{1};
+            if (g.wants(0) && C > 0) {
+              const auto [grad, first] = g.dense(0);
+              dx = grad.data<T>();
+              beta_x = first ? T{0} : T{1};
+            }
+            if (g.wants(1) && C > 0) {
+              const auto [grad, first] = g.dense(1);
+              dw = grad.data<T>();
+              beta_w = first ? T{0} : T{1};
+            }
+            if (with_bias && g.wants(2)) db = g[2].data<T>();
+            const int shares = shares_of(2 * flops);
+            parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
+              for (int64_t p = p0; p < p1; ++p) {
+                // dx [N, C] += dout [N, OC] @ w [OC, C]
+                if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
+                  gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
+                          dx + n0 * C, C);
+                }
+                const auto [c0, c1] = share(OC, p, shares);
+                // dw [OC, C] += dout^T @ x [N, C]: rows c0..c1 of dout^T are its columns
+                if (dw && c1 > c0) {
+                  gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w, dw + c0 * C, C);
+                }
+                // dbias [OC] += sum over rows of dout
+                if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
+              }
+            });
+          });
+        },
+        [x, w, with_bias = b.defined(), N, C, OC](const Tensor& dout, Grads& g) {
+          // dx = dout w, dw = dout^T x over all rows, dbias = dout summed over the rows
+          if (g.wants(0)) g.pass(0, reshape(matmul(reshape(dout, {N, OC}), w), x.shape()));
+          if (g.wants(1)) {
+            g.pass(1, matmul(transpose(reshape(dout, {N, OC}), 0, 1), reshape(x, {N, C})));
+          }
+          if (with_bias && g.wants(2)) g.pass(2, sum_to(dout, {OC}));
+        });
   }
   return out;
 }

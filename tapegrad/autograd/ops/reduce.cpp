@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -42,6 +44,15 @@ Plan plan(const char* op, const Shape& shape, const std::vector<int64_t>& dims, 
   return p;
 }
 
+// x's shape with the reduced dims of the plan as size 1: the output's shape under keepdim.
+Shape kept_shape(const Shape& shape, const Plan& p) {
+  Shape kept = shape;
+  for (size_t d = 0; d < kept.size(); ++d) {
+    if (p.map_strides[d] == 0) kept[d] = 1;
+  }
+  return kept;
+}
+
 // out = scale * sum of x over the plan; backward: dx += scale * dout broadcast back.
 Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) {
   Tensor out = empty(p.out_shape, x.dtype());
@@ -56,19 +67,26 @@ Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) 
     for (size_t i = 0; i < acc.size(); ++i) po[i] = static_cast<T>(acc[i] * scale);
   });
   if (recording(x)) {
-    record(op, {x}, out, [op, map = p.map_strides, scale](const Tensor& dout, Grads& g) {
-      dispatch_floating(op, dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const Grads::Buffer gx = g.dense(0);
-        T* dx = gx.grad.data<T>();
-        const T* d = dout.data<T>();
-        const auto s = static_cast<T>(scale);
-        assign_or_add(gx.first, [&](auto store) {
-          for_each_offset<2>(gx.grad.shape(), {&gx.grad.strides(), &map},
-                             [&](const auto& o) { store(dx[o[0]], s * d[o[1]]); });
+    record(
+        op, {x}, out,
+        [op, map = p.map_strides, scale](const Tensor& dout, Grads& g) {
+          dispatch_floating(op, dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const Grads::Buffer gx = g.dense(0);
+            T* dx = gx.grad.data<T>();
+            const T* d = dout.data<T>();
+            const auto s = static_cast<T>(scale);
+            assign_or_add(gx.first, [&](auto store) {
+              for_each_offset<2>(gx.grad.shape(), {&gx.grad.strides(), &map},
+                                 [&](const auto& o) { store(dx[o[0]], s * d[o[1]]); });
+            });
+          });
+        },
+        [kept = kept_shape(x.shape(), p), x_shape = x.shape(), scale](const Tensor& dout,
+                                                                      Grads& g) {
+          // dx = scale * dout, its reduced dims put back as size 1, broadcast to x's shape
+          g.pass(0, mul(expand(reshape(dout, kept), x_shape), scale));
         });
-      });
-    });
   }
   return out;
 }
@@ -116,16 +134,38 @@ Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) 
   });
   if (recording(x)) {
     // dx[argmax] += dout: only the winning position moves the max
-    record("max", {x}, out, [index](const Tensor& dout, Grads& g) {
-      dispatch_floating("max", dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        T* dx = g[0].data<T>();
-        const T* d = dout.data<T>();
-        for (size_t i = 0; i < index->size(); ++i) dx[(*index)[i]] += d[i];
-      });
-    });
+    record(
+        "max", {x}, out,
+        [index](const Tensor& dout, Grads& g) {
+          dispatch_floating("max", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            T* dx = g[0].data<T>();
+            const T* d = dout.data<T>();
+            for (size_t i = 0; i < index->size(); ++i) dx[(*index)[i]] += d[i];
+          });
+        },
+        [index, kept = kept_shape(x.shape(), p), x_shape = x.shape()](const Tensor& dout,
+                                                                      Grads& g) {
+          // dx = dout at each winning position, 0 elsewhere
+          Tensor won = zeros(x_shape, DType::Bool);
+          for (const int64_t i : *index) won.data<bool>()[i] = true;
+          const Tensor spread = expand(reshape(dout, kept), x_shape);
+          g.pass(0, where(won, spread, zeros_like(spread)));
+        });
   }
   return out;
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  TG_CHECK(broadcast_shapes("sum_to", shape, x.shape()) == x.shape(),
+           "sum_to: shape {} does not broadcast to the input's shape {}", shape, x.shape());
+  if (x.shape() == shape) return x;
+  const auto lead = static_cast<int64_t>(x.shape().size() - shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < lead || (shape[d - lead] == 1 && x.shape()[d] != 1)) dims.push_back(d);
+  }
+  return dims.empty() ? reshape(x, shape) : reshape(sum(x, dims, true), shape);
 }
 
 Tensor argmax(const Tensor& input, int64_t dim, bool keepdim) {

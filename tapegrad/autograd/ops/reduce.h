@@ -9,6 +9,9 @@ namespace tapegrad {
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// x summed over the dims along which `shape` was broadcast to x's shape: the gradient of a
+// broadcast operand, brought back to the operand's shape (PyTorch's sum_to_size).
+Tensor sum_to(const Tensor& x, const Shape& shape);
 // The largest value; its gradient goes to the first position that holds it. NaN wins, as in
 // PyTorch.
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);

@@ -27,6 +27,8 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 // `chunks` slices of ceil(size / chunks) along dim, the last possibly smaller (as PyTorch).
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
+// x broadcast to `shape` (NumPy rules), as a packed copy.
+Tensor expand(const Tensor& x, const Shape& shape);
 // Joins tensors of equal shape but for `dim` along it.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/softmax_kernels.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
@@ -67,6 +69,14 @@ void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t
   }
 }
 
+// The backward of softmax and log_softmax in differentiable ops, from the output y:
+//   softmax:      dx = y * (dout - sum(dout * y))      (sums along dim)
+//   log_softmax:  dx = dout - exp(y) * sum(dout)
+Tensor softmax_grad(const Tensor& dout, const Tensor& y, int64_t dim, bool log) {
+  if (log) return sub(dout, mul(exp(y), sum(dout, {dim}, true)));
+  return mul(y, sub(dout, sum(mul(dout, y), {dim}, true)));
+}
+
 Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
   const Tensor x = input.contiguous();
   const Rows r = rows_of(op, x, dim);
@@ -83,18 +93,23 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
                  });
   });
   if (recording(x)) {
-    record(op, {x}, out, [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
-      dispatch_floating(op, dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const auto [grad, first] = g.dense(0);
-        assign_or_add(
-            first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
-              parallel_for(r.outer, grain_of_items(r.D * r.inner), [&](int64_t b, int64_t e) {
-                softmax_backward<T>(store, dx, dy, py, r, log, b, e);
-              });
-            });
-      });
-    });
+    record(
+        op, {x}, out,
+        [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
+          dispatch_floating(op, dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const auto [grad, first] = g.dense(0);
+            assign_or_add(
+                first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
+                  parallel_for(r.outer, grain_of_items(r.D * r.inner), [&](int64_t b, int64_t e) {
+                    softmax_backward<T>(store, dx, dy, py, r, log, b, e);
+                  });
+                });
+          });
+        },
+        [y = out.detach(), dim, log](const Tensor& dout, Grads& g) {
+          g.pass(0, softmax_grad(dout, g.output(y), dim, log));
+        });
   }
   return out;
 }
@@ -132,18 +147,23 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   });
   if (recording(x)) {
     // The backward is softmax's: a blocked position has y = 0, so it gets no gradient.
-    record("masked_softmax", {x}, out, [y = out.detach(), r](const Tensor& dout, Grads& g) {
-      dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const auto [grad, first] = g.dense(0);
-        assign_or_add(first,
-                      [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
-                        parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
-                          softmax_backward<T>(store, dx, dy, py, r, false, b, e);
-                        });
-                      });
-      });
-    });
+    record(
+        "masked_softmax", {x}, out,
+        [y = out.detach(), r](const Tensor& dout, Grads& g) {
+          dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const auto [grad, first] = g.dense(0);
+            assign_or_add(
+                first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
+                  parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
+                    softmax_backward<T>(store, dx, dy, py, r, false, b, e);
+                  });
+                });
+          });
+        },
+        [y = out.detach()](const Tensor& dout, Grads& g) {
+          g.pass(0, softmax_grad(dout, g.output(y), -1, false));
+        });
   }
   return out;
 }

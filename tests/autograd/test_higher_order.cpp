@@ -1,0 +1,285 @@
+// The engine past one backward: gradients of gradients (create_graph) for every op, grad(),
+// retain_graph, retain_grad and hooks.
+#include <cmath>
+
+#include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
+
+using namespace tapegrad;
+using tapegrad::testing::random_leaf;
+using tapegrad::testing::require_values;
+
+namespace {
+
+// The op's formula (create_graph) gives the kernel's first-order gradients, and its gradient of
+// the gradient passes gradgradcheck. Finite differences of a wrong formula agree with the
+// derivative of that same wrong formula, so the values are compared with the kernel's first.
+void require_second_order(const GradcheckFn& f, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> wrt;
+  for (const Tensor& x : inputs) {
+    if (x.requires_grad()) wrt.push_back(x);
+  }
+  Generator gen(7);
+  const Tensor out = f(inputs);
+  const Tensor v = uniform(out.shape(), -1.0, 1.0, gen, DType::Float64);
+  const auto kernel = grad({f(inputs)}, wrt, {v}, {.allow_unused = true});
+  const auto formula = grad({f(inputs)}, wrt, {v}, {.create_graph = true, .allow_unused = true});
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    INFO("input " << i);
+    REQUIRE(kernel[i].defined() == formula[i].defined());
+    if (!kernel[i].defined()) continue;
+    require_values(formula[i], kernel[i].to_vector<double>(), 1e-10);
+  }
+  const GradcheckResult r = gradgradcheck(f, inputs);
+  INFO("gradgradcheck: " << r.message());
+  REQUIRE(r.ok);
+}
+
+Tensor positive_leaf(const Shape& shape, uint64_t seed) { return random_leaf(shape, seed, 0.5, 2); }
+
+}  // namespace
+
+TEST_CASE("elementwise ops have second derivatives, broadcasting included", "[autograd][higher]") {
+  const Tensor a = random_leaf({2, 3}, 1), b = random_leaf({3}, 2), p = positive_leaf({2, 3}, 3);
+  require_second_order([](auto& in) { return mul(in[0], in[1]); }, {a, b});
+  require_second_order([](auto& in) { return div(in[0], in[1]); }, {a, positive_leaf({2, 1}, 4)});
+  require_second_order([](auto& in) { return add(mul(in[0], in[0]), in[1]); }, {a, b});
+  require_second_order([](auto& in) { return sub(mul(in[1], in[1]), in[0]); }, {a, b});
+  require_second_order([](auto& in) { return mul(exp(in[0]), 2.0); }, {a});
+  require_second_order([](auto& in) { return log(in[0]); }, {p});
+  require_second_order([](auto& in) { return sqrt(in[0]); }, {p});
+  require_second_order([](auto& in) { return tanh(in[0]); }, {a});
+  require_second_order([](auto& in) { return mul(relu(in[0]), in[0]); }, {a});
+  require_second_order([](auto& in) { return gelu(in[0]); }, {a});
+  require_second_order([](auto& in) { return erf(in[0]); }, {a});
+  require_second_order([](auto& in) { return pow(in[0], 3.0); }, {a});
+  require_second_order([](auto& in) { return 1.0 / in[0]; }, {p});
+  const Tensor mask = eq(tensor({1, 0, 0, 1, 0, 1}, {2, 3}), 1);
+  require_second_order([&](auto& in) { return mul(masked_fill(in[0], mask, 0), in[0]); }, {a});
+  require_second_order([&](auto& in) { return mul(where(mask, in[0], in[1]), in[0]); }, {a, b});
+}
+
+TEST_CASE("reductions and shape ops have second derivatives", "[autograd][higher]") {
+  const Tensor a = random_leaf({2, 3, 4}, 5);
+  // each f squares first, so a second derivative exists to check
+  auto sq = [](const Tensor& x) { return mul(x, x); };
+  require_second_order([&](auto& in) { return sum(sq(in[0]), {1}); }, {a});
+  require_second_order([&](auto& in) { return mean(sq(in[0]), {0, 2}, true); }, {a});
+  require_second_order([&](auto& in) { return sum(sq(in[0])); }, {a});
+  require_second_order([&](auto& in) { return max(sq(in[0]), {2}); }, {a});
+  require_second_order([&](auto& in) { return view(sq(in[0]), {6, 4}); }, {a});
+  require_second_order([&](auto& in) { return permute(sq(in[0]), {2, 0, 1}); }, {a});
+  require_second_order([&](auto& in) { return sq(transpose(in[0], 0, 2)).contiguous(); }, {a});
+  require_second_order([&](auto& in) { return slice(sq(in[0]), 2, 1, 3); }, {a});
+  require_second_order([&](auto& in) { return concat({sq(in[0]), in[0]}, 1); }, {a});
+  require_second_order(
+      [&](auto& in) {
+        return expand(sq(in[1]), {2, 3, 4});
+      },
+      {a, random_leaf({3, 1}, 6)});
+  require_second_order([&](auto& in) { return sum_to(sq(in[0]), {3, 1}); }, {a});
+  require_second_order([&](auto& in) { return sq(in[0]).to(DType::Float64); }, {a});
+}
+
+TEST_CASE("matmul in every layout and linear have second derivatives", "[autograd][higher]") {
+  const Tensor a = random_leaf({2, 3, 4}, 7), b = random_leaf({4, 5}, 8);
+  const Tensor bt = random_leaf({5, 4}, 9), ab = random_leaf({1, 4, 5}, 10);
+  require_second_order([](auto& in) { return matmul(in[0], in[1]); }, {a, b});
+  require_second_order([](auto& in) { return matmul(in[0], transpose(in[1], 0, 1)); }, {a, bt});
+  require_second_order([](auto& in) { return matmul(transpose(in[0], -2, -1), in[0]); }, {a});
+  require_second_order([](auto& in) { return matmul(in[0], in[1]); }, {a, ab});  // broadcast
+  const Tensor w = random_leaf({5, 4}, 11), bias = random_leaf({5}, 12);
+  require_second_order([](auto& in) { return tanh(linear(in[0], in[1], in[2])); }, {a, w, bias});
+  require_second_order([](auto& in) { return linear(in[0], in[1], Tensor()); },
+                       {random_leaf({4}, 13), w});
+}
+
+TEST_CASE("normalisation, softmax, embedding and dropout have second derivatives",
+          "[autograd][higher]") {
+  const Tensor x = random_leaf({3, 5}, 14), w = random_leaf({5}, 15), b = random_leaf({5}, 16);
+  require_second_order([](auto& in) { return layer_norm(in[0], in[1], in[2]); }, {x, w, b});
+  require_second_order([](auto& in) { return layer_norm(in[0], Tensor(), Tensor()); }, {x});
+  require_second_order([](auto& in) { return softmax(in[0], 0); }, {x});
+  require_second_order([](auto& in) { return log_softmax(in[0], -1); }, {x});
+  // a broadcast mask, and a row with every position blocked (its weights and gradients are 0)
+  const Tensor blocked = eq(tensor({0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0}, {3, 5}), 1);
+  require_second_order([&](auto& in) { return masked_softmax(in[0], blocked); }, {x});
+  require_second_order([&](auto& in) { return masked_softmax(in[0], slice(blocked, 0, 2, 3)); },
+                       {x});
+  const Tensor table = random_leaf({6, 5}, 17);
+  const Tensor ids = from_vector<int64_t>({1, 3, 3, 0, 5, 1}, {2, 3});
+  require_second_order([&](auto& in) { return tanh(embedding(in[0], ids, 0)); }, {table});
+  // the same mask every call: a generator made afresh from one seed
+  require_second_order(
+      [](auto& in) {
+        Generator gen(3);
+        return mul(dropout(in[0], 0.4, true, gen), in[0]);
+      },
+      {x});
+}
+
+TEST_CASE("cross-entropy and attention have second derivatives", "[autograd][higher]") {
+  const Tensor logits = random_leaf({4, 5}, 18);
+  const Tensor targets = from_vector<int64_t>({2, -100, 0, 4}, {4});
+  require_second_order([&](auto& in) { return cross_entropy(in[0], targets); }, {logits});
+  require_second_order(
+      [&](auto& in) {
+        return cross_entropy(in[0], from_vector<int64_t>({2, 1, 0, 4}, {4}),
+                             {.ignore_index = 0, .label_smoothing = 0.1});
+      },
+      {logits});
+  const Tensor all_ignored = from_vector<int64_t>({-100, -100, -100, -100}, {4});
+  require_second_order([&](auto& in) { return mul(cross_entropy(in[0], all_ignored), 1.0); },
+                       {logits});
+
+  const Tensor q = random_leaf({2, 3, 4}, 19), k = random_leaf({2, 5, 4}, 20),
+               v = random_leaf({2, 5, 4}, 21);
+  // query row 1 of batch item 1 sees no key at all
+  Tensor blocked = zeros({2, 1, 3, 5}, DType::Bool);
+  for (int64_t s = 0; s < 5; ++s) blocked.set({1, 0, 1, s}, 1);
+  blocked.set({0, 0, 2, 4}, 1);
+  require_second_order(
+      [&](auto& in) { return attention(in[0], in[1], in[2], 2, {.blocked = blocked}); }, {q, k, v});
+  require_second_order(
+      [&](auto& in) {
+        Generator gen(5);
+        return attention(in[0], in[1], in[2], 2,
+                         {.blocked = blocked, .dropout = 0.3, .training = true, .gen = &gen});
+      },
+      {q, k, v});
+}
+
+TEST_CASE("the third derivative of tanh matches its closed form", "[autograd][higher]") {
+  const Tensor x = random_leaf({5}, 22, -2, 2);
+  const Tensor y = sum(tanh(x));
+  const Tensor d1 = grad({y}, {x}, {}, {.create_graph = true})[0];
+  const Tensor d2 = grad({sum(d1)}, {x}, {}, {.create_graph = true})[0];
+  const Tensor d3 = grad({sum(d2)}, {x})[0];
+  std::vector<double> e1, e2, e3;
+  for (const double v : x.to_vector<double>()) {
+    const double t = std::tanh(v);
+    e1.push_back(1 - t * t);                           // first derivative
+    e2.push_back(-2 * t * (1 - t * t));                // second
+    e3.push_back(-2 * (1 - t * t) * (1 - 3 * t * t));  // third
+  }
+  require_values(d1, e1, 1e-12);
+  require_values(d2, e2, 1e-12);
+  require_values(d3, e3, 1e-12);
+}
+
+TEST_CASE("grad() returns gradients and leaves every .grad() untouched", "[autograd][higher]") {
+  Tensor x = random_leaf({3}, 23), w = random_leaf({3}, 24);
+  const Tensor loss = sum(mul(mul(x, x), w));
+  const auto g = grad({loss}, {x}, {}, {.retain_graph = true});
+  NoGradGuard no_grad;
+  require_values(g[0], mul(mul(x, w), 2.0).to_vector<double>(), 1e-12);
+  CHECK_FALSE(x.grad().defined());
+  CHECK_FALSE(w.grad().defined());
+  // an input the output does not depend on
+  const Tensor z = random_leaf({2}, 25);
+  CHECK_THROWS_WITH(grad({loss}, {z}, {}, {.retain_graph = true}),
+                    "grad: input 0 (shape [2]) is not used by the outputs; pass allow_unused to "
+                    "get an undefined tensor for it");
+  CHECK_FALSE(grad({loss}, {x, z}, {}, {.allow_unused = true})[1].defined());
+}
+
+TEST_CASE("retain_graph lets a graph be walked twice; the gradients add up", "[autograd][higher]") {
+  Tensor x = random_leaf({4}, 26);
+  const Tensor loss = sum(mul(exp(x), x));
+  loss.backward(Tensor(), {.retain_graph = true});
+  const std::vector<double> once = x.grad().to_vector<double>();
+  loss.backward();
+  std::vector<double> twice;
+  for (const double v : once) twice.push_back(2 * v);
+  require_values(x.grad(), twice, 1e-12);
+  CHECK(tape_size() == 0);
+  CHECK_THROWS_WITH(loss.backward(),
+                    "backward: the graph of this tensor (from op 'sum') was already released by "
+                    "an earlier backward(); pass retain_graph to that one to walk the graph twice");
+}
+
+TEST_CASE("a double backward through .grad(): the Hessian-vector product", "[autograd][higher]") {
+  // f(x) = sum(x^3), so H = diag(6x) and Hv = 6 x v
+  Tensor x = random_leaf({4}, 27);
+  const Tensor v = tensor({1, -2, 0.5, 3}, DType::Float64);
+  sum(pow(x, 3.0)).backward(Tensor(), {.create_graph = true});
+  const Tensor g = x.grad();
+  REQUIRE(g.requires_grad());
+  x.zero_grad();
+  sum(mul(g, v)).backward();
+  NoGradGuard no_grad;
+  require_values(x.grad(), mul(mul(x, v), 6.0).to_vector<double>(), 1e-12);
+}
+
+TEST_CASE("retain_grad keeps a non-leaf's gradient", "[autograd][higher]") {
+  Tensor x = random_leaf({3}, 28);
+  Tensor h = mul(x, 2.0);
+  h.retain_grad();
+  Tensor u = mul(x, 3.0);  // no retain_grad: its gradient is transient
+  sum(add(mul(h, h), u)).backward();
+  NoGradGuard no_grad;
+  require_values(h.grad(), mul(h, 2.0).to_vector<double>(), 1e-12);
+  CHECK_FALSE(u.grad().defined());
+}
+
+TEST_CASE("hooks see a complete gradient, may replace it, and can be removed",
+          "[autograd][higher]") {
+  Tensor x = random_leaf({3}, 29);
+  Tensor h = mul(x, 2.0);
+  int calls = 0;
+  std::vector<double> seen;
+  HookHandle handle = h.register_hook([&](const Tensor& g) {
+    ++calls;
+    seen = g.to_vector<double>();
+    return mul(g, 10.0);  // replaces h's gradient before it flows to x
+  });
+  // h is used twice: the hook runs once, on the sum of both uses
+  sum(add(mul(h, 3.0), h)).backward();
+  CHECK(calls == 1);
+  CHECK(seen == std::vector<double>{4, 4, 4});
+  require_values(x.grad(), {80, 80, 80}, 1e-12);
+  // a leaf's hook sees this backward's gradient, not what .grad() held before
+  std::vector<double> leaf_seen;
+  x.register_hook([&](const Tensor& g) {
+    leaf_seen = g.to_vector<double>();
+    return Tensor();  // leaves it unchanged
+  });
+  handle.remove();
+  Tensor h2 = mul(x, 2.0);
+  sum(h2).backward();
+  CHECK(calls == 1);
+  CHECK(leaf_seen == std::vector<double>{2, 2, 2});
+  require_values(x.grad(), {82, 82, 82}, 1e-12);
+}
+
+TEST_CASE("an op without a formula says so under create_graph", "[autograd][higher][errors]") {
+  Tensor x = random_leaf({2}, 30);
+  Tensor y = mul(x.detach(), 2.0);
+  record("twice", {x}, y, [](const Tensor& dout, Grads& g) { g.pass(0, mul(dout, 2.0)); });
+  CHECK_THROWS_WITH(sum(y).backward(Tensor(), {.create_graph = true}),
+                    "backward: op 'twice' has no gradient formula in differentiable ops, so its "
+                    "gradient cannot be differentiated again (create_graph); see "
+                    "docs/custom_ops.md");
+}
+
+TEST_CASE("a gradient-penalty loop keeps memory flat", "[autograd][higher]") {
+  // WGAN-GP's term, (|d critic(x) / dx| - 1)^2, differentiated through the first gradient
+  Tensor w = random_leaf({4, 4}, 31);
+  const Tensor x = random_leaf({8, 4}, 32);
+  auto step = [&] {
+    Tensor xi = x.detach();
+    xi.set_requires_grad(true);
+    const Tensor critic = sum(tanh(matmul(xi, w)));
+    const Tensor g = grad({critic}, {xi}, {}, {.create_graph = true})[0];
+    const Tensor norm = sqrt(sum(mul(g, g), {1}));
+    const Tensor penalty = mean(pow(sub(norm, 1.0), 2.0));
+    penalty.backward();
+    REQUIRE(w.grad().defined());
+    w.zero_grad();
+  };
+  for (int i = 0; i < 10; ++i) step();
+  const size_t before = storage_bytes_in_use();
+  for (int i = 0; i < 2000; ++i) step();
+  CHECK(storage_bytes_in_use() == before);
+  CHECK(tape_size() == 0);
+}
