@@ -2,6 +2,7 @@
 // retain_graph, retain_grad and hooks.
 #include <cmath>
 
+#include "autograd/torch_reference.h"
 #include "helpers.h"
 #include "tapegrad/autograd/autograd.h"
 
@@ -282,4 +283,56 @@ TEST_CASE("a gradient-penalty loop keeps memory flat", "[autograd][higher]") {
   for (int i = 0; i < 2000; ++i) step();
   CHECK(storage_bytes_in_use() == before);
   CHECK(tape_size() == 0);
+}
+
+namespace {
+// The closed-form patterns of scripts/torch_reference.py: scale * f(i + shift) for element i.
+Tensor pattern(const Shape& shape, double (*f)(double), double scale, double shift = 0.0,
+               bool requires_grad = false) {
+  std::vector<double> v(static_cast<size_t>(numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * f(static_cast<double>(i) + shift);
+  Tensor t = tensor(v, shape, DType::Float64);
+  if (requires_grad) t.set_requires_grad(true);
+  return t;
+}
+double sin_(double x) { return std::sin(x); }
+double cos_(double x) { return std::cos(x); }
+}  // namespace
+
+TEST_CASE("a Hessian-vector product matches PyTorch's", "[autograd][higher][reference]") {
+  const Tensor x = pattern({4, 3}, sin_, 1.0), y = pattern({4, 1}, cos_, 1.0);
+  const Tensor w1 = pattern({5, 3}, cos_, 0.5, 0.0, true);
+  const Tensor w2 = pattern({1, 5}, sin_, 0.5, 1.0, true);
+  const Tensor v1 = pattern({5, 3}, sin_, 1.0, 2.0), v2 = pattern({1, 5}, cos_, 1.0, 3.0);
+  const Tensor out = matmul(tanh(matmul(x, transpose(w1, 0, 1))), transpose(w2, 0, 1));
+  const Tensor loss = mean(pow(sub(out, y), 2.0));
+  const auto g = grad({loss}, {w1, w2}, {}, {.create_graph = true});
+  const auto hv = grad({add(sum(mul(g[0], v1)), sum(mul(g[1], v2)))}, {w1, w2});
+  require_values(hv[0], torch_reference::kMlpHvpW1, 1e-12);
+  require_values(hv[1], torch_reference::kMlpHvpW2, 1e-12);
+}
+
+TEST_CASE("a gradient-penalty step matches PyTorch's", "[autograd][higher][reference]") {
+  const Tensor x = pattern({4, 3}, cos_, 1.0, 1.0, true);
+  const Tensor w = pattern({3, 2}, sin_, 0.8, 2.0, true);
+  const Tensor critic = sum(tanh(matmul(x, w)));
+  const Tensor g = grad({critic}, {x}, {}, {.create_graph = true})[0];
+  const Tensor penalty = mean(pow(sub(sqrt(sum(mul(g, g), {1})), 1.0), 2.0));
+  penalty.backward();
+  require_values(penalty, torch_reference::kPenalty, 1e-12);
+  require_values(w.grad(), torch_reference::kPenaltyGradW, 1e-12);
+}
+
+TEST_CASE("hooks and retain_grad behave as PyTorch's", "[autograd][higher][reference]") {
+  Tensor x = tensor({0.5, -1.0, 2.0}, DType::Float64);
+  x.set_requires_grad(true);
+  Tensor h = mul(x, x);
+  h.register_hook([](const Tensor& g) { return mul(g, 10.0); });
+  h.retain_grad();
+  HookHandle removed = h.register_hook([](const Tensor& g) { return mul(g, 1000.0); });
+  removed.remove();
+  x.register_hook([](const Tensor& g) { return add(g, 1.0); });
+  sum(add(mul(h, 3.0), mul(h, h))).backward();
+  require_values(h.grad(), torch_reference::kHookHGrad, 1e-12);
+  require_values(x.grad(), torch_reference::kHookXGrad, 1e-12);
 }
