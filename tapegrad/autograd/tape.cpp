@@ -262,8 +262,8 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
 namespace {
 
 // The reverse walk from `roots`, seeded with `seeds` (undefined: 1 for a one-element root).
-void walk_back(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, Walk& walk,
-               bool retain_graph) {
+void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+                         Walk& walk, bool retain_graph) {
   const GradModeScope mode(walk.create_graph);  // formulas record; kernels must not
   bool any_entry = false;
   uint64_t max_seq = 0;
@@ -385,6 +385,21 @@ void walk_back(const std::vector<Tensor>& roots, const std::vector<Tensor>& seed
     leaf->pending = Tensor();
   }
   if (t_walks == 1) t_tape.compact();
+}
+
+// A walk that throws (a tensor written in place, an op without a formula, a hook's error)
+// leaves no partial gradient behind for the next walk to add to.
+void walk_back(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, Walk& walk,
+               bool retain_graph) {
+  try {
+    walk_back_unguarded(roots, seeds, walk, retain_graph);
+  } catch (...) {
+    for (const auto& leaf : walk.leaves) leaf->pending = Tensor();
+    for (const auto& w : t_tape.entries) {
+      if (const auto e = w.lock()) e->output->pending = Tensor();
+    }
+    throw;
+  }
 }
 
 }  // namespace

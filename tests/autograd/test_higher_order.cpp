@@ -336,3 +336,15 @@ TEST_CASE("hooks and retain_grad behave as PyTorch's", "[autograd][higher][refer
   require_values(h.grad(), torch_reference::kHookHGrad, 1e-12);
   require_values(x.grad(), torch_reference::kHookXGrad, 1e-12);
 }
+
+TEST_CASE("a walk that throws leaves no partial gradient behind", "[autograd][higher][errors]") {
+  Tensor x = random_leaf({2}, 33);
+  Tensor y = mul(x.detach(), 2.0);
+  record("twice", {x}, y, [](const Tensor& dout, Grads& g) { g.pass(0, mul(dout, 2.0)); });
+  // x gets 1 from the add's other operand before 'twice' throws for want of a formula
+  const Tensor loss = sum(add(y, x));
+  CHECK_THROWS(loss.backward(Tensor(), {.create_graph = true}));
+  CHECK_FALSE(x.grad().defined());
+  sum(mul(x, 3.0)).backward();
+  require_values(x.grad(), {3, 3}, 1e-12);
+}

@@ -27,6 +27,15 @@ MiniTransformerConfig tiny(double dropout = 0.0) {
           .dropout = dropout,
           .max_len = 16};
 }
+// A d_model 4 layer: post-norm with ReLU, or pre-norm with GELU.
+LayerConfig small_layer(bool norm_first, double dropout) {
+  return {.d_model = 4,
+          .heads = 2,
+          .d_ff = 6,
+          .dropout = dropout,
+          .activation = norm_first ? Activation::GELU : Activation::ReLU,
+          .norm_first = norm_first};
+}
 Tensor ids(std::initializer_list<double> v, int64_t B) {
   return tensor(v, {B, static_cast<int64_t>(v.size()) / B}, DType::Int64);
 }
@@ -36,12 +45,7 @@ TEST_CASE("encoder and decoder layers gradcheck, post-norm and pre-norm", "[nn][
   for (bool norm_first : {false, true}) {
     INFO("norm_first " << norm_first);
     Generator gen(1);
-    const LayerConfig cfg{.d_model = 4,
-                          .heads = 2,
-                          .d_ff = 6,
-                          .dropout = 0.0,
-                          .activation = norm_first ? Activation::GELU : Activation::ReLU,
-                          .norm_first = norm_first};
+    const LayerConfig cfg = small_layer(norm_first, 0.0);
     EncoderLayer enc(cfg, gen);
     enc.to(DType::Float64);
     const Tensor x = random_leaf({2, 3, 4}, 2);
@@ -69,12 +73,7 @@ TEST_CASE("encoder and decoder layers have second derivatives (gradgradcheck)",
   for (bool norm_first : {false, true}) {
     INFO("norm_first " << norm_first);
     Generator gen(1);
-    const LayerConfig cfg{.d_model = 4,
-                          .heads = 2,
-                          .d_ff = 6,
-                          .dropout = 0.1,
-                          .activation = norm_first ? Activation::GELU : Activation::ReLU,
-                          .norm_first = norm_first};
+    const LayerConfig cfg = small_layer(norm_first, 0.1);
     EncoderLayer enc(cfg, gen);
     enc.to(DType::Float64);
     enc.eval();
