@@ -113,13 +113,14 @@ struct Walk {
                r.shape(), r.dtype(), node.shape, node.dtype);
       g = create_graph ? r : r.clone();  // the walk adds into its buffers; not into the hook's
     }
+    // A non-leaf's gradient flows on into buffers the walk adds into: what is kept is a copy.
+    const auto kept = [&] { return node.grad_fn && !create_graph ? g.clone() : g; };
     for (size_t i = 0; i < targets.size(); ++i) {
-      if (targets[i] == &node) captured[i] = g;
+      if (targets[i] == &node) captured[i] = kept();
     }
     if (accumulate && (!node.grad_fn || node.retains_grad)) {
       if (!node.grad.defined()) {
-        // a non-leaf's gradient flows on into buffers the walk adds into: keep a copy
-        node.grad = node.grad_fn && !create_graph ? g.clone() : g;
+        node.grad = kept();
       } else if (create_graph || node.grad.requires_grad()) {
         node.grad = tapegrad::add(node.grad, g);
       } else {

@@ -348,3 +348,15 @@ TEST_CASE("a walk that throws leaves no partial gradient behind", "[autograd][hi
   sum(mul(x, 3.0)).backward();
   require_values(x.grad(), {3, 3}, 1e-12);
 }
+
+TEST_CASE("grad() of a non-leaf and of the leaf under it", "[autograd][higher]") {
+  // h is a view of x: its gradient is passed on to x as the same buffer, to which x's other
+  // use then adds; h's returned gradient must not see that
+  Tensor x = random_leaf({2, 2}, 34);
+  const Tensor other = sum(mul(x, 5.0));  // recorded first, so walked after the view
+  const Tensor h = view(x, {4});
+  const Tensor loss = add(sum(mul(h, 2.0)), other);
+  const auto g = grad({loss}, {h, x});
+  require_values(g[0], {2, 2, 2, 2}, 1e-12);
+  require_values(g[1], {7, 7, 7, 7}, 1e-12);
+}
