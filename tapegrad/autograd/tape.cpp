@@ -144,11 +144,12 @@ TapeEntry::~TapeEntry() {
   struct Owned {
     std::vector<std::shared_ptr<GradNode>> inputs;
     BackwardFn backward;
+    BackwardFn formula;
   };
   thread_local std::vector<Owned> queue;
   thread_local bool draining = false;
-  if (inputs.empty() && !backward) return;
-  queue.push_back({std::move(inputs), std::move(backward)});
+  if (inputs.empty() && !backward && !formula) return;
+  queue.push_back({std::move(inputs), std::move(backward), std::move(formula)});
   if (draining) return;
   draining = true;
   while (!queue.empty()) {
