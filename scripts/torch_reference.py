@@ -7,6 +7,7 @@ to tests/autograd/torch_reference.h instead. Run it from the repository's root t
 them:  /usr/bin/python3 scripts/torch_reference.py
 """
 import math
+import subprocess
 
 import torch
 import torch.nn.functional as F
@@ -129,8 +130,10 @@ def write_higher_order_header():
         flat = ", ".join(repr(float(v)) for v in t.detach().reshape(-1).tolist())
         lines.append(f"inline const std::vector<double> {name}{{{flat}}};")
     lines += ["}  // namespace torch_reference", ""]
-    with open("tests/autograd/torch_reference.h", "w") as f:
+    path = "tests/autograd/torch_reference.h"
+    with open(path, "w") as f:
         f.write("\n".join(lines))
+    subprocess.run(["clang-format", "-i", path], check=True)  # the project's style, line widths
 
 
 

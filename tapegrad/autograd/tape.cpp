@@ -70,6 +70,14 @@ class GradModeScope {
   bool previous_;
 };
 
+// dst += g, in place; dst's shape and dtype, either in any layout.
+void add_in_place(Tensor& dst, const Tensor& g) {
+  dispatch_floating("backward", dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    copy_strided(dst.data<T>(), dst.strides(), g.data<T>(), g.strides(), g.shape(), true);
+  });
+}
+
 thread_local int t_walks = 0;  // walks running on this thread: the tape is not compacted then
 
 }  // namespace
@@ -91,11 +99,7 @@ struct Walk {
     } else if (create_graph) {
       node->pending = tapegrad::add(node->pending, g);
     } else {
-      dispatch_floating("backward", node->dtype, [&](auto tag) {
-        using T = decltype(tag);
-        copy_strided(node->pending.data<T>(), node->pending.strides(), g.data<T>(), g.strides(),
-                     g.shape(), true);
-      });
+      add_in_place(node->pending, g);
     }
   }
 
@@ -124,11 +128,7 @@ struct Walk {
       } else if (create_graph || node.grad.requires_grad()) {
         node.grad = tapegrad::add(node.grad, g);
       } else {
-        dispatch_floating("backward", node.dtype, [&](auto tag) {
-          using T = decltype(tag);
-          copy_strided(node.grad.data<T>(), node.grad.strides(), g.data<T>(), g.strides(),
-                       g.shape(), true);
-        });
+        add_in_place(node.grad, g);
       }
     }
     return g;

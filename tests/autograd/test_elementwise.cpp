@@ -46,6 +46,7 @@ TEST_CASE("unary functions match their closed forms", "[autograd]") {
   expect(tanh(x), [](double t) { return std::tanh(t); });
   expect(relu(x), [](double t) { return t > 0 ? t : 0.0; });
   expect(pow(x, 2.0), [](double t) { return t * t; });
+  expect(erf(x), [](double t) { return std::erf(t); });
   // GELU: gelu(0) = 0; the rest from scripts/torch_reference.py (python3-torch 1.13)
   require_values(gelu(tensor({0.0, 1.0, -1.0, 2.5}, DType::Float64)),
                  {0.0, 0.841344746068543, -0.15865525393145702, 2.4844758366855597}, 1e-14);
@@ -91,6 +92,7 @@ TEST_CASE("unary ops gradcheck", "[autograd][gradcheck]") {
   require_gradcheck([](auto& in) { return exp(in[0]); }, {x});
   require_gradcheck([](auto& in) { return tanh(in[0]); }, {x});
   require_gradcheck([](auto& in) { return gelu(in[0]); }, {x});
+  require_gradcheck([](auto& in) { return erf(in[0]); }, {x});
   require_gradcheck([](auto& in) { return relu(in[0]); }, {x});  // no sample within 1e-6 of 0
   require_gradcheck([](auto& in) { return log(in[0]); }, {pos});
   require_gradcheck([](auto& in) { return sqrt(in[0]); }, {pos});

@@ -65,3 +65,15 @@ TEST_CASE("reduction errors", "[autograd][errors]") {
   CHECK_THROWS_WITH(argmax(ones({2}), 1), "argmax: dim 1 out of range for a tensor of rank 1");
   CHECK_THROWS_WITH(sum(arange(3)), "sum: expected a float32 or float64 tensor, got int64");
 }
+
+TEST_CASE("sum_to sums the broadcast dims back to a shape, and checks it", "[autograd]") {
+  const Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  require_values(sum_to(x, {3}), {5, 7, 9});
+  require_values(sum_to(x, {2, 1}), {6, 15});
+  require_values(sum_to(x, {}), {21});
+  require_values(sum_to(x, {2, 3}), {1, 2, 3, 4, 5, 6});
+  require_gradcheck([](auto& in) { return sum_to(in[0], {1, 3}); }, {random_leaf({2, 3}, 1)});
+  CHECK_THROWS_WITH(sum_to(x, {2}), "sum_to: shapes [2] and [2, 3] cannot be broadcast");
+  CHECK_THROWS_WITH(sum_to(ones({3}), {2, 3}),
+                    "sum_to: shape [2, 3] does not broadcast to the input's shape [3]");
+}

@@ -95,3 +95,12 @@ TEST_CASE("shape op errors", "[autograd][errors]") {
   CHECK_THROWS_WITH(concat({}, 0), "concat: no tensors given");
   CHECK_THROWS_WITH(squeeze(ones({2, 3}), 0), "squeeze: dim 0 of shape [2, 3] has size 2, not 1");
 }
+
+TEST_CASE("expand copies along the broadcast dims, and checks the shape", "[autograd]") {
+  require_values(expand(tensor({1, 2}, {2, 1}), {2, 3}), {1, 1, 1, 2, 2, 2});
+  require_values(expand(tensor({1, 2, 3}, {3}), {2, 3}), {1, 2, 3, 1, 2, 3});
+  require_gradcheck([](auto& in) { return expand(in[0], {4, 2, 3}); }, {random_leaf({2, 1}, 2)});
+  CHECK_THROWS_WITH(expand(ones({2, 3}), {3, 3}),
+                    "expand: shapes [2, 3] and [3, 3] cannot be broadcast");
+  CHECK_THROWS_WITH(expand(ones({2, 3}), {3}), "expand: shape [2, 3] does not broadcast to [3]");
+}
