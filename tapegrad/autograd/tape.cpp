@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iterator>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "tapegrad/autograd/ops/elementwise.h"
@@ -90,12 +91,35 @@ struct Walk {
   std::vector<const GradNode*> targets;           // grad()'s inputs
   std::vector<Tensor> captured;                   // and their gradients
 
+  // Buffers that are some tensor's pending gradient in this walk, with what took them (for the
+  // error). Only a walk that adds in place needs it: a create_graph walk never writes a buffer.
+  std::unordered_map<const Storage*, const char*> held;
+
+  // Makes g node's gradient buffer: refused if another gradient holds it already.
+  void hold(GradNode& node, const Tensor& g, const char* op) {
+    if (!create_graph) {
+      const auto [it, fresh] = held.emplace(g.impl().storage.get(), op);
+      TG_CHECK(fresh,
+               "backward of '{}': a gradient buffer of shape {} was handed to a second tensor; it "
+               "already holds the gradient from '{}'. Two gradients never share a buffer (the "
+               "next += into one would change the other): pass a copy, or write() into the "
+               "second tensor's own buffer",
+               op, g.shape(), it->second);
+    }
+    node.pending = g;
+  }
+  // node's gradient is handed on (complete): its buffer is free for one new holder.
+  void release(GradNode& node) {
+    if (!create_graph && node.pending.defined()) held.erase(node.pending.impl().storage.get());
+    node.pending = Tensor();
+  }
+
   // node.pending += g: the first gradient is adopted, later ones added (in place, or recorded
   // when the walk creates a graph).
-  void add(const std::shared_ptr<GradNode>& node, const Tensor& g) {
+  void add(const std::shared_ptr<GradNode>& node, const Tensor& g, const char* op) {
     if (!node->pending.defined()) {
       if (!node->grad_fn) leaves.push_back(node);
-      node->pending = g;
+      hold(*node, g, op);
     } else if (create_graph) {
       node->pending = tapegrad::add(node->pending, g);
     } else {
@@ -185,17 +209,12 @@ GradNode& Grads::node(size_t i) {
   return node;
 }
 
-Tensor& Grads::operator[](size_t i) {
+Grads::Buffer Grads::write(size_t i, Writes writes) {
   GradNode& n = node(i);
-  if (!n.pending.defined()) n.pending = zeros(n.shape, n.dtype);
-  return n.pending;
-}
-
-Grads::Buffer Grads::dense(size_t i) {
-  GradNode& n = node(i);
-  const bool first = !n.pending.defined();
-  if (first) n.pending = empty(n.shape, n.dtype);
-  return {n.pending, first};
+  if (n.pending.defined()) return {n.pending, false};
+  walk_.hold(n, writes == Writes::Every ? empty(n.shape, n.dtype) : zeros(n.shape, n.dtype),
+             entry_.op);
+  return {n.pending, writes == Writes::Every};
 }
 
 void Grads::pass(size_t i, const Tensor& g) {
@@ -205,7 +224,7 @@ void Grads::pass(size_t i, const Tensor& g) {
       "backward of '{}': a gradient of shape {} and dtype {} was passed to input {} of shape "
       "{} and dtype {}",
       entry_.op, g.shape(), g.dtype(), i, n.shape, n.dtype);
-  walk_.add(entry_.inputs[i], walk_.create_graph ? g.contiguous() : g);
+  walk_.add(entry_.inputs[i], walk_.create_graph ? g.contiguous() : g, entry_.op);
 }
 
 Tensor Grads::output(const Tensor& saved) const {
@@ -300,7 +319,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
       any_entry = true;
     }
     // the walk adds into its buffers in place, so it starts from its own copy of the seed
-    walk.add(node, walk.create_graph ? seed.contiguous() : seed.clone());
+    walk.add(node, walk.create_graph ? seed.contiguous() : seed.clone(), "the seed");
   }
 
   auto& entries = t_tape.entries;
@@ -346,7 +365,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
                e->op, k, e->versions.size(), e->versions[k].version, storage->version());
     }
     const Tensor dout = walk.complete(*e->output);
-    e->output->pending = Tensor();
+    walk.release(*e->output);
     if (prune && !needed.count(e.get())) continue;
     Grads grads(*e, walk);
     if (walk.create_graph) {
@@ -384,7 +403,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
   for (const auto& leaf : walk.leaves) {
     if (!leaf->pending.defined()) continue;
     walk.complete(*leaf);
-    leaf->pending = Tensor();
+    walk.release(*leaf);
   }
   if (t_walks == 1) t_tape.compact();
 }

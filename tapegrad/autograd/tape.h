@@ -51,29 +51,41 @@ struct GradNode {
 
 struct Walk;
 
-// The gradients a backward function accumulates into, one per op input.
+// What a backward promises about the elements of input i's gradient it writes.
+//   Every: each element exactly once (an elementwise op, a gemm's output). The first writer
+//          gets the buffer uninitialised and assigns, which saves zero-filling it and reading
+//          the zeros back.
+//   Some:  a scatter or a sum (embedding rows, a broadcast operand, a slice's window): the
+//          buffer is zero-filled for the first writer, and every writer adds (first = false).
+enum class Writes { Every, Some };
+
+// The gradients a backward function writes, one per op input.
+//
+// Writing a gradient: the one rule. A backward delivers input i's gradient in one of two
+// forms, and both obey the same rule: within one walk, the first gradient delivered to a tensor
+// becomes that tensor's gradient buffer, and every later one is added into it.
+//   pass(i, t)          hands on a computed tensor t: the first delivery adopts t itself (no
+//                       copy; a view passes dout on this way), a later one adds t in.
+//   write(i, writes)    returns the buffer to write into and whether this backward is its first
+//                       writer: assign when first, add otherwise (assign_or_add writes the loop
+//                       once for both).
+// A buffer belongs to one gradient at a time. Handing on a buffer another gradient already
+// holds (dout to both operands of an add) is refused with an error: the next += into one of
+// them would silently change the other.
 class Grads {
  public:
   Grads(TapeEntry& entry, Walk& walk);
   // Whether input i requires grad; skip computing what nobody asked for.
   bool wants(size_t i) const;
-  // The gradient buffer of input i, zero-filled on first use; add into it, never assign.
-  Tensor& operator[](size_t i);
 
-  // For a backward that writes every element of input i's gradient once (no scatter, no sum
-  // over a broadcast dim): the buffer, and whether this backward is its first writer. A first
-  // writer gets it uninitialised and assigns where it would add (a gemm's beta = 0; see
-  // assign_or_add), which saves zero-filling the buffer and reading the zeros back.
   struct Buffer {
     Tensor& grad;
-    bool first;
+    bool first;  // assign rather than add
   };
-  Buffer dense(size_t i);
+  Buffer write(size_t i, Writes writes);
 
-  // Hands g (input i's shape and dtype) on as input i's gradient: the first writer adopts g
-  // itself as the buffer, a later one adds it in. A view's backward passes dout on this way
-  // without a copy; a formula hands on every gradient it computes this way. In a kernel g is
-  // contiguous; in a formula (create_graph) the sum is itself recorded.
+  // Hands g (input i's shape and dtype; contiguous in a kernel) on as input i's gradient. In a
+  // formula (create_graph) the sum of gradients is itself recorded.
   void pass(size_t i, const Tensor& g);
 
   // For a formula: the op's output, from a saved handle to it (out.detach() captured at

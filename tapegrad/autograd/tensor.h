@@ -4,7 +4,7 @@
 // shape and strides (in elements). Freshly made tensors are contiguous and row-major; the view
 // ops (reshape, transpose, permute, slice, split) only change offset/shape/strides, and
 // contiguous() makes a packed copy when a kernel needs one. matmul reads transposed views
-// directly, passing BLAS a transpose flag instead of copying.
+// directly, passing its gemm a transpose flag instead of copying.
 //
 // A tensor that requires grad carries a GradNode (tapegrad/autograd/tape.h): its accumulated
 // gradient and, for a non-leaf, the tape entry that produced it.
@@ -19,6 +19,7 @@
 
 #include "tapegrad/autograd/dtype.h"
 #include "tapegrad/autograd/shape.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tapegrad {
 
@@ -44,39 +45,6 @@ class HookHandle {
   std::weak_ptr<GradNode> node_;
   uint64_t id_ = 0;
 };
-
-// A flat, 64-byte aligned, uninitialised buffer. Buffers come from a caching allocator: a freed
-// buffer is kept for the next request of the same rounded size, so a training step, which
-// allocates the same shapes every time, stops paying for fresh pages (page faults) and malloc.
-class Storage {
- public:
-  explicit Storage(size_t nbytes);
-  ~Storage();
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
-
-  void* data() { return data_; }
-  size_t nbytes() const { return nbytes_; }
-
-  // Counts in-place writes made through the library (Tensor::set, optimizer updates). The tape
-  // notes it for every input of a recorded op, and backward refuses to run an op whose input
-  // was written since, as PyTorch's version counter does: its gradient would be silently wrong.
-  uint64_t version() const { return version_; }
-  void bump_version() { ++version_; }
-
- private:
-  void* data_;
-  size_t nbytes_;
-  uint64_t version_ = 0;
-};
-
-// Bytes held by all live Storage objects of the process: the memory tests watch this.
-size_t storage_bytes_in_use();
-// Bytes of freed buffers kept by the cache for reuse: at most the peak of storage_bytes_in_use()
-// plus 256 MiB.
-size_t storage_bytes_cached();
-// Returns every cached buffer to the system.
-void release_cached_storage();
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;

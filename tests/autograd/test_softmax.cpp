@@ -41,6 +41,29 @@ TEST_CASE("a fully masked row gives zeros and no gradient instead of NaN", "[aut
   }
 }
 
+// The row is -inf in the leaf itself, with no masked_fill after it to zero the gradient, and
+// the loss is sum(y) (dout = 1 in the masked row): a backward that forgets the masked row gives
+// dout - exp(0) * sum(dout) = -2 per element there.
+TEST_CASE("a row that is -inf in the input itself passes no gradient, kernel and formula",
+          "[autograd]") {
+  for (bool log : {false, true}) {
+    for (bool create_graph : {false, true}) {
+      INFO((log ? "log_softmax" : "softmax") << (create_graph ? ", formula" : ", kernel"));
+      Tensor x = tensor({1, 2, 3, -INFINITY, -INFINITY, -INFINITY}, {2, 3}, DType::Float64);
+      x.set_requires_grad(true);
+      const Tensor y = log ? log_softmax(x, -1) : softmax(x, -1);
+      require_values(slice(y, 0, 1, 2), {0, 0, 0}, 0);
+      const Tensor dx = grad({sum(y)}, {x}, {}, {.create_graph = create_graph})[0];
+      require_values(slice(dx, 0, 1, 2), {0, 0, 0}, 0);
+      // row 0: softmax's gradient of sum(y) is 0; log_softmax's is 1 - 3 p_j
+      const Tensor p = softmax(tensor({1, 2, 3}, DType::Float64), 0);
+      const Tensor want =
+          log ? sub(ones({3}, DType::Float64), mul(p, 3.0)) : zeros({3}, DType::Float64);
+      require_values(slice(dx, 0, 0, 1), want.to_vector<double>(), 1e-12);
+    }
+  }
+}
+
 TEST_CASE("softmax gradcheck on every dim and with masks", "[autograd][gradcheck]") {
   const Tensor x = random_leaf({2, 3, 4}, 51, -3, 3);
   for (int64_t dim : {0, 1, 2, -1}) {

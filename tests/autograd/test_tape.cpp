@@ -36,6 +36,26 @@ TEST_CASE("an output gradient passed on is adopted by one operand only", "[autog
   require_values(x.grad(), {15, 15}, 0);
 }
 
+// The engine's side of the same invariant: a backward that hands one buffer to two tensors is
+// refused, naming the op, and the walk leaves nothing behind.
+TEST_CASE("a gradient buffer handed to two tensors is refused", "[autograd][errors]") {
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  Tensor y = add(a.detach(), b.detach());
+  record("shared_add", {a, b}, y, [](const Tensor& dout, Grads& g) {
+    g.pass(0, dout);
+    g.pass(1, dout);
+  });
+  CHECK_THROWS_WITH(sum(y).backward(),
+                    "backward of 'shared_add': a gradient buffer of shape [2] was handed to a "
+                    "second tensor; it already holds the gradient from 'shared_add'. Two "
+                    "gradients never share a buffer (the next += into one would change the "
+                    "other): pass a copy, or write() into the second tensor's own buffer");
+  CHECK_FALSE(a.grad().defined());
+  add(a, b).backward(ones({2}, DType::Float64));
+  require_values(a.grad(), {1, 1}, 0);
+  require_values(b.grad(), {1, 1}, 0);
+}
+
 TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autograd]") {
   Tensor x = leaf({1, 2});
   sum(mul(x, x)).backward();
@@ -153,7 +173,8 @@ TEST_CASE("custom ops can be recorded through the public tape API", "[autograd]"
   for (int64_t i = 0; i < 2; ++i) y.data<double>()[i] = 3 * x.data<double>()[i];
   REQUIRE(recording(x));
   record("triple", {x}, y, [](const Tensor& dout, Grads& g) {
-    for (int64_t i = 0; i < 2; ++i) g[0].data<double>()[i] += 3 * dout.data<double>()[i];
+    for (int64_t i = 0; i < 2; ++i)
+      g.write(0, Writes::Some).grad.data<double>()[i] += 3 * dout.data<double>()[i];
   });
   CHECK(fmt::format("{}", y) == "tensor([3.0000, 6.0000], dtype=float64, grad_fn=<triple>)");
   sum(y).backward();

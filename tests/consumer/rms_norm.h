@@ -44,21 +44,25 @@ inline tapegrad::Tensor rms_norm(const tapegrad::Tensor& x_in, const tapegrad::T
            [x = x.detach(), w = w.detach(), r, N, C](const Tensor& dout, Grads& g) {
              const double *px = x.data<double>(), *pw = w.data<double>();
              const double* dy = dout.data<double>();
-             if (g.wants(0)) {  // dx: added into the zero-filled buffer g[0]
-               double* dx = g[0].data<double>();
-               for (int64_t n = 0; n < N; ++n) {
-                 const double rn = (*r)[n];
-                 double dot = 0;
-                 for (int64_t c = 0; c < C; ++c) dot += dy[n * C + c] * pw[c] * px[n * C + c] * rn;
-                 dot /= static_cast<double>(C);
-                 for (int64_t c = 0; c < C; ++c) {
-                   const double xh = px[n * C + c] * rn;
-                   dx[n * C + c] += rn * (dy[n * C + c] * pw[c] - xh * dot);
+             if (g.wants(0)) {  // dx: every element written once, assigned by a first writer
+               const auto [grad, first] = g.write(0, Writes::Every);
+               double* dx = grad.data<double>();
+               assign_or_add(first, [&](auto store) {
+                 for (int64_t n = 0; n < N; ++n) {
+                   const double rn = (*r)[n];
+                   double dot = 0;
+                   for (int64_t c = 0; c < C; ++c)
+                     dot += dy[n * C + c] * pw[c] * px[n * C + c] * rn;
+                   dot /= static_cast<double>(C);
+                   for (int64_t c = 0; c < C; ++c) {
+                     const double xh = px[n * C + c] * rn;
+                     store(dx[n * C + c], rn * (dy[n * C + c] * pw[c] - xh * dot));
+                   }
                  }
-               }
+               });
              }
-             if (g.wants(1)) {  // dw
-               double* dw = g[1].data<double>();
+             if (g.wants(1)) {  // dw: a sum over rows, added into a zero-filled buffer
+               double* dw = g.write(1, Writes::Some).grad.data<double>();
                for (int64_t n = 0; n < N; ++n) {
                  for (int64_t c = 0; c < C; ++c) dw[c] += dy[n * C + c] * px[n * C + c] * (*r)[n];
                }

@@ -184,7 +184,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
             F beta[3] = {F{1}, F{1}, F{1}};
             for (size_t i = 0; i < 3; ++i) {
               if (!g.wants(i)) continue;
-              const auto [grad, first] = g.dense(i);
+              const auto [grad, first] = g.write(i, Writes::Every);
               dgrad[i] = grad.data<F>();
               beta[i] = first ? F{0} : F{1};
             }

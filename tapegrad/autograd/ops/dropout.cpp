@@ -80,7 +80,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
         [keep, N, p](const Tensor& dout, Grads& g) {
           dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const auto [grad, first] = g.dense(0);
+            const auto [grad, first] = g.write(0, Writes::Every);
             T* dx = grad.data<T>();
             const T* dy = dout.data<T>();
             assign_or_add(first, [&](auto store) {

@@ -41,7 +41,7 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad 
         [saved, df, n, op](const Tensor& dout, Grads& g) {
           dispatch_floating(op, dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const auto [grad, first] = g.dense(0);
+            const auto [grad, first] = g.write(0, Writes::Every);
             T* dx = grad.data<T>();
             const T* d = dout.data<T>();
             const T* s = saved.defined() ? saved.data<T>() : nullptr;
@@ -111,7 +111,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
                   continue;
                 }
               }
-              const auto [grad, first] = broadcast ? Grads::Buffer{g[i], false} : g.dense(i);
+              const auto [grad, first] = g.write(i, broadcast ? Writes::Some : Writes::Every);
               T* dx = grad.data<T>();
               const Shape& sg = i == 0 ? sga : sgb;
               // Threads split the loop unless they would share gradient elements (a sum over
@@ -301,7 +301,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
         [mask, sm](const Tensor& dout, Grads& g) {
           dispatch_floating("masked_fill", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const auto [grad, first] = g.dense(0);
+            const auto [grad, first] = g.write(0, Writes::Every);
             T* dx = grad.data<T>();
             const T* d = dout.data<T>();
             const bool* pm = mask.data<bool>();
@@ -349,7 +349,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
               if (!g.wants(i)) continue;
               const Shape& s = i == 0 ? a_shape : b_shape;
               const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
-              T* dx = g[i].data<T>();
+              T* dx = g.write(i, Writes::Some).grad.data<T>();
               const bool take = i == 0;
               for_each_offset<3>(shape, {&sg, &dout.strides(), &sc}, [&](const auto& o) {
                 if (pc[o[2]] == take) dx[o[0]] += d[o[1]];

@@ -64,7 +64,8 @@ Tensor embedding(const Tensor& weight_in, const Tensor& ids_in,
         [ids, N, C, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {
           dispatch_floating("embedding", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            embedding_backward<T>(g[0].data<T>(), dout.data<T>(), ids.data<int64_t>(), N, C, pad);
+            embedding_backward<T>(g.write(0, Writes::Some).grad.data<T>(), dout.data<T>(),
+                                  ids.data<int64_t>(), N, C, pad);
           });
         },
         [ids, N, C, V, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {

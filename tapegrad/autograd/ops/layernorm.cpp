@@ -123,13 +123,13 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
           dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
             const size_t iw = 1, ib = with_w ? 2 : 1;
-            T* dw = with_w && g.wants(iw) ? g[iw].data<T>() : nullptr;
-            T* db = with_b && g.wants(ib) ? g[ib].data<T>() : nullptr;
+            T* dw = with_w && g.wants(iw) ? g.write(iw, Writes::Some).grad.data<T>() : nullptr;
+            T* db = with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
             const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(),
                     *ps = rstd.data<T>();
             const T* pw = with_w ? w.data<T>() : nullptr;
             if (g.wants(0)) {
-              const auto [grad, first] = g.dense(0);
+              const auto [grad, first] = g.write(0, Writes::Every);
               assign_or_add(first, [&, dx = grad.data<T>()](auto store) {
                 parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
                   layernorm_backward_input<T>(store, dx + n0 * C, dy + n0 * C, px + n0 * C, pw,

@@ -109,7 +109,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
             const Tensor& dout, Grads& g) {
           dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const auto [grad, first] = g.dense(0);
+            const auto [grad, first] = g.write(0, Writes::Every);
             const T dloss = *dout.data<T>();
             assign_or_add(first, [&, dz = grad.data<T>()](auto store) {
               parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {

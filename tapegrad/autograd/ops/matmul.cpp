@@ -153,13 +153,13 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
             const Layout ldc{false, N};
             // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
             if (g.wants(0)) {
-              const auto [da, first] = g.dense(0);
+              const auto [da, first] = g.write(0, Writes::Every);
               batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld}, sb,
                               first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
             }
             // dB [K, N] += op(A)^T @ dC [M, N]
             if (g.wants(1)) {
-              const auto [db, first] = g.dense(1);
+              const auto [db, first] = g.write(1, Writes::Every);
               batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc, sc,
                               first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
             }
@@ -257,16 +257,16 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
             T *dx = nullptr, *dw = nullptr, *db = nullptr;
             T beta_x = T{1}, beta_w = T{1};
             if (g.wants(0) && C > 0) {
-              const auto [grad, first] = g.dense(0);
+              const auto [grad, first] = g.write(0, Writes::Every);
               dx = grad.data<T>();
               beta_x = first ? T{0} : T{1};
             }
             if (g.wants(1) && C > 0) {
-              const auto [grad, first] = g.dense(1);
+              const auto [grad, first] = g.write(1, Writes::Every);
               dw = grad.data<T>();
               beta_w = first ? T{0} : T{1};
             }
-            if (with_bias && g.wants(2)) db = g[2].data<T>();
+            if (with_bias && g.wants(2)) db = g.write(2, Writes::Some).grad.data<T>();
             const int shares = shares_of(2 * flops);
             parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
               for (int64_t p = p0; p < p1; ++p) {

@@ -72,7 +72,7 @@ Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) 
         [op, map = p.map_strides, scale](const Tensor& dout, Grads& g) {
           dispatch_floating(op, dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const Grads::Buffer gx = g.dense(0);
+            const Grads::Buffer gx = g.write(0, Writes::Every);
             T* dx = gx.grad.data<T>();
             const T* d = dout.data<T>();
             const auto s = static_cast<T>(scale);
@@ -139,7 +139,7 @@ Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) 
         [index](const Tensor& dout, Grads& g) {
           dispatch_floating("max", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            T* dx = g[0].data<T>();
+            T* dx = g.write(0, Writes::Some).grad.data<T>();
             const T* d = dout.data<T>();
             for (size_t i = 0; i < index->size(); ++i) dx[(*index)[i]] += d[i];
           });

@@ -26,7 +26,7 @@ Tensor make_view(const Tensor& x, int64_t offset, Shape shape, Shape strides) {
 }
 
 // g (contiguous, `shape`) += src read through `src_strides`, or = when this is g's first
-// writer (see Grads::dense): the step every view backward reduces to, with the window of g
+// writer (Grads::write): the step every view backward reduces to, with the window of g
 // starting at `g_offset`.
 void accumulate_into(const Grads::Buffer& g, int64_t g_offset, const Shape& g_strides,
                      const Tensor& src, const Shape& src_strides, const Shape& shape) {
@@ -116,7 +116,7 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     record(
         "permute", {x}, out,
         [perm](const Tensor& dout, Grads& g) {
-          const Grads::Buffer dx = g.dense(0);
+          const Grads::Buffer dx = g.write(0, Writes::Every);
           Shape read(perm.size());
           for (size_t k = 0; k < perm.size(); ++k) read[perm[k]] = dout.strides()[k];
           accumulate_into(dx, 0, dx.grad.strides(), dout, read, dx.grad.shape());
@@ -153,7 +153,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
     record(
         "slice", {x}, out,
         [d, s](const Tensor& dout, Grads& g) {
-          const Grads::Buffer dx{g[0], false};  // only the window: the rest stays zero
+          const Grads::Buffer dx = g.write(0, Writes::Some);  // the window; the rest stays zero
           accumulate_into(dx, s * dx.grad.strides()[d], dx.grad.strides(), dout, dout.strides(),
                           dout.shape());
         },
@@ -251,7 +251,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
         [d, starts](const Tensor& dout, Grads& g) {
           for (size_t i = 0; i < starts.size(); ++i) {
             if (!g.wants(i)) continue;
-            const Grads::Buffer dx = g.dense(i);
+            const Grads::Buffer dx = g.write(i, Writes::Every);
             const Tensor window = make_view(dout, dout.offset() + starts[i] * dout.strides()[d],
                                             dx.grad.shape(), dout.strides());
             accumulate_into(dx, 0, dx.grad.strides(), window, window.strides(), dx.grad.shape());

@@ -20,6 +20,7 @@ namespace tapegrad {
 using detail::masked_softmax_forward;
 using detail::Rows;
 using detail::softmax_backward;
+using detail::softmax_forward;
 
 namespace {
 
@@ -31,49 +32,17 @@ Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
   return r;
 }
 
-// inp, out (outer, D, inner); log selects log_softmax. Runs the outer indices o0..o1.
-// kUnit says inner == 1 (a row is a contiguous run), the common case, compiled on its own so
-// the exp, sum and max loops become vector code.
-template <class T, bool kUnit>
-void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t o1) {
-  const int64_t s = kUnit ? 1 : r.inner;
-  for (int64_t o = o0; o < o1; ++o) {
-    for (int64_t i = 0; i < r.inner; ++i) {
-      const T* x = inp + o * r.D * r.inner + i;
-      T* y = out + o * r.D * r.inner + i;
-      T maxv = -std::numeric_limits<T>::infinity();
-      if constexpr (kUnit) {
-        maxv = lane_max(x, r.D);
-      } else {
-        for (int64_t j = 0; j < r.D; ++j) maxv = std::max(maxv, x[j * s]);
-      }
-      if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked row
-        for (int64_t j = 0; j < r.D; ++j) y[j * s] = 0;
-        continue;
-      }
-      for (int64_t j = 0; j < r.D; ++j) y[j * s] = vexp(x[j * s] - maxv);
-      T sum = 0;
-      if constexpr (kUnit) {
-        sum = lane_sum(y, r.D);
-      } else {
-        for (int64_t j = 0; j < r.D; ++j) sum += y[j * s];
-      }
-      if (log) {
-        const T lse = maxv + std::log(sum);
-        for (int64_t j = 0; j < r.D; ++j) y[j * s] = x[j * s] - lse;
-      } else {
-        const T inv = 1 / sum;
-        for (int64_t j = 0; j < r.D; ++j) y[j * s] *= inv;
-      }
-    }
-  }
-}
-
 // The backward of softmax and log_softmax in differentiable ops, from the output y:
 //   softmax:      dx = y * (dout - sum(dout * y))      (sums along dim)
 //   log_softmax:  dx = dout - exp(y) * sum(dout)
+// A fully masked row (all -inf in) came out as zeros: softmax's formula gives it zero, but
+// log_softmax's would give dout - sum(dout), so those rows (y sums to 0 only there, as every
+// y <= 0) are zeroed explicitly, as the kernel does.
 Tensor softmax_grad(const Tensor& dout, const Tensor& y, int64_t dim, bool log) {
-  if (log) return sub(dout, mul(exp(y), sum(dout, {dim}, true)));
+  if (log) {
+    const Tensor masked_rows = eq(sum(y.detach(), {dim}, true), 0);
+    return masked_fill(sub(dout, mul(exp(y), sum(dout, {dim}, true))), masked_rows, 0.0);
+  }
   return mul(y, sub(dout, sum(mul(dout, y), {dim}, true)));
 }
 
@@ -98,7 +67,7 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
         [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
           dispatch_floating(op, dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const auto [grad, first] = g.dense(0);
+            const auto [grad, first] = g.write(0, Writes::Every);
             assign_or_add(
                 first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
                   parallel_for(r.outer, grain_of_items(r.D * r.inner), [&](int64_t b, int64_t e) {
@@ -152,7 +121,7 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
         [y = out.detach(), r](const Tensor& dout, Grads& g) {
           dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const auto [grad, first] = g.dense(0);
+            const auto [grad, first] = g.write(0, Writes::Every);
             assign_or_add(
                 first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
                   parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {

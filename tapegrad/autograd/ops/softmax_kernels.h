@@ -1,5 +1,6 @@
 // Row kernels of softmax, shared by the softmax ops (softmax.cpp) and fused attention
-// (attention.cpp): the masked forward over blocks of short rows, and the backward.
+// (attention.cpp): the masked forward over blocks of short rows, the plain forward and, next
+// to it, the backward.
 #pragma once
 
 #include <algorithm>
@@ -53,6 +54,44 @@ void masked_softmax_forward(T* out, const T* inp, const uint8_t* mask, const int
       if (sum == 0) continue;  // fully blocked row: exp(-inf) left it all zeros
       const T inv = 1 / sum;
       for (int64_t j = 0; j < D; ++j) yr[j] *= inv;
+    }
+  }
+}
+
+// inp, out (outer, D, inner); log selects log_softmax. Runs the outer indices o0..o1.
+// kUnit says inner == 1 (a row is a contiguous run), the common case, compiled on its own so
+// the exp, sum and max loops become vector code.
+template <class T, bool kUnit>
+void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t o1) {
+  const int64_t s = kUnit ? 1 : r.inner;
+  for (int64_t o = o0; o < o1; ++o) {
+    for (int64_t i = 0; i < r.inner; ++i) {
+      const T* x = inp + o * r.D * r.inner + i;
+      T* y = out + o * r.D * r.inner + i;
+      T maxv = -std::numeric_limits<T>::infinity();
+      if constexpr (kUnit) {
+        maxv = lane_max(x, r.D);
+      } else {
+        for (int64_t j = 0; j < r.D; ++j) maxv = std::max(maxv, x[j * s]);
+      }
+      if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked row
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] = 0;
+        continue;
+      }
+      for (int64_t j = 0; j < r.D; ++j) y[j * s] = vexp(x[j * s] - maxv);
+      T sum = 0;
+      if constexpr (kUnit) {
+        sum = lane_sum(y, r.D);
+      } else {
+        for (int64_t j = 0; j < r.D; ++j) sum += y[j * s];
+      }
+      if (log) {
+        const T lse = maxv + std::log(sum);
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] = x[j * s] - lse;
+      } else {
+        const T inv = 1 / sum;
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] *= inv;
+      }
     }
   }
 }
