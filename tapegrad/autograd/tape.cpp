@@ -4,6 +4,7 @@
 #include "tapegrad/autograd/tape.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <iterator>
 #include <string>
@@ -35,6 +36,7 @@ struct Tape {
 thread_local Tape t_tape;
 thread_local bool t_grad_enabled = true;
 thread_local bool t_anomaly = false;
+thread_local bool t_details = false;
 
 enum class Finite { Yes, HasNaN, HasInf };
 
@@ -184,6 +186,9 @@ TapeEntry::~TapeEntry() {
 }
 
 bool anomaly_enabled() { return t_anomaly; }
+bool tape_details() { return t_details || t_anomaly; }
+TapeDetailsGuard::TapeDetailsGuard() : previous_(t_details) { t_details = true; }
+TapeDetailsGuard::~TapeDetailsGuard() { t_details = previous_; }
 DetectAnomalyGuard::DetectAnomalyGuard() : previous_(t_anomaly) { t_anomaly = true; }
 DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = previous_; }
 
@@ -236,9 +241,11 @@ Tensor Grads::output(const Tensor& saved) const {
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             BackwardFn formula, bool allow_inf) {
   auto entry = std::make_shared<TapeEntry>();
-  if (t_anomaly) [[unlikely]] {
+  if (t_anomaly || t_details) [[unlikely]] {
     for (const Tensor& in : inputs)
       entry->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+  }
+  if (t_anomaly) [[unlikely]] {
     const Finite f = finiteness(out);
     TG_CHECK(f != Finite::HasNaN, "anomaly: forward of op '{}' (inputs {}) produced NaN", op,
              shapes_of(entry->input_shapes));
@@ -278,6 +285,18 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
 
   if (t_walks == 0 && t_tape.entries.size() >= t_tape.compact_at) t_tape.compact();
   t_tape.entries.push_back(entry);
+}
+
+HookHandle register_hook(const std::shared_ptr<GradNode>& node, GradHook fn) {
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id++;
+  node->hooks.emplace_back(id, std::move(fn));
+  return HookHandle(node, id);
+}
+
+void note_saved(const Tensor& out, std::vector<SavedBuffer> saved) {
+  if (out.requires_grad() && out.impl().node->grad_fn)
+    out.impl().node->grad_fn->saved = std::move(saved);
 }
 
 namespace {

@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/tensor.h"
@@ -121,6 +123,17 @@ struct InputVersion {
   uint64_t version;
 };
 
+// A buffer an entry keeps for its backward, as the tape's drawing shows it (draw.h).
+struct SavedBuffer {
+  std::string name;  // "x", "rstd", "mask": what the backward calls it
+  Shape shape;
+  DType dtype = DType::Float32;
+  SavedBuffer(std::string name, Shape shape, DType dtype)
+      : name(std::move(name)), shape(std::move(shape)), dtype(dtype) {}
+  SavedBuffer(std::string name, const Tensor& t)
+      : SavedBuffer(std::move(name), t.shape(), t.dtype()) {}
+};
+
 struct TapeEntry {
   const char* op;
   uint64_t seq;                                   // position in execution order
@@ -132,7 +145,10 @@ struct TapeEntry {
   BackwardFn backward;                            // the kernel
   BackwardFn formula;                             // the same in differentiable ops
   bool released = false;
-  std::vector<Shape> input_shapes;  // kept only in anomaly mode, for its messages
+  // Kept only in details mode (TapeDetailsGuard, or anomaly mode): every input's shape (for the
+  // anomaly messages and the drawing) and what the entry saved (note_saved).
+  std::vector<Shape> input_shapes;
+  std::vector<SavedBuffer> saved;
 
   TapeEntry() = default;
   TapeEntry(const TapeEntry&) = delete;
@@ -187,6 +203,21 @@ class DetectAnomalyGuard {
   bool previous_;
 };
 
+// Details mode, per thread: while a TapeDetailsGuard lives (or a DetectAnomalyGuard), each
+// recorded entry also keeps its inputs' shapes and what it saved for its backward, which the
+// tape's drawing shows (draw.h). Off by default; off, it costs one thread-local check per op.
+bool tape_details();
+class TapeDetailsGuard {
+ public:
+  TapeDetailsGuard();
+  ~TapeDetailsGuard();
+  TapeDetailsGuard(const TapeDetailsGuard&) = delete;
+  TapeDetailsGuard& operator=(const TapeDetailsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // True when an op on these inputs must be recorded: grad mode is on and one requires grad.
 template <class... Ts>
 bool recording(const Ts&... inputs) {
@@ -201,6 +232,13 @@ bool recording(const std::vector<Tensor>& inputs);
 // allow_inf exempts an intended infinity in `out` from anomaly detection (masked_fill with -inf).
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             BackwardFn formula = nullptr, bool allow_inf = false);
+
+// Adds fn to node's hooks (what Tensor::register_hook does for a tensor's node).
+HookHandle register_hook(const std::shared_ptr<GradNode>& node, GradHook fn);
+
+// Describes what the entry that made `out` saved for its backward, for the drawing. An op calls
+// it right after record(), under `if (tape_details())`, so it costs nothing otherwise.
+void note_saved(const Tensor& out, std::vector<SavedBuffer> saved);
 
 // Runs the reverse pass from `root` (see Tensor::backward). Throws when the graph was recorded
 // on another thread (each thread has its own tape), when an input of an op was written in

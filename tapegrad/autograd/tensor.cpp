@@ -3,7 +3,6 @@
 #include "tapegrad/autograd/tensor.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -181,10 +180,7 @@ HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> fn) c
   TG_CHECK(requires_grad(),
            "register_hook: the tensor does not require grad, so it has no "
            "gradient to hook");
-  static std::atomic<uint64_t> next_id{1};
-  const uint64_t id = next_id++;
-  impl().node->hooks.emplace_back(id, std::move(fn));
-  return HookHandle(impl().node, id);
+  return tapegrad::register_hook(impl().node, std::move(fn));
 }
 
 void HookHandle::remove() {

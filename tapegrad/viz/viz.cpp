@@ -8,8 +8,6 @@
 
 namespace tapegrad::viz {
 
-namespace {
-
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -23,6 +21,8 @@ std::string escape(const std::string& s) {
   }
   return out;
 }
+
+namespace {
 
 // A round step for about `count` ticks over [0, max]: 1, 2 or 5 times a power of ten.
 double tick_step(double max, int count) {

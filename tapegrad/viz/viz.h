@@ -12,6 +12,9 @@
 
 namespace tapegrad::viz {
 
+// Text made safe inside SVG and HTML: < > & " escaped.
+std::string escape(const std::string& s);
+
 struct CurvePoint {
   int64_t step;
   double value;

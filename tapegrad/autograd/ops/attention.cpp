@@ -256,6 +256,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
             if (g.wants(1)) g.pass(1, merge(matmul(transpose(ds, -2, -1), qh), x.S));
           }
         });
+    if (tape_details()) note_saved(out, {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
   }
   return out;
 }

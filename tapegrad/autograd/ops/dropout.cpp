@@ -94,6 +94,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
           // the same mask on the gradient: dx = keep ? dout * scale : 0
           g.pass(0, where(keep, mul(dout, dropout_scale(p)), zeros_like(dout)));
         });
+    if (tape_details()) note_saved(out, {{"keep", keep}});
   }
   return out;
 }

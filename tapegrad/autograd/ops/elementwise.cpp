@@ -60,6 +60,9 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad 
                                                                            Grads& g) {
           g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
         });
+    if (tape_details() && saved.defined()) {
+      note_saved(out, {{saves == Saves::Input ? "x" : "y", saved}});
+    }
   }
   return out;
 }
@@ -144,6 +147,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
           if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
           if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
         });
+    if (kSavesInputs && tape_details()) note_saved(out, {{"a", a}, {"b", b}});
   }
   return out;
 }
@@ -314,6 +318,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
         },
         [mask](const Tensor& dout, Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
         std::isinf(value));
+    if (tape_details()) note_saved(out, {{"mask", mask}});
   }
   return out;
 }
@@ -362,6 +367,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
           if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
           if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
         });
+    if (tape_details()) note_saved(out, {{"cond", cond}});
   }
   return out;
 }

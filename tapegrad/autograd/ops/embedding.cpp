@@ -81,6 +81,7 @@ Tensor embedding(const Tensor& weight_in, const Tensor& ids_in,
           });
           g.pass(0, matmul(transpose(onehot, 0, 1), reshape(dout, {N, C})));
         });
+    if (tape_details()) note_saved(out, {{"ids", ids}});
   }
   return out;
 }

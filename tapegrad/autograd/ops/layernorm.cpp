@@ -161,6 +161,11 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
           if (with_w && g.wants(iw)) g.pass(iw, sum_to(mul(dout, xhat), {C}));
           if (with_b && g.wants(ib)) g.pass(ib, sum_to(dout, {C}));
         });
+    if (tape_details()) {
+      std::vector<SavedBuffer> saved{{"x", x}, {"mean", mean}, {"rstd", rstd}};
+      if (with_w) saved.emplace_back("w", w);
+      note_saved(out, std::move(saved));
+    }
   }
   return out;
 }

@@ -135,6 +135,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
           const Tensor diff = sub(mul(p, kept.to(p.dtype())), q.to(p.dtype()));
           g.pass(0, mul(diff, div(dout, static_cast<double>(std::max<int64_t>(count, 1)))));
         });
+    if (tape_details()) note_saved(out, {{"logits", logits}, {"targets", targets}, {"lse", lse}});
   }
   return out;
 }

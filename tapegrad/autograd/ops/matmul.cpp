@@ -170,6 +170,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
           if (g.wants(0)) g.pass(0, sum_to(matmul(dout, transpose(b, -2, -1)), a.shape()));
           if (g.wants(1)) g.pass(1, sum_to(matmul(transpose(a, -2, -1), dout), b.shape()));
         });
+    if (tape_details()) note_saved(out, {{"a", a}, {"b", b}});
   }
   return out;
 }
@@ -294,6 +295,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
           }
           if (with_bias && g.wants(2)) g.pass(2, sum_to(dout, {OC}));
         });
+    if (tape_details()) note_saved(out, {{"x", x}, {"w", w}});
   }
   return out;
 }

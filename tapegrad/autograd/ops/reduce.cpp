@@ -152,6 +152,8 @@ Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) 
           const Tensor spread = expand(reshape(dout, kept), x_shape);
           g.pass(0, where(won, spread, zeros_like(spread)));
         });
+    if (tape_details())
+      note_saved(out, {{"argmax", Shape{static_cast<int64_t>(index->size())}, DType::Int64}});
   }
   return out;
 }

@@ -79,6 +79,7 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
         [y = out.detach(), dim, log](const Tensor& dout, Grads& g) {
           g.pass(0, softmax_grad(dout, g.output(y), dim, log));
         });
+    if (tape_details()) note_saved(out, {{"y", out}});
   }
   return out;
 }
@@ -133,6 +134,7 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
         [y = out.detach()](const Tensor& dout, Grads& g) {
           g.pass(0, softmax_grad(dout, g.output(y), -1, false));
         });
+    if (tape_details()) note_saved(out, {{"y", out}});
   }
   return out;
 }
