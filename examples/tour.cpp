@@ -1,28 +1,60 @@
-// A tour of the engine: build a graph, run backward, read the gradients, check them against
-// finite differences, then train a two-layer network on XOR with plain gradient descent.
+// A tour of the engine: build a graph, draw its tape, run backward, read the gradients, check
+// them against finite differences, then train a two-layer network on XOR with plain gradient
+// descent.
 //
-//   ./build/examples/tour
+//   ./build/examples/tour [--draw DIR]     (DIR/tape.svg, DIR/tape.dot: the tape of step 1)
 #include <fmt/core.h>
+
+#include <filesystem>
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/io/files.h"
+#include "tapegrad/viz/tape_drawing.h"
 
 using namespace tapegrad;
 
 namespace {
 
-int tour() {
-  // 1. A small graph: y = sum(tanh(x @ w + b)). Leaves that require grad get a .grad().
+int tour(const std::string& draw_dir) {
+  // 1. A small graph: y = sum(tanh(x @ w + b)). Each op records one entry on the tape; leaves
+  // that require grad get a .grad().
   Generator gen(0);
   Tensor x = tensor({1, 2, 3, 4}, {2, 2});
   Tensor w = normal({2, 3}, 0.0, 0.5, gen).set_requires_grad(true);
   Tensor b = zeros({3}).set_requires_grad(true);
-  Tensor h = tanh(matmul(x, w) + b);
-  Tensor y = sum(h);
+  Tensor h, y;
+  {
+    const TapeDetailsGuard details;  // entries keep their inputs' shapes and what they saved
+    h = tanh(matmul(x, w) + b);
+    y = sum(h);
+  }
   fmt::print("x = {}\nw = {}\nh = {}\ny = {}\n\n", x, w, h, y);
+
+  // The tape, drawn before backward releases it; its hooks note each gradient's norm.
+  viz::TapeDrawing drawing({{"y", y}, {"w", w}, {"b", b}, {"h", h}});
+  fmt::print("the tape, in recording order:\n");
+  for (size_t i = 0; i < drawing.steps().size(); ++i) {
+    const auto& step = drawing.steps()[i];
+    std::string saved;
+    for (const SavedBuffer& s : step.saved) saved += fmt::format(" {} {}", s.name, s.shape);
+    const auto& out = drawing.values()[step.output];
+    fmt::print("  #{} {:<7} -> {:<10} saved:{}\n", i, step.op,
+               fmt::format("{} {}", out.label, out.shape), saved.empty() ? " nothing" : saved);
+  }
+  fmt::print("  {} bytes saved for backward\n\n", drawing.saved_bytes());
 
   y.backward();  // walks the tape in reverse; dy/dw and dy/db accumulate into the leaves
   fmt::print("dy/dw = {}\ndy/db = {}\n\n", w.grad(), b.grad());
+  if (!draw_dir.empty()) {
+    std::filesystem::create_directories(draw_dir);
+    io::write_atomic(draw_dir + "/tape.svg", drawing.svg());
+    io::write_atomic(draw_dir + "/tape.dot", drawing.dot());
+    fmt::print(
+        "the tape drawn, with gradient norms: {0}/tape.svg (a browser), {0}/tape.dot "
+        "(dot -Tsvg)\n\n",
+        draw_dir);
+  }
 
   // 2. gradcheck compares the tape's gradients with central differences, in float64.
   Tensor w64 = w.detach().to(DType::Float64).set_requires_grad(true);
@@ -63,12 +95,15 @@ int tour() {
 
 int main(int argc, char** argv) {
   return examples::run_main("tour", [&] {
-    examples::Flags f(
-        argc, argv, "tour: the engine alone: a graph, its gradients, gradcheck, XOR\nusage: tour");
+    examples::Flags f(argc, argv,
+                      "tour: the engine alone: a graph, its tape, its gradients, gradcheck, XOR\n"
+                      "usage: tour [--draw DIR]");
+    const std::string draw =
+        f.text("draw", "", "write the tape of step 1 to DIR/tape.svg and .dot");
     if (!f.finish()) return 0;
     if (!f.positional().empty()) {
       throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
     }
-    return tour();
+    return tour(draw);
   });
 }
