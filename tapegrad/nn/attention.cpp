@@ -44,7 +44,12 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
                key.size(2) == C_,
            "MultiHeadAttention: key {} and value {} must be [B, S, {}] with B = {}", key.shape(),
            value.shape(), C_, query.size(0));
-  return attend(q_proj->forward(query), k_proj->forward(key), v_proj->forward(value), masks);
+  // in order (function arguments are evaluated in an unspecified one): the shape trace and the
+  // tape list q, k, v as written
+  const Tensor q = q_proj->forward(query);
+  const Tensor k = k_proj->forward(key);
+  const Tensor v = v_proj->forward(value);
+  return attend(q, k, v, masks);
 }
 
 MultiHeadAttention::KVCache MultiHeadAttention::project(const Tensor& key_value) {
@@ -117,6 +122,16 @@ Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor
   }
   // per head: softmax(q k^T / sqrt(D), blocked -> -inf), dropout, @ v; heads are D-wide column
   // groups of the projections, so splitting and merging them moves no data (autograd attention)
+  if (tracing()) [[unlikely]] {  // the fused op's steps, as the seed notebooks print them
+    const int64_t D = C_ / H_;
+    trace_shape("q, per head", {B, H_, T, D});
+    trace_shape("k and v, per head", {B, H_, S, D});
+    trace_shape("scores q k^T / sqrt(D)", {B, H_, T, S});
+    if (blocked.defined()) trace_shape("mask, broadcast to the scores", blocked.shape());
+    trace_shape("weights softmax(scores)", {B, H_, T, S});
+    trace_shape("values weights @ v, per head", {B, H_, T, D});
+    trace_shape("values, heads merged", {B, T, C_});
+  }
   Tensor weights;
   const Tensor ctx = attention(q, k, v, H_,
                                {.blocked = blocked,

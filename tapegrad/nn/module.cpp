@@ -26,6 +26,13 @@ const Tensor& Module::traced(const Tensor& out) const {
   return out;
 }
 
+bool Module::tracing() { return static_cast<bool>(t_trace); }
+
+void Module::trace_shape(std::string_view what, const Shape& shape) const {
+  if (t_trace)
+    t_trace(fmt::format("{} {} {}: {}", path_.empty() ? "(root)" : path_, type_name_, what, shape));
+}
+
 void Module::check_name(const std::string& name) const {
   TG_CHECK(!name.empty(), "{}: empty name for a parameter, buffer or module", type_name_);
   TG_CHECK(name.find('.') == std::string::npos, "{}: name '{}' contains a dot", type_name_, name);

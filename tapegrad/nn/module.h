@@ -66,6 +66,10 @@ class Module {
   }
   // Reports `out`'s shape to the shape trace when one is active (see ShapeTrace).
   const Tensor& traced(const Tensor& out) const;
+  // Reports a shape inside this module's forward ("<path> <Type> <what>: shape"), for what has
+  // no tensor of its own (a fused op's per-head scores); check tracing() first.
+  static bool tracing();
+  void trace_shape(std::string_view what, const Shape& shape) const;
 
  private:
   struct Slot {
