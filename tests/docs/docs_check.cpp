@@ -1,0 +1,189 @@
+// Keeps the book's outputs true (docs/*.md): every output a page shows is produced by a program
+// of the repo, and this check runs the program again and compares.
+//
+// A page marks a generated block with a comment on the line before it:
+//   <!-- output: seeds/seed_003_encoder_stack -->     the next ``` block is the program's stdout
+//   <!-- file: images/tape.svg by: tour --draw {dir} -->   docs/images/tape.svg is the file of
+//                                                      that name the program writes into {dir}
+// Programs are named relative to the examples' build directory. Text must match exactly, except
+// numbers, which may differ by two units of the page's last printed digit, or 1e-3 relative, or
+// 1e-9, whichever is largest: the same float32 program on another CPU sums in another order.
+// Runs of spaces count as one (a wider number shifts a column).
+//
+//   docs_check DOCS_DIR EXAMPLES_DIR [--update]      (--update rewrites the blocks and files)
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) out.push_back(line);
+  return out;
+}
+
+// The command's stdout; throws when it fails.
+std::string run(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run: " + command);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = pclose(pipe);
+  if (status != 0) {
+    throw std::runtime_error("'" + command + "' exited with status " +
+                             std::to_string(WEXITSTATUS(status)) + ":\n" + out);
+  }
+  return out;
+}
+
+const std::regex kNumber(R"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)");
+
+struct Number {
+  double value;
+  double unit;  // of the last printed digit: 1e-4 for "0.0068", 1e-18 for "1.4e-17"
+};
+
+Number parse(const std::string& text) {
+  const size_t e = text.find_first_of("eE");
+  const std::string mantissa = text.substr(0, e);
+  const size_t dot = mantissa.find('.');
+  const int decimals = dot == std::string::npos ? 0 : static_cast<int>(mantissa.size() - dot - 1);
+  const int exponent = e == std::string::npos ? 0 : std::stoi(text.substr(e + 1));
+  return {std::stod(text), std::pow(10.0, exponent - decimals)};
+}
+
+// The line with each number replaced by '#' and runs of spaces collapsed, and its numbers.
+std::pair<std::string, std::vector<Number>> split(const std::string& line) {
+  std::string skeleton;
+  std::vector<Number> numbers;
+  size_t at = 0;
+  for (auto it = std::sregex_iterator(line.begin(), line.end(), kNumber);
+       it != std::sregex_iterator(); ++it) {
+    skeleton += line.substr(at, static_cast<size_t>(it->position()) - at) + "#";
+    numbers.push_back(parse(it->str()));
+    at = static_cast<size_t>(it->position() + it->length());
+  }
+  skeleton += line.substr(at);
+  skeleton = std::regex_replace(skeleton, std::regex(" +"), " ");
+  return {skeleton, numbers};
+}
+
+// Empty when `got` matches `want`; otherwise where and how they differ.
+std::string compare(const std::string& want, const std::string& got) {
+  const auto a = lines_of(want), b = lines_of(got);
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string wl = i < a.size() ? a[i] : "(no line)";
+    const std::string gl = i < b.size() ? b[i] : "(no line)";
+    const auto [ws, wn] = split(wl);
+    const auto [gs, gn] = split(gl);
+    bool same = ws == gs && wn.size() == gn.size();
+    for (size_t k = 0; same && k < wn.size(); ++k) {
+      const double tol = std::max({2 * wn[k].unit, 1e-3 * std::abs(wn[k].value), 1e-9});
+      same = std::abs(wn[k].value - gn[k].value) <= tol;
+    }
+    if (!same) {
+      return "line " + std::to_string(i + 1) + "\n  page:    " + wl + "\n  program: " + gl;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: docs_check DOCS_DIR EXAMPLES_DIR [--update]\n";
+    return 2;
+  }
+  const fs::path docs = argv[1], bin = argv[2];
+  const bool update = argc > 3 && std::string(argv[3]) == "--update";
+  const std::regex output_re(R"(<!-- output: (.+) -->)");
+  const std::regex file_re(R"(<!-- file: (\S+) by: (.+) -->)");
+  int failures = 0, checked = 0;
+  std::vector<fs::path> pages;
+  for (const auto& e : fs::directory_iterator(docs)) {
+    if (e.path().extension() == ".md") pages.push_back(e.path());
+  }
+  std::sort(pages.begin(), pages.end());
+  for (const fs::path& page : pages) {
+    std::vector<std::string> lines = lines_of(read(page));
+    bool changed = false;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::smatch m;
+      try {
+        if (std::regex_search(lines[i], m, output_re)) {
+          const std::string command = m[1];
+          // the block: a ``` line, the output, a ``` line
+          size_t open = i + 1, close = open + 1;
+          while (close < lines.size() && lines[close].rfind("```", 0) != 0) ++close;
+          if (open >= lines.size() || lines[open].rfind("```", 0) != 0 || close >= lines.size()) {
+            throw std::runtime_error("no ``` block after the marker");
+          }
+          std::string want;
+          for (size_t k = open + 1; k < close; ++k) want += lines[k] + "\n";
+          const std::string got = run((bin / command).string());
+          ++checked;
+          if (update) {
+            lines.erase(lines.begin() + static_cast<long>(open + 1),
+                        lines.begin() + static_cast<long>(close));
+            const auto fresh = lines_of(got);
+            lines.insert(lines.begin() + static_cast<long>(open + 1), fresh.begin(), fresh.end());
+            changed = true;
+          } else if (const std::string diff = compare(want, got); !diff.empty()) {
+            throw std::runtime_error("the output of '" + command + "' differs, " + diff);
+          }
+        } else if (std::regex_search(lines[i], m, file_re)) {
+          const fs::path target = docs / std::string(m[1]);
+          const fs::path dir =
+              fs::temp_directory_path() / ("docs_check_" + std::to_string(getpid()));
+          fs::create_directories(dir);
+          const std::string command =
+              std::regex_replace(std::string(m[2]), std::regex(R"(\{dir\})"), dir.string());
+          run((bin / command).string());
+          const std::string got = read(dir / target.filename());
+          fs::remove_all(dir);
+          ++checked;
+          if (update) {
+            fs::create_directories(target.parent_path());
+            std::ofstream(target, std::ios::binary) << got;
+          } else if (const std::string diff = compare(read(target), got); !diff.empty()) {
+            throw std::runtime_error(target.string() + " differs from what '" + command +
+                                     "' writes, " + diff);
+          }
+        }
+      } catch (const std::exception& e) {
+        std::cerr << page.string() << ":" << i + 1 << ": " << e.what() << "\n";
+        ++failures;
+      }
+    }
+    if (changed) {
+      std::ofstream out(page, std::ios::binary);
+      for (const std::string& line : lines) out << line << "\n";
+    }
+  }
+  std::cout << "docs_check: " << checked << " generated blocks and files checked"
+            << (update ? " and rewritten" : "") << ", " << failures << " differ\n";
+  return failures == 0 ? 0 : 1;
+}
