@@ -101,13 +101,20 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
             // Strides of the gradient buffers (contiguous, the operands' shapes) seen from `shape`.
             const Shape sga = broadcast_strides(a_shape, contiguous_strides(a_shape), shape);
             const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
-            bool passed = false;  // dout itself went to an operand; it may go to only one
+            // Each operand's gradient is dout * partial, summed over the dims it was broadcast
+            // along, delivered by the one rule (Grads, tape.h):
+            //   pass:    a partial of 1 and no broadcast (either operand of add, a of sub): the
+            //            gradient is dout itself, handed on without a copy, and to one operand
+            //            only, since a buffer has one owner
+            //   write:   otherwise, each element once (Writes::Every), or summed over the
+            //            broadcast dims (Writes::Some)
+            //   threads: the loop is split between threads unless two would add into one
+            //            element (the split dim is one the operand was broadcast along)
+            bool passed = false;
             for (size_t i = 0; i < 2; ++i) {
               if (!g.wants(i)) continue;
-              // An operand broadcast to the output's shape sums over the broadcast dims: it adds.
               const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
               if constexpr (!kSavesInputs) {
-                // A partial of 1 (either operand of add, a of sub) makes the gradient dout itself.
                 if (!broadcast && !passed && (i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0})) == T{1}) {
                   g.pass(i, dout);
                   passed = true;
@@ -117,8 +124,6 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
               const auto [grad, first] = g.write(i, broadcast ? Writes::Some : Writes::Every);
               T* dx = grad.data<T>();
               const Shape& sg = i == 0 ? sga : sgb;
-              // Threads split the loop unless they would share gradient elements (a sum over
-              // the dim this operand was broadcast along).
               const int64_t d0 = split_dim(shape);
               const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
               assign_or_add(first, [&](auto store) {
