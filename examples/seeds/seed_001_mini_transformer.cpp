@@ -17,20 +17,6 @@
 
 using namespace tapegrad;
 
-namespace {
-
-// ids [rows, cols] drawn uniformly from [1, vocab): id 0 is the model's padding (the notebook
-// has none), so random ids avoid it
-Tensor random_ids(int64_t rows, int64_t cols, int64_t vocab, Generator& gen) {
-  Tensor ids = empty({rows, cols}, DType::Int64);
-  for (int64_t i = 0; i < ids.numel(); ++i) {
-    ids.data<int64_t>()[i] = 1 + static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab - 1)));
-  }
-  return ids;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   return examples::run_main("seed_001_mini_transformer", [&] {
     examples::Flags f(argc, argv,
@@ -86,7 +72,8 @@ int main(int argc, char** argv) {
                                .decoder_layers = 2,
                                .max_len = 100,
                                .seed = 0});
-    const Tensor src = random_ids(2, 12, vocab, gen), tgt = random_ids(2, 8, vocab, gen);
+    // random ids from 1: id 0 is the model's padding (the notebook has none)
+    const Tensor src = randint(1, vocab, {2, 12}, gen), tgt = randint(1, vocab, {2, 8}, gen);
     fmt::print("MiniTransformer output shape {}\n", model.forward(src, tgt).shape());
 
     // 8. one toy training step: the decoder reads tgt[:, :-1] and predicts tgt[:, 1:]

@@ -27,18 +27,6 @@
 
 using namespace tapegrad;
 
-namespace {
-
-Tensor random_ids(int64_t rows, int64_t cols, int64_t vocab, Generator& gen) {
-  Tensor ids = empty({rows, cols}, DType::Int64);
-  for (int64_t i = 0; i < ids.numel(); ++i) {
-    ids.data<int64_t>()[i] = 1 + static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab - 1)));
-  }
-  return ids;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   return examples::run_main("seed_002_encoder_heads", [&] {
     examples::Flags f(argc, argv,
@@ -60,7 +48,7 @@ int main(int argc, char** argv) {
 
     nn::Embedding embedding(10000, 512, gen);
     const Tensor embedded =
-        mul(embedding.forward(random_ids(32, 10, 10000, gen)), std::sqrt(512.0));
+        mul(embedding.forward(randint(1, 10000, {32, 10}, gen)), std::sqrt(512.0));
     fmt::print("slide 2, token embeddings * sqrt(d_model): {}\n", embedded.shape());
     nn::PositionalEncoding positional(512, 5000, 0.0, gen);
     fmt::print("slide 3, plus sinusoidal positions: {}\n", positional.forward(embedded).shape());
@@ -91,13 +79,13 @@ int main(int argc, char** argv) {
     nn::SequenceClassifier classifier(heads);
     classifier.eval();
     fmt::print("slide 11, SequenceClassifier on ids [32, 100]: logits {}\n",
-               classifier.forward(random_ids(32, 100, 10000, gen)).shape());
+               classifier.forward(randint(1, 10000, {32, 100}, gen)).shape());
     // slide 12: a tagger, one of 9 entity labels per token (O, B-PER, I-PER, B-ORG, ...)
     heads.classes = 9;
     nn::TokenClassifier tagger(heads);
     tagger.eval();
     fmt::print("slide 12, TokenClassifier on ids [32, 50]: logits {}\n",
-               tagger.forward(random_ids(32, 50, 10000, gen)).shape());
+               tagger.forward(randint(1, 10000, {32, 50}, gen)).shape());
 
     // slide 13: the attention weights of one head over a sentence (an untrained layer: the
     // picture shows the mechanics, not linguistics). Embeddings drawn with std 1/sqrt(d_model),
@@ -107,7 +95,7 @@ int main(int argc, char** argv) {
                                           "over", "the",   "lazy",  "dog", "."};
     nn::Embedding small_embedding(10000, 512, gen, std::nullopt, 1 / std::sqrt(512.0));
     const Tensor sentence = positional.forward(
-        mul(small_embedding.forward(random_ids(1, 10, 10000, gen)), std::sqrt(512.0)));
+        mul(small_embedding.forward(randint(1, 10000, {1, 10}, gen)), std::sqrt(512.0)));
     layer.self_attn->keep_weights(true);
     layer.forward(sentence);
     const Tensor w = layer.self_attn->last_weights();  // [1, 8, 10, 10]

@@ -299,6 +299,17 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DTyp
   return t;
 }
 
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
+  TG_CHECK(low < high, "randint: empty range [{}, {})", low, high);
+  Tensor t = empty(shape, DType::Int64);
+  int64_t* p = t.data<int64_t>();
+  const auto span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+    p[i] = static_cast<int64_t>(static_cast<uint64_t>(low) + gen.below(span));
+  }
+  return t;
+}
+
 Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen, DType dtype) {
   TG_CHECK(stddev >= 0, "normal: negative stddev {}", stddev);
   Tensor t = empty(shape, dtype);

@@ -155,6 +155,8 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& gen,
                DType dtype = DType::Float32);
 Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen,
               DType dtype = DType::Float32);
+// int64 draws, uniform over [low, high), like torch.randint (random token ids).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen);
 
 }  // namespace tapegrad
 

@@ -32,6 +32,22 @@ TEST_CASE("set writes one element and item needs exactly one", "[autograd]") {
   CHECK_THROWS_WITH(t.at({0}), "at: index has 1 entries for a tensor of shape [2, 2]");
 }
 
+TEST_CASE("randint covers [low, high) uniformly and names an empty range", "[autograd]") {
+  Generator g(5);
+  const Tensor ids = randint(-2, 3, {50000}, g);
+  CHECK(ids.dtype() == DType::Int64);
+  std::vector<int64_t> counts(5, 0);
+  for (int64_t v : ids.to_vector<int64_t>()) {
+    REQUIRE((v >= -2 && v < 3));
+    ++counts[v + 2];
+  }
+  // each value 10000 times, within five standard deviations (sqrt(50000 * 0.2 * 0.8) = 89)
+  for (int64_t c : counts) CHECK(std::abs(c - 10000) < 450);
+  Generator h(5);
+  CHECK(randint(-2, 3, {50000}, h).to_vector<int64_t>() == ids.to_vector<int64_t>());
+  CHECK_THROWS_WITH(randint(3, 3, {2}, g), "randint: empty range [3, 3)");
+}
+
 TEST_CASE("seeded generators reproduce their draws", "[autograd]") {
   Generator a(42), b(42), c(43);
   const Tensor ua = uniform({100}, -1, 1, a), ub = uniform({100}, -1, 1, b);
