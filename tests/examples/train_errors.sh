@@ -56,10 +56,16 @@ expect 2 "unexpected argument 'extra'" -- extra
 [[ ! -e $dir/run ]] || { echo "a refused command created its --out"; exit 1; }
 
 translate=$2 classify=$3 tour=$4
-for program in "$train" "$translate" "$classify" "$tour"; do
+bin=$(dirname "$tour")  # the book's programs and the seed notebooks' are built beside the tour
+for program in "$train" "$translate" "$classify" "$tour" "$bin/derivations" "$bin"/seeds/seed_*; do
   out=$("$program" --help 2>&1) && [[ $out == *usage:* ]] || { echo "$program --help: $out"; exit 1; }
+  out=$("$program" --bogus 2>&1); code=$?
+  [[ $code == 2 && $out == *"--bogus: unknown flag"* ]] || { echo "$program --bogus: exit $code: $out"; exit 1; }
 done
-out=$("$tour" --bogus 2>&1); [[ $? == 2 && $out == *"--bogus: unknown flag"* ]] || { echo "tour --bogus: $out"; exit 1; }
+out=$("$bin/derivations" --chapter nope 2>&1); code=$?
+[[ $code == 2 && $out == *"no chapter 'nope'"* ]] || { echo "derivations --chapter nope: exit $code: $out"; exit 1; }
+out=$("$bin/seeds/seed_000_encoder_shapes" --batch 0 2>&1); code=$?
+[[ $code == 2 && $out == *"--batch"* ]] || { echo "seed_000 --batch 0: exit $code: $out"; exit 1; }
 for bad in 1e9 0 65 -1; do
   out=$(timeout 20 "$translate" --beam "$bad" x 2>&1); code=$?
   [[ $code == 2 && $out == *"translate: --beam: "* ]] || { echo "translate --beam $bad: exit $code: $out"; exit 1; }
