@@ -32,7 +32,8 @@ TEST_CASE("set writes one element and item needs exactly one", "[autograd]") {
   CHECK_THROWS_WITH(t.at({0}), "at: index has 1 entries for a tensor of shape [2, 2]");
 }
 
-TEST_CASE("randint covers [low, high) uniformly and names an empty range", "[autograd]") {
+TEST_CASE("randint draws uniformly from low up to high, exclusive, and names an empty range",
+          "[autograd]") {
   Generator g(5);
   const Tensor ids = randint(-2, 3, {50000}, g);
   CHECK(ids.dtype() == DType::Int64);
