@@ -71,9 +71,9 @@ enum class Writes { Every, Some };
 //   write(i, writes)    returns the buffer to write into and whether this backward is its first
 //                       writer: assign when first, add otherwise (assign_or_add writes the loop
 //                       once for both).
-// A buffer belongs to one gradient at a time. Handing on a buffer another gradient already
-// holds (dout to both operands of an add) is refused with an error: the next += into one of
-// them would silently change the other.
+// A buffer (its whole storage) belongs to one gradient at a time. Handing on a buffer another
+// gradient already holds (dout to both operands of an add) is refused with an error: the next
+// += into one of them would silently change the other.
 class Grads {
  public:
   Grads(TapeEntry& entry, Walk& walk);
@@ -123,7 +123,8 @@ struct InputVersion {
   uint64_t version;
 };
 
-// A buffer an entry keeps for its backward, as the tape's drawing shows it (draw.h).
+// A buffer an entry keeps for its backward, as the tape's drawing shows it
+// (tapegrad/viz/tape_drawing.h).
 struct SavedBuffer {
   std::string name;  // "x", "rstd", "mask": what the backward calls it
   Shape shape;
@@ -205,7 +206,8 @@ class DetectAnomalyGuard {
 
 // Details mode, per thread: while a TapeDetailsGuard lives (or a DetectAnomalyGuard), each
 // recorded entry also keeps its inputs' shapes and what it saved for its backward, which the
-// tape's drawing shows (draw.h). Off by default; off, it costs one thread-local check per op.
+// tape's drawing shows (tapegrad/viz/tape_drawing.h). Off by default; off, it costs one
+// thread-local check per op.
 bool tape_details();
 class TapeDetailsGuard {
  public:
