@@ -21,7 +21,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -59,8 +58,6 @@ std::string run(const std::string& command) {
   return out;
 }
 
-const std::regex kNumber(R"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)");
-
 struct Number {
   double value;
   double unit;  // of the last printed digit: 1e-4 for "0.0068", 1e-18 for "1.4e-17"
@@ -75,26 +72,60 @@ Number parse(const std::string& text) {
   return {std::stod(text), std::pow(10.0, exponent - decimals)};
 }
 
+// The number starting at line[pos] (sign, digits, a point, an exponent), or 0 characters.
+size_t number_length(const std::string& line, size_t pos) {
+  auto digit = [&](size_t i) {
+    return i < line.size() && std::isdigit(static_cast<unsigned char>(line[i]));
+  };
+  size_t i = pos;
+  if (i < line.size() && (line[i] == '-' || line[i] == '+')) ++i;
+  const size_t start = i;
+  while (digit(i)) ++i;
+  if (i < line.size() && line[i] == '.') {
+    ++i;
+    while (digit(i)) ++i;
+  }
+  if (i == start || (i == start + 1 && line[start] == '.')) return 0;  // no digit
+  if (i < line.size() && (line[i] == 'e' || line[i] == 'E')) {
+    size_t j = i + 1;
+    if (j < line.size() && (line[j] == '-' || line[j] == '+')) ++j;
+    if (digit(j)) {
+      while (digit(j)) ++j;
+      i = j;
+    }
+  }
+  return i - pos;
+}
+
 // The line with each number replaced by '#' and runs of spaces collapsed, and its numbers.
+// Digits inside a word ("float32", "t2", a colour "#fff3c4") are text.
 std::pair<std::string, std::vector<Number>> split(const std::string& line) {
   std::string skeleton;
   std::vector<Number> numbers;
-  size_t at = 0;
-  for (auto it = std::sregex_iterator(line.begin(), line.end(), kNumber);
-       it != std::sregex_iterator(); ++it) {
-    const auto pos = static_cast<size_t>(it->position());
-    // digits inside a word ("float32", "t2", a colour "#fff3c4") are text
-    if (pos > 0 && (std::isalnum(static_cast<unsigned char>(line[pos - 1])) ||
-                    line[pos - 1] == '_' || line[pos - 1] == '#')) {
-      continue;
+  for (size_t i = 0; i < line.size();) {
+    const bool in_word = i > 0 && (std::isalnum(static_cast<unsigned char>(line[i - 1])) ||
+                                   line[i - 1] == '_' || line[i - 1] == '#');
+    const size_t n = in_word ? 0 : number_length(line, i);
+    if (n > 0) {
+      skeleton += '#';
+      numbers.push_back(parse(line.substr(i, n)));
+      i += n;
+    } else if (line[i] == ' ' && !skeleton.empty() && skeleton.back() == ' ') {
+      ++i;
+    } else {
+      skeleton += line[i++];
     }
-    skeleton += line.substr(at, pos - at) + "#";
-    numbers.push_back(parse(it->str()));
-    at = pos + static_cast<size_t>(it->length());
   }
-  skeleton += line.substr(at);
-  skeleton = std::regex_replace(skeleton, std::regex(" +"), " ");
   return {skeleton, numbers};
+}
+
+// The text between `open` and `close` when the line is exactly "open ... close", else empty.
+std::string between(const std::string& line, const std::string& open, const std::string& close) {
+  if (line.size() < open.size() + close.size() || line.rfind(open, 0) != 0 ||
+      line.compare(line.size() - close.size(), close.size(), close) != 0) {
+    return "";
+  }
+  return line.substr(open.size(), line.size() - open.size() - close.size());
 }
 
 // Empty when `got` matches `want`; otherwise where and how they differ.
@@ -126,8 +157,6 @@ int main(int argc, char** argv) {
   }
   const fs::path docs = argv[1], bin = argv[2];
   const bool update = argc > 3 && std::string(argv[3]) == "--update";
-  const std::regex output_re(R"(<!-- output: (.+) -->)");
-  const std::regex file_re(R"(<!-- file: (\S+) by: (.+) -->)");
   int failures = 0, checked = 0;
   std::vector<fs::path> pages;
   for (const auto& e : fs::directory_iterator(docs)) {
@@ -138,10 +167,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> lines = lines_of(read(page));
     bool changed = false;
     for (size_t i = 0; i < lines.size(); ++i) {
-      std::smatch m;
+      const std::string output = between(lines[i], "<!-- output: ", " -->");
+      const std::string file = between(lines[i], "<!-- file: ", " -->");
+      const size_t by = file.find(" by: ");
       try {
-        if (std::regex_search(lines[i], m, output_re)) {
-          const std::string command = m[1];
+        if (!output.empty()) {
+          const std::string& command = output;
           // the block: a ``` line, the output, a ``` line
           size_t open = i + 1, close = open + 1;
           while (close < lines.size() && lines[close].rfind("```", 0) != 0) ++close;
@@ -161,13 +192,14 @@ int main(int argc, char** argv) {
           } else if (const std::string diff = compare(want, got); !diff.empty()) {
             throw std::runtime_error("the output of '" + command + "' differs, " + diff);
           }
-        } else if (std::regex_search(lines[i], m, file_re)) {
-          const fs::path target = docs / std::string(m[1]);
+        } else if (by != std::string::npos) {
+          const fs::path target = docs / file.substr(0, by);
           const fs::path dir =
               fs::temp_directory_path() / ("docs_check_" + std::to_string(getpid()));
           fs::create_directories(dir);
-          const std::string command =
-              std::regex_replace(std::string(m[2]), std::regex(R"(\{dir\})"), dir.string());
+          std::string command = file.substr(by + 5);
+          const size_t slot = command.find("{dir}");
+          if (slot != std::string::npos) command.replace(slot, 5, dir.string());
           run((bin / command).string());
           const std::string got = read(dir / target.filename());
           fs::remove_all(dir);
