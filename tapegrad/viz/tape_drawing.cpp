@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,9 +24,10 @@ size_t bytes_of(const SavedBuffer& s) {
 std::string saved_text(const std::vector<SavedBuffer>& saved) {
   if (saved.empty()) return "saves nothing";
   std::string out = "saved:";
-  for (const SavedBuffer& s : saved) {
-    out += fmt::format("{} {} {} {} ({} B)", out.size() > 6 ? "," : "", s.name, s.shape, s.dtype,
-                       bytes_of(s));
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const SavedBuffer& s = saved[i];
+    out +=
+        fmt::format("{} {} {} {} ({} B)", i > 0 ? "," : "", s.name, s.shape, s.dtype, bytes_of(s));
   }
   return out;
 }
