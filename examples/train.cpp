@@ -5,6 +5,7 @@
 //   ./build/examples/train                          # the default date task
 //   ./build/examples/train --task reverse --steps 1500
 //   ./build/examples/train --data pairs.tsv --level word --out runs/mine
+//   ./build/examples/train --data pairs.tsv --level bpe --vocab-size 2000 --shared-vocab
 //   ./build/examples/train --out runs/dates --resume --steps 4000   # continue a run
 //
 // Output in --out (the layout and how checkpoints are committed: examples/run.h): checkpoints
@@ -58,9 +59,9 @@ class TrainingError : public std::runtime_error {
 
 struct Settings {
   std::string task, data, level, out, schedule;
-  bool strict, resume, reschedule, check_finite;
-  int64_t steps, stop_after, save_every, batch, train_size, valid_size, eval_every, threads, warmup,
-      max_len;
+  bool strict, resume, reschedule, check_finite, shared_vocab;
+  int64_t vocab_size, steps, stop_after, save_every, batch, train_size, valid_size, eval_every,
+      threads, warmup, max_len;
   double lr, label_smoothing, clip;
   uint64_t seed;
   nn::MiniTransformerConfig model;
@@ -76,6 +77,8 @@ std::map<std::string, std::string> run_flags(const Settings& s) {
   return {{"task", s.task},
           {"data", s.data},
           {"level", s.level},
+          {"vocab-size", std::to_string(s.vocab_size)},
+          {"shared-vocab", boolean(s.shared_vocab)},
           {"batch", std::to_string(s.batch)},
           {"train-size", std::to_string(s.train_size)},
           {"valid-size", std::to_string(s.valid_size)},
@@ -118,7 +121,14 @@ std::optional<Settings> parse(int argc, char** argv) {
   }
   s.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   s.data = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
-  s.level = f.text("level", "char", "tokens: char or word");
+  s.level = f.text("level", "char",
+                   "tokens: char, word, or subwords learned by SentencePiece: bpe or unigram");
+  s.vocab_size = f.integer("vocab-size", 1000,
+                           "subword pieces of each vocabulary (bpe, unigram), the 4 special "
+                           "tokens included",
+                           5, data::Vocabulary::kMaxTokens);
+  s.shared_vocab =
+      f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each");
   s.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
   s.steps =
       f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
@@ -165,8 +175,13 @@ std::optional<Settings> parse(int argc, char** argv) {
   }
   if (!s.data.empty() && f.given("task"))
     throw examples::FlagError("--task and --data exclude each other");
-  if (s.level != "char" && s.level != "word")
-    throw examples::FlagError(fmt::format("--level: expected char or word, got '{}'", s.level));
+  const auto level = data::level_from_name(s.level);
+  if (!level) {
+    throw examples::FlagError(
+        fmt::format("--level: expected char, word, bpe or unigram, got '{}'", s.level));
+  }
+  if (f.given("vocab-size") && *level != data::Level::Bpe && *level != data::Level::Unigram)
+    throw examples::FlagError("--vocab-size goes with --level bpe or unigram");
   if (s.schedule != "cosine" && s.schedule != "noam" && s.schedule != "constant") {
     throw examples::FlagError(
         fmt::format("--schedule: expected cosine, noam or constant, got '{}'", s.schedule));
@@ -196,9 +211,17 @@ std::optional<Settings> parse(int argc, char** argv) {
     // flags may change with --reschedule
     std::set<std::string> may_change = {"steps"};
     if (s.reschedule) may_change.insert({"schedule", "lr", "warmup"});
+    // flags added after runs were first saved, with the value such a run had
+    const std::map<std::string, std::string> later = {{"vocab-size", "1000"},
+                                                      {"shared-vocab", "false"}};
     for (const auto& [name, value] : run_flags(s)) {
       const auto it = s.saved.find(name);
-      if (it == s.saved.end()) {
+      if (it == s.saved.end() && later.contains(name)) {
+        if (later.at(name) != value) {
+          conflicts.push_back(fmt::format("--{}: the run has {} (saved before the flag), got {}",
+                                          name, later.at(name), value));
+        }
+      } else if (it == s.saved.end()) {
         conflicts.push_back(fmt::format("--{}: the run saved no value", name));
       } else if (it->second != value && !may_change.contains(name)) {
         conflicts.push_back(fmt::format("--{}: the run has {}, got {}", name,
@@ -315,10 +338,10 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
 }
 
 // The length problem of an example, or "" when source and target fit the model.
-std::string length_problem(const data::Example& e, const data::Vocabulary& tokenizer,
-                           int64_t max_len) {
-  const auto src = static_cast<int64_t>(tokenizer.tokenize(e.source).size());
-  const auto tgt = static_cast<int64_t>(tokenizer.tokenize(e.target).size());
+std::string length_problem(const data::Example& e, const data::Vocabulary& src_vocab,
+                           const data::Vocabulary& tgt_vocab, int64_t max_len) {
+  const auto src = static_cast<int64_t>(src_vocab.encode(e.source).size());
+  const auto tgt = static_cast<int64_t>(tgt_vocab.encode(e.target).size());
   if (src == 0 || tgt == 0) return "empty source or target";
   if (src > max_len || tgt + 1 > max_len) {
     return fmt::format("{} source and {} target tokens; --max-len {} allows {} and {}", src, tgt,
@@ -327,53 +350,63 @@ std::string length_problem(const data::Example& e, const data::Vocabulary& token
   return "";
 }
 
-struct Split {
-  std::vector<data::Example> train, valid;
-};
+using Split = data::CorpusSplit;
 
 // A new run's data: generated, or read from --data (checked line by line) and split.
-Split make_split(const Settings& s, data::Level level) {
-  const data::Vocabulary tokenizer(level);
-  Split split;
+Split make_split(const Settings& s) {
   if (s.data.empty()) {
     const auto task =
         data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
-    split.train = task.train;
-    split.valid = task.valid;
-    for (const auto* set : {&split.train, &split.valid}) {
-      for (size_t i = 0; i < set->size(); ++i) {
-        const std::string problem = length_problem((*set)[i], tokenizer, s.max_len);
-        if (!problem.empty()) {
-          throw data::DataError(fmt::format("generated {} example {} ('{}'): {}",
-                                            set == &split.train ? "training" : "held-out", i + 1,
-                                            (*set)[i].source, problem));
-        }
-      }
-    }
-    return split;
+    return {.train = task.train, .valid = task.valid};
   }
   const data::Corpus corpus = data::load_tsv(s.data, {.strict = s.strict});
   for (const std::string& p : corpus.problems) fmt::print(stderr, "skipped {}\n", p);
   if (corpus.skipped > 0) fmt::print(stderr, "{} malformed lines skipped\n", corpus.skipped);
-  for (size_t i = 0; i < corpus.examples.size(); ++i) {
-    const std::string problem = length_problem(corpus.examples[i], tokenizer, s.max_len);
-    if (!problem.empty()) {
-      throw data::DataError(fmt::format("{}:{}: {}", s.data, corpus.lines[i], problem));
+  return data::split_corpus(corpus, static_cast<size_t>(s.valid_size), s.seed, s.data);
+}
+
+// A new run's vocabularies, built (char, word) or learned (bpe, unigram) from the training
+// split; with --shared-vocab one from both sides.
+std::pair<data::Vocabulary, data::Vocabulary> make_vocabularies(const Settings& s,
+                                                                const Split& split) {
+  const data::Level level = *data::level_from_name(s.level);
+  const std::string name = s.data.empty() ? "the task " + s.task : s.data;
+  std::vector<std::string> sources, targets;
+  for (const auto& e : split.train) {
+    sources.push_back(e.source);
+    targets.push_back(e.target);
+  }
+  auto make = [&](const std::vector<std::string>& texts, const char* side) {
+    if (level == data::Level::Char || level == data::Level::Word)
+      return data::Vocabulary::build(texts, level);
+    return data::Vocabulary::train_subwords(texts, level, s.vocab_size,
+                                            fmt::format("{} ({})", name, side));
+  };
+  if (s.shared_vocab) {
+    sources.insert(sources.end(), targets.begin(), targets.end());
+    data::Vocabulary both = make(sources, "both sides");
+    return {both, both};
+  }
+  return {make(sources, "source side"), make(targets, "target side")};
+}
+
+// Every example must fit the model once tokenized, each named by its line or its place.
+void check_lengths(const Settings& s, const Split& split, const data::Vocabulary& src_vocab,
+                   const data::Vocabulary& tgt_vocab) {
+  for (const bool held_out : {false, true}) {
+    const auto& set = held_out ? split.valid : split.train;
+    for (size_t i = 0; i < set.size(); ++i) {
+      const std::string problem = length_problem(set[i], src_vocab, tgt_vocab, s.max_len);
+      if (problem.empty()) continue;
+      if (!s.data.empty()) {
+        const auto& lines = held_out ? split.valid_lines : split.train_lines;
+        throw data::DataError(fmt::format("{}:{}: {}", s.data, lines[i], problem));
+      }
+      throw data::DataError(fmt::format("generated {} example {} ('{}'): {}",
+                                        held_out ? "held-out" : "training", i + 1, set[i].source,
+                                        problem));
     }
   }
-  split.train = corpus.examples;
-  Generator split_gen(s.seed);
-  for (size_t i = split.train.size(); i > 1; --i) {
-    std::swap(split.train[i - 1], split.train[split_gen.below(i)]);
-  }
-  const auto n_valid = std::min<size_t>(static_cast<size_t>(s.valid_size), split.train.size() / 10);
-  if (n_valid == 0) {
-    throw data::DataError(
-        fmt::format("{}: too few examples ({}) to hold any out", s.data, split.train.size()));
-  }
-  split.valid.assign(split.train.end() - static_cast<std::ptrdiff_t>(n_valid), split.train.end());
-  split.train.resize(split.train.size() - n_valid);
-  return split;
 }
 
 // The name of the first parameter whose gradient holds NaN or Inf.
@@ -387,10 +420,15 @@ std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
 
 int run(const Settings& s) {
   set_num_threads(static_cast<int>(s.threads));
-  // data, model, vocabularies; a new run's data is read and checked before --out is touched
-  const data::Level level = s.level == "char" ? data::Level::Char : data::Level::Word;
+  // data, model, vocabularies; a new run's data is read, its vocabularies learned and every
+  // example checked before --out is touched
   Split split;
-  if (!s.resume) split = make_split(s, level);
+  data::Vocabulary src_vocab(data::Level::Char), tgt_vocab(data::Level::Char);
+  if (!s.resume) {
+    split = make_split(s);
+    std::tie(src_vocab, tgt_vocab) = make_vocabularies(s, split);
+    check_lengths(s, split, src_vocab, tgt_vocab);
+  }
   std::vector<std::string> inputs;
   if (!s.data.empty()) inputs.push_back(s.data);
   if (!s.resume && fs::exists(s.out + "/latest")) {
@@ -398,7 +436,6 @@ int run(const Settings& s) {
   }
   examples::RunDirectory run_dir(s.out, !s.resume, inputs);
   std::unique_ptr<nn::MiniTransformer> model;
-  data::Vocabulary src_vocab(level), tgt_vocab(level);
   examples::RunDirectory::Resumed resumed;  // with --resume: the checkpoint it continues
   if (s.resume) {
     resumed = run_dir.resume_model();
@@ -412,13 +449,6 @@ int run(const Settings& s) {
   } else {
     data::write_tsv(run_dir.file("train.tsv"), split.train);
     data::write_tsv(run_dir.file("valid.tsv"), split.valid);
-    std::vector<std::string> sources, targets;
-    for (const auto& e : split.train) {
-      sources.push_back(e.source);
-      targets.push_back(e.target);
-    }
-    src_vocab = data::Vocabulary::build(sources, level);
-    tgt_vocab = data::Vocabulary::build(targets, level);
     nn::MiniTransformerConfig cfg = s.model;
     cfg.src_vocab = src_vocab.size();
     cfg.tgt_vocab = tgt_vocab.size();

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
+#include "tapegrad/autograd/random.h"
 #include "tapegrad/data/error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
@@ -68,6 +70,25 @@ Corpus read_tsv(std::istream& in, const std::string& path, const CorpusOptions& 
                                 corpus.skipped));
   }
   return corpus;
+}
+
+CorpusSplit split_corpus(const Corpus& corpus, size_t max_valid, uint64_t seed,
+                         const std::string& name) {
+  std::vector<size_t> order(corpus.examples.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  Generator gen(seed);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[gen.below(i)]);
+  const size_t n_valid = std::min(max_valid, order.size() / 10);
+  if (n_valid == 0) {
+    throw DataError(fmt::format("{}: too few examples ({}) to hold any out", name, order.size()));
+  }
+  CorpusSplit split;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const bool held_out = k >= order.size() - n_valid;
+    (held_out ? split.valid : split.train).push_back(corpus.examples[order[k]]);
+    (held_out ? split.valid_lines : split.train_lines).push_back(corpus.lines[order[k]]);
+  }
+  return split;
 }
 
 void write_tsv(const std::string& path, const std::vector<Example>& examples) {

@@ -34,6 +34,16 @@ constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;  // held in memory as st
 Corpus load_tsv(const std::string& path, const CorpusOptions& options = {});
 // The same from a stream; `name` stands for the file in messages.
 Corpus read_tsv(std::istream& in, const std::string& name, const CorpusOptions& options = {});
+// A corpus shuffled (a generator seeded with `seed`) and cut in two: min(max_valid, a tenth)
+// examples held out, the rest for training, each with its line in the file. DataError naming
+// the file when not one example can be held out.
+struct CorpusSplit {
+  std::vector<Example> train, valid;
+  std::vector<int64_t> train_lines, valid_lines;
+};
+CorpusSplit split_corpus(const Corpus& corpus, size_t max_valid, uint64_t seed,
+                         const std::string& name);
+
 // Sources and targets must not contain tabs or newlines. Atomic (io::write_atomic).
 void write_tsv(const std::string& path, const std::vector<Example>& examples);
 

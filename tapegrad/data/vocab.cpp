@@ -1,8 +1,14 @@
-// Vocabularies: building from text, encoding and decoding, and the escaped one-token-a-line
-// file, read with bounds on its size, token length and token count.
+// Vocabularies: building from text or training SentencePiece, encoding and decoding, and the
+// file: escaped tokens one a line, or a checksummed SentencePiece model, read with bounds on
+// its size, token length and token count.
 #include "tapegrad/data/vocab.h"
 
 #include <fmt/format.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <array>
+#include <charconv>
 
 #include "tapegrad/data/error.h"
 #include "tapegrad/data/text.h"
@@ -46,9 +52,47 @@ std::optional<std::string> unescape(const std::string& s) {
   }
   return out;
 }
+
+bool is_subword(Level level) { return level == Level::Bpe || level == Level::Unigram; }
+
+constexpr std::array<const char*, 4> kLevelNames = {"char", "word", "bpe", "unigram"};
+
+// FNV-1a, 64 bits: detects a damaged model file; not a defence against a forged one.
+uint64_t fnv1a(std::string_view bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The texts, one sentence at a time, as SentencePiece's trainer reads them.
+class Sentences : public sentencepiece::SentenceIterator {
+ public:
+  explicit Sentences(const std::vector<std::string>& texts) : texts_(texts) {}
+  bool done() const override { return i_ >= texts_.size(); }
+  void Next() override { ++i_; }
+  const std::string& value() const override { return texts_[i_]; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::vector<std::string>& texts_;
+  size_t i_ = 0;
+};
 }  // namespace
 
+const char* level_name(Level level) { return kLevelNames.at(static_cast<size_t>(level)); }
+
+std::optional<Level> level_from_name(std::string_view name) {
+  for (size_t i = 0; i < kLevelNames.size(); ++i) {
+    if (name == kLevelNames[i]) return static_cast<Level>(i);
+  }
+  return std::nullopt;
+}
+
 Vocabulary::Vocabulary(Level level) : level_(level) {
+  if (is_subword(level)) {
+    throw DataError(fmt::format("a {} vocabulary is learned (train_subwords) or loaded, not empty",
+                                level_name(level)));
+  }
   for (const char* special : {"<pad>", "<bos>", "<eos>", "<unk>"}) add(special);
 }
 
@@ -59,6 +103,8 @@ int64_t Vocabulary::add(const std::string& token) {
 }
 
 Vocabulary Vocabulary::build(const std::vector<std::string>& texts, Level level) {
+  if (is_subword(level))
+    throw DataError("Vocabulary::build: subwords are learned by train_subwords");
   Vocabulary v(level);
   for (const std::string& t : texts) {
     for (const std::string& token : v.tokenize(t)) v.add(token);
@@ -66,11 +112,88 @@ Vocabulary Vocabulary::build(const std::vector<std::string>& texts, Level level)
   return v;
 }
 
+// The pad, bos, eos and unk ids are fixed to ours, so SentencePiece's ids are the vocabulary's.
+// Every character of the texts is kept (coverage 1), sentences are read in order with none
+// sampled away, and one thread trains: so the model depends on the texts alone.
+Vocabulary Vocabulary::train_subwords(const std::vector<std::string>& texts, Level level,
+                                      int64_t size, const std::string& name) {
+  if (!is_subword(level)) {
+    throw DataError(
+        fmt::format("{}: train_subwords takes bpe or unigram, not {}", name, level_name(level)));
+  }
+  if (size < 5 || size > kMaxTokens) {
+    throw DataError(fmt::format("{}: a subword vocabulary of {} pieces; it must be 5 to {}", name,
+                                size, kMaxTokens));
+  }
+  Sentences sentences(texts);
+  std::string model;
+  const auto status =
+      sentencepiece::SentencePieceTrainer::Train({{"model_type", level_name(level)},
+                                                  {"vocab_size", std::to_string(size)},
+                                                  {"pad_id", "0"},
+                                                  {"bos_id", "1"},
+                                                  {"eos_id", "2"},
+                                                  {"unk_id", "3"},
+                                                  {"character_coverage", "1.0"},
+                                                  {"input_sentence_size", "0"},
+                                                  {"shuffle_input_sentence", "false"},
+                                                  {"num_threads", "1"},
+                                                  {"minloglevel", "2"}},
+                                                 &sentences, &model);
+  if (!status.ok()) {
+    // "./src/trainer_interface.cc(660) [a == b] Vocabulary size too high ...": the reason alone
+    std::string_view why = status.message();
+    if (why.starts_with("./src/") && why.find("] ") != std::string_view::npos)
+      why.remove_prefix(why.find("] ") + 2);
+    throw DataError(fmt::format("{}: sentencepiece: {}", name, why));
+  }
+  return from_model(level, std::move(model), name);
+}
+
+Vocabulary Vocabulary::from_model(Level level, std::string model, const std::string& name) {
+  auto processor = std::make_shared<sentencepiece::SentencePieceProcessor>();
+  const auto status = processor->LoadFromSerializedProto(model);
+  if (!status.ok()) {
+    throw DataError(fmt::format("{}: not a SentencePiece model: {}", name, status.message()));
+  }
+  if (processor->pad_id() != kPad || processor->bos_id() != kBos || processor->eos_id() != kEos ||
+      processor->unk_id() != kUnk) {
+    throw DataError(fmt::format(
+        "{}: the model's <pad>, <bos>, <eos>, <unk> are ids {}, {}, {}, {}; expected 0, 1, 2, 3",
+        name, processor->pad_id(), processor->bos_id(), processor->eos_id(), processor->unk_id()));
+  }
+  const int pieces = processor->GetPieceSize();
+  if (pieces > kMaxTokens) {
+    throw DataError(fmt::format("{}: {} pieces, over the limit of {}", name, pieces, kMaxTokens));
+  }
+  Vocabulary v(level == Level::Bpe ? Level::Char : Level::Word);  // the specials, ids 0-3
+  v.level_ = level;
+  for (int id = 4; id < pieces; ++id) {
+    if (v.add(processor->IdToPiece(id)) != id) {
+      throw DataError(
+          fmt::format("{}: piece {} '{}' repeated", name, id, processor->IdToPiece(id)));
+    }
+  }
+  v.pieces_ = std::move(processor);
+  v.model_ = std::move(model);
+  return v;
+}
+
 std::vector<std::string> Vocabulary::tokenize(std::string_view text) const {
+  if (pieces_) {
+    std::vector<std::string> out;
+    pieces_->Encode(text, &out).IgnoreError();  // fails only without a model
+    return out;
+  }
   return level_ == Level::Char ? split_chars(text) : split_words(text);
 }
 
 std::vector<int64_t> Vocabulary::encode(std::string_view text) const {
+  if (pieces_) {
+    std::vector<int> ids;
+    pieces_->Encode(text, &ids).IgnoreError();
+    return {ids.begin(), ids.end()};
+  }
   std::vector<int64_t> ids;
   for (const std::string& token : tokenize(text)) {
     auto it = ids_.find(token);
@@ -81,6 +204,16 @@ std::vector<int64_t> Vocabulary::encode(std::string_view text) const {
 
 std::string Vocabulary::decode(std::span<const int64_t> ids) const {
   std::string out;
+  if (pieces_) {
+    std::vector<int> kept;
+    for (int64_t id : ids) {
+      if (id == kEos) break;
+      if (id == kPad || id == kBos) continue;
+      kept.push_back(id >= 0 && id < size() ? static_cast<int>(id) : static_cast<int>(kUnk));
+    }
+    pieces_->Decode(kept, &out).IgnoreError();
+    return out;
+  }
   for (int64_t id : ids) {
     if (id == kEos) break;
     if (id == kPad || id == kBos) continue;
@@ -91,8 +224,13 @@ std::string Vocabulary::decode(std::span<const int64_t> ids) const {
 }
 
 void Vocabulary::save(const std::string& path) const {
-  std::string text = level_ == Level::Char ? "tapegrad-vocab char\n" : "tapegrad-vocab word\n";
-  for (const std::string& t : tokens_) text += escape(t) + '\n';
+  std::string text = fmt::format("tapegrad-vocab {}", level_name(level_));
+  if (pieces_) {
+    text += fmt::format(" {} {:016x}\n", model_.size(), fnv1a(model_)) + model_;
+  } else {
+    text += '\n';
+    for (const std::string& t : tokens_) text += escape(t) + '\n';
+  }
   try {
     io::write_atomic(path, text);
   } catch (const io::FileError& e) {
@@ -109,15 +247,70 @@ Vocabulary Vocabulary::load(const std::string& path) {
   }
 }
 
+// The rest of a subword vocabulary's file, after its first line: the model's bytes, exactly as
+// many as the line says and with its checksum.
+Vocabulary Vocabulary::read_model(std::istream& in, const std::string& path, Level level,
+                                  const std::string& first_line) {
+  const std::string prefix = fmt::format("tapegrad-vocab {} ", level_name(level));
+  uint64_t bytes = 0, checksum = 0;
+  const std::string_view rest = first_line.starts_with(prefix)
+                                    ? std::string_view(first_line).substr(prefix.size())
+                                    : std::string_view();
+  const size_t space = rest.find(' ');
+  const auto number = [](std::string_view text, int base, uint64_t& out) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out, base);
+    return !text.empty() && error == std::errc() && end == text.data() + text.size();
+  };
+  if (space == std::string_view::npos || !number(rest.substr(0, space), 10, bytes) ||
+      rest.size() - space - 1 != 16 || !number(rest.substr(space + 1), 16, checksum)) {
+    throw DataError(fmt::format("{}:1: expected '{}BYTES CHECKSUM' (a byte count, 16 hex digits)",
+                                path, prefix));
+  }
+  if (bytes > kMaxFileBytes) {
+    throw DataError(fmt::format("{}:1: a model of {} bytes is over the limit of {}", path, bytes,
+                                kMaxFileBytes));
+  }
+  std::string model;
+  char chunk[1 << 16];
+  while (model.size() < bytes) {  // grows with what is really there, not with the claim
+    in.read(chunk,
+            static_cast<std::streamsize>(std::min<uint64_t>(sizeof chunk, bytes - model.size())));
+    if (in.gcount() == 0) break;
+    model.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  if (model.size() < bytes) {
+    throw DataError(fmt::format("{}: the model is {} bytes, the first line says {}", path,
+                                model.size(), bytes));
+  }
+  if (in.peek() != std::char_traits<char>::eof())
+    throw DataError(fmt::format("{}: bytes after the model's {}", path, bytes));
+  if (fnv1a(model) != checksum) {
+    throw DataError(
+        fmt::format("{}: the model's checksum is {:016x}, the first line says {:016x}: the file "
+                    "is damaged",
+                    path, fnv1a(model), checksum));
+  }
+  return from_model(level, std::move(model), path);
+}
+
 Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
   constexpr size_t kMaxTokenBytes = 1024;
   std::string line;
   read_line(in, line, kMaxTokenBytes);
-  if (line != "tapegrad-vocab char" && line != "tapegrad-vocab word") {
-    throw DataError(
-        fmt::format("{}:1: expected 'tapegrad-vocab char' or 'tapegrad-vocab word'", path));
+  const std::string_view magic = "tapegrad-vocab ";
+  const std::optional<Level> level =
+      line.starts_with(magic) ? level_from_name(std::string_view(line).substr(
+                                    magic.size(), line.find(' ', magic.size()) - magic.size()))
+                              : std::nullopt;
+  if (!level) {
+    throw DataError(fmt::format(
+        "{}:1: expected 'tapegrad-vocab' and a level: char, word, bpe or unigram", path));
   }
-  Vocabulary v(line == "tapegrad-vocab char" ? Level::Char : Level::Word);
+  if (is_subword(*level)) return read_model(in, path, *level, line);
+  if (line.size() != magic.size() + std::string_view(level_name(*level)).size()) {
+    throw DataError(fmt::format("{}:1: unexpected text after '{}'", path, level_name(*level)));
+  }
+  Vocabulary v(*level);
   const std::vector<std::string> specials = v.tokens_;
   v.tokens_.clear();
   v.ids_.clear();

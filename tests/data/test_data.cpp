@@ -8,6 +8,7 @@
 #include "tapegrad/data/error.h"
 #include "tapegrad/data/tasks.h"
 #include "tapegrad/data/text.h"
+#include "tapegrad/io/files.h"
 
 using namespace tapegrad;
 using namespace tapegrad::data;
@@ -46,8 +47,11 @@ TEST_CASE("vocabularies round-trip through their file", "[data]") {
   const Vocabulary back = Vocabulary::load(f.path);
   REQUIRE(back.size() == v.size());
   for (int64_t i = 0; i < v.size(); ++i) CHECK(back.token(i) == v.token(i));
-  CHECK_THROWS_WITH(Vocabulary::load(f.write("nope\n")),
-                    f.path + ":1: expected 'tapegrad-vocab char' or 'tapegrad-vocab word'");
+  CHECK_THROWS_WITH(
+      Vocabulary::load(f.write("nope\n")),
+      f.path + ":1: expected 'tapegrad-vocab' and a level: char, word, bpe or unigram");
+  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char 12\n")),
+                    f.path + ":1: unexpected text after 'char'");
   CHECK_THROWS_WITH(
       Vocabulary::load(f.write("tapegrad-vocab char\n<pad>\n<bos>\n<eos>\n<unk>\na\na\n")),
       f.path + ":7: token 'a' repeated");
@@ -65,6 +69,104 @@ TEST_CASE("a vocabulary file is bounded in size, token length and token count", 
       f.path + ":2: token of 5000 bytes is over the limit of 1024");
   CHECK_THROWS_WITH(Vocabulary::load("/dev/zero"),
                     "/dev/zero: not a regular file (a character device)");
+}
+
+namespace {
+// A small corpus with words that share their pieces, as subword learning needs.
+std::vector<std::string> subword_texts() {
+  const std::vector<std::string> words = {"walk",    "walked", "walking", "talk",    "talked",
+                                          "talking", "jump",   "jumped",  "jumping", "the",
+                                          "dog",     "dogs",   "cat",     "cats"};
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < 300; ++i) {
+    texts.push_back(words[i % words.size()] + " " + words[(i * 7 + 3) % words.size()] + " " +
+                    words[(i * 5 + 1) % words.size()]);
+  }
+  return texts;
+}
+}  // namespace
+
+TEST_CASE("subword vocabularies from SentencePiece: BPE and unigram round-trip text", "[data]") {
+  const auto texts = subword_texts();
+  for (const Level level : {Level::Bpe, Level::Unigram}) {
+    INFO(level_name(level));
+    const Vocabulary v = Vocabulary::train_subwords(texts, level, 36, "corpus");
+    CHECK(v.level() == level);
+    CHECK(v.size() == 36);
+    CHECK(v.token(Vocabulary::kPad) == "<pad>");
+    CHECK(v.token(Vocabulary::kEos) == "<eos>");
+    for (const std::string text : {"the dog walked", "cats talking", "jumping the cat"}) {
+      const auto ids = v.encode(text);
+      CHECK(ids.size() < text.size());  // pieces longer than one character were learned
+      CHECK(v.tokenize(text).size() == ids.size());
+      for (int64_t id : ids) CHECK((id > Vocabulary::kUnk && id < v.size()));
+      CHECK(v.decode(ids) == text);
+      std::vector<int64_t> framed = {Vocabulary::kBos};
+      framed.insert(framed.end(), ids.begin(), ids.end());
+      framed.insert(framed.end(), {Vocabulary::kEos, ids[0]});
+      CHECK(v.decode(framed) == text);  // <bos> skipped, nothing after <eos>
+    }
+    // a character never seen is <unk>, and decodes as SentencePiece's mark for it
+    const auto unknown = v.encode("dog zebra");
+    CHECK(std::count(unknown.begin(), unknown.end(), Vocabulary::kUnk) > 0);
+    // the same texts give the same model
+    TempFile a, b;
+    v.save(a.path);
+    Vocabulary::train_subwords(texts, level, 36, "corpus").save(b.path);
+    CHECK(io::read_regular(a.path, 1 << 24) == io::read_regular(b.path, 1 << 24));
+    const Vocabulary back = Vocabulary::load(a.path);
+    CHECK(back.level() == level);
+    REQUIRE(back.size() == v.size());
+    for (int64_t i = 0; i < v.size(); ++i) CHECK(back.token(i) == v.token(i));
+    CHECK(back.encode("walking dogs") == v.encode("walking dogs"));
+  }
+  CHECK_THROWS_WITH(Vocabulary::train_subwords(texts, Level::Bpe, 5000, "corpus.tsv"),
+                    Catch::Matchers::StartsWith("corpus.tsv: sentencepiece: Vocabulary size too "
+                                                "high (5000). Please set it to a value <="));
+  CHECK_THROWS_WITH(Vocabulary::train_subwords(texts, Level::Word, 40, "corpus.tsv"),
+                    "corpus.tsv: train_subwords takes bpe or unigram, not word");
+  CHECK_THROWS_WITH(Vocabulary(Level::Bpe),
+                    "a bpe vocabulary is learned (train_subwords) or loaded, not empty");
+}
+
+TEST_CASE("a damaged subword vocabulary file is refused before SentencePiece reads it",
+          "[data][errors]") {
+  TempFile f;
+  Vocabulary::train_subwords(subword_texts(), Level::Bpe, 36, "corpus").save(f.path);
+  const std::string good = io::read_regular(f.path, 1 << 24);
+  const size_t eol = good.find('\n');
+  const std::string first = good.substr(0, eol), model = good.substr(eol + 1);
+  const std::string bytes = std::to_string(model.size());
+  CHECK(first.starts_with("tapegrad-vocab bpe " + bytes + " "));
+  std::string flipped = good;
+  flipped[eol + 1 + model.size() / 2] ^= 1;
+  CHECK_THROWS_WITH(Vocabulary::load(f.write(flipped)),
+                    Catch::Matchers::StartsWith(f.path + ": the model's checksum is ") &&
+                        Catch::Matchers::EndsWith("the file is damaged"));
+  CHECK_THROWS_WITH(Vocabulary::load(f.write(good.substr(0, good.size() - 10))),
+                    f.path + ": the model is " + std::to_string(model.size() - 10) +
+                        " bytes, the first line says " + bytes);
+  CHECK_THROWS_WITH(Vocabulary::load(f.write(good + "x")),
+                    f.path + ": bytes after the model's " + bytes);
+  for (const std::string line :
+       {"tapegrad-vocab bpe", "tapegrad-vocab bpe 12", "tapegrad-vocab bpe -1 0123456789abcdef",
+        "tapegrad-vocab bpe 12 0123456789abcdeg"}) {
+    CHECK_THROWS_WITH(Vocabulary::load(f.write(line + "\n" + model)),
+                      f.path +
+                          ":1: expected 'tapegrad-vocab bpe BYTES CHECKSUM' (a byte count, "
+                          "16 hex digits)");
+  }
+  CHECK_THROWS_WITH(
+      Vocabulary::load(f.write("tapegrad-vocab unigram 99999999999 0123456789abcdef\n")),
+      f.path + ":1: a model of 99999999999 bytes is over the limit of 1073741824");
+  // a checksum that agrees with bytes that are no model: SentencePiece's refusal, named
+  const std::string junk = "not a model";
+  Vocabulary::train_subwords(subword_texts(), Level::Bpe, 36, "corpus").save(f.path);
+  const std::string header = fmt::format("tapegrad-vocab bpe {} ", junk.size());
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : junk) h = (h ^ c) * 1099511628211ull;
+  CHECK_THROWS_WITH(Vocabulary::load(f.write(header + fmt::format("{:016x}\n", h) + junk)),
+                    Catch::Matchers::StartsWith(f.path + ": not a SentencePiece model: "));
 }
 
 TEST_CASE("TSV corpora load and report malformed lines with their line numbers", "[data]") {
