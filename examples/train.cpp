@@ -357,7 +357,10 @@ Split make_split(const Settings& s) {
   if (s.data.empty()) {
     const auto task =
         data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
-    return {.train = task.train, .valid = task.valid};
+    Split split;
+    split.train = task.train;
+    split.valid = task.valid;
+    return split;
   }
   const data::Corpus corpus = data::load_tsv(s.data, {.strict = s.strict});
   for (const std::string& p : corpus.problems) fmt::print(stderr, "skipped {}\n", p);
