@@ -285,9 +285,9 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   }
 }
 
-RunDirectory::Resumed RunDirectory::resume_model() const {
+RunDirectory::Resumed RunDirectory::resume_model(const std::string& dir) {
   Resumed r;
-  r.loaded = load_run(dir_);
+  r.loaded = load_run(dir);
   r.loaded.model->train();
   r.state = read_trainer_state(r.loaded.checkpoint);
   if (r.state.step != r.loaded.step) {
@@ -297,7 +297,7 @@ RunDirectory::Resumed RunDirectory::resume_model() const {
   return r;
 }
 
-void RunDirectory::resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed) const {
+void RunDirectory::resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed) {
   const std::string path = resumed.loaded.checkpoint + "/optimizer.safetensors";
   const nn::SafetensorsContents contents = nn::load_safetensors(path);
   try {

@@ -94,9 +94,10 @@ class RunDirectory {
     LoadedModel loaded;
     TrainerState state;
   };
-  Resumed resume_model() const;
+  // Reads only: the other processes of a data-parallel run call it without holding the run.
+  static Resumed resume_model(const std::string& dir);
   // The optimizer state of that same checkpoint, which must be at its step.
-  void resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed) const;
+  static void resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed);
 
  private:
   std::string dir_;

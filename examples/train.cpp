@@ -17,6 +17,16 @@
 //
 // Determinism: the same flags (seed and --threads included) on the same machine give
 // bit-identical loss.tsv and checkpoint files, and so does a run stopped, killed and resumed.
+//
+// Data-parallel: `mpirun -np N train ...` runs N processes (tapegrad/parallel/). --batch stays
+// the global batch: every process builds the same batches in the same order and takes its
+// slice of each (rows N*r/N to the next), its loss weighted by its share of the batch's
+// target tokens, so the gradients summed over the processes (GradientSync, in buckets of
+// --bucket-kb while backward runs) are the single process's gradient, and the optimizer
+// takes the same step everywhere. Process 0 alone evaluates and writes the run; a stop
+// (Ctrl-C, SIGTERM, --stop-after) is agreed at the end of a step, so all stop at the same one;
+// --resume needs the same N. With dropout, each process's masks come from the seed, its rank
+// and the step.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -40,6 +50,8 @@
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/schedule.h"
+#include "tapegrad/parallel/gradient_sync.h"
+#include "tapegrad/parallel/world.h"
 #include "tapegrad/viz/viz.h"
 
 using namespace tapegrad;
@@ -60,8 +72,8 @@ class TrainingError : public std::runtime_error {
 struct Settings {
   std::string task, data, level, out, schedule;
   bool strict, resume, reschedule, check_finite, shared_vocab;
-  int64_t vocab_size, steps, stop_after, save_every, batch, train_size, valid_size, eval_every,
-      threads, warmup, max_len;
+  int64_t processes, bucket_kb, vocab_size, steps, stop_after, save_every, batch, train_size,
+      valid_size, eval_every, threads, warmup, max_len;
   double lr, label_smoothing, clip;
   uint64_t seed;
   nn::MiniTransformerConfig model;
@@ -79,6 +91,7 @@ std::map<std::string, std::string> run_flags(const Settings& s) {
           {"level", s.level},
           {"vocab-size", std::to_string(s.vocab_size)},
           {"shared-vocab", boolean(s.shared_vocab)},
+          {"processes", std::to_string(s.processes)},
           {"batch", std::to_string(s.batch)},
           {"train-size", std::to_string(s.train_size)},
           {"valid-size", std::to_string(s.valid_size)},
@@ -104,11 +117,12 @@ std::map<std::string, std::string> run_flags(const Settings& s) {
 constexpr int64_t kMaxSteps = 10'000'000;     // checkpoint folders are named with 8 digits
 constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
 
-std::optional<Settings> parse(int argc, char** argv) {
+std::optional<Settings> parse(int argc, char** argv, const parallel::World& world) {
   examples::Flags f(argc, argv,
                     "train: teacher-forced MiniTransformer training\n"
                     "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
   Settings s;
+  s.processes = world.size();
   s.resume = f.boolean("resume", "continue the run saved in --out, with its saved flags");
   const std::string default_out =
       "runs/" + (f.peek("data") ? fs::path(*f.peek("data")).stem().string()
@@ -117,7 +131,9 @@ std::optional<Settings> parse(int argc, char** argv) {
   if (s.resume && !f.peek("help")) {
     const std::string checkpoint = examples::latest_checkpoint(s.out);
     s.saved = examples::read_trainer_state(checkpoint).flags;
-    f.fallback(s.saved, checkpoint + "/trainer.json");
+    auto given = s.saved;
+    given.erase("processes");  // mpirun's -np, not a flag
+    f.fallback(given, checkpoint + "/trainer.json");
   }
   s.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   s.data = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
@@ -157,7 +173,12 @@ std::optional<Settings> parse(int argc, char** argv) {
   s.seed =
       static_cast<uint64_t>(f.integer("seed", 0, "seed for data, init and dropout", 0, INT64_MAX));
   s.threads =
-      f.integer("threads", 2, "threads for products and kernels (set_num_threads)", 1, kMaxThreads);
+      f.integer("threads", 2, "threads for products and kernels (set_num_threads), in each process",
+                1, kMaxThreads);
+  s.bucket_kb = f.integer("bucket-kb", 1024,
+                          "under mpirun: gradients are summed over the processes in buckets of "
+                          "this many KiB while backward runs (0: all at once after it)",
+                          0, 1 << 20);
   s.max_len = f.integer("max-len", 128, "longest source or target sequence in tokens", 2, 4096);
   s.model.d_model = f.integer("d-model", 64, "model width", 1, 4096);
   s.model.heads = f.integer("heads", 4, "attention heads", 1, 256);
@@ -195,6 +216,11 @@ std::optional<Settings> parse(int argc, char** argv) {
         fmt::format("--warmup {} must be below --steps {}", s.warmup, s.steps));
   }
   if (s.reschedule && !s.resume) throw examples::FlagError("--reschedule goes with --resume");
+  if (s.batch < s.processes) {
+    throw examples::FlagError(fmt::format(
+        "--batch {} is the global batch, split over {} processes: give at least one example each",
+        s.batch, s.processes));
+  }
   s.model.max_len = s.max_len;
   s.model.seed = s.seed;
   // the model's size, before any data is read (vocabularies add to it later)
@@ -212,8 +238,8 @@ std::optional<Settings> parse(int argc, char** argv) {
     std::set<std::string> may_change = {"steps"};
     if (s.reschedule) may_change.insert({"schedule", "lr", "warmup"});
     // flags added after runs were first saved, with the value such a run had
-    const std::map<std::string, std::string> later = {{"vocab-size", "1000"},
-                                                      {"shared-vocab", "false"}};
+    const std::map<std::string, std::string> later = {
+        {"vocab-size", "1000"}, {"shared-vocab", "false"}, {"processes", "1"}};
     for (const auto& [name, value] : run_flags(s)) {
       const auto it = s.saved.find(name);
       if (it == s.saved.end() && later.contains(name)) {
@@ -223,6 +249,10 @@ std::optional<Settings> parse(int argc, char** argv) {
         }
       } else if (it == s.saved.end()) {
         conflicts.push_back(fmt::format("--{}: the run saved no value", name));
+      } else if (name == "processes" && it->second != value) {
+        conflicts.push_back(fmt::format(
+            "the run was trained by {} processes, this is {} (mpirun -np {} resumes it)",
+            it->second, value, it->second));
       } else if (it->second != value && !may_change.contains(name)) {
         conflicts.push_back(fmt::format("--{}: the run has {}, got {}", name,
                                         it->second.empty() ? "none" : it->second, value));
@@ -421,7 +451,44 @@ std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
   return optim::find_nonfinite(grads);
 }
 
-int run(const Settings& s) {
+// Dropout's generators under mpirun: seeded anew each step from the seed, the process's rank,
+// the step and the module's place, so each process's masks are reproducible, across a resume
+// too, without saving their states.
+void seed_dropout(nn::Module& model, uint64_t seed, int rank, int64_t step) {
+  uint64_t index = 0;
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
+      Generator mix(seed ^ (0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(rank) + 1)));
+      d->generator().manual_seed(mix.next_u64() ^ (static_cast<uint64_t>(step) << 20) ^ index++);
+    }
+  }
+}
+
+// This process's rows of a global batch, and its share of the batch's target tokens. A process
+// left without rows (a batch smaller than the world) runs row 0 with share 0, so every process
+// runs the same graph and takes part in the same sums.
+struct Slice {
+  Tensor src, tgt_in, tgt_out;
+  double share = 1;
+};
+Slice slice_of(const data::Batch& b, const parallel::World& world) {
+  if (world.size() == 1) return {b.src, b.tgt_in, b.tgt_out, 1.0};
+  const int64_t B = b.src.size(0), n = world.size(), r = world.rank();
+  int64_t lo = B * r / n, hi = B * (r + 1) / n;
+  const bool empty = lo == hi;
+  if (empty) hi = lo + 1, lo = 0, hi = 1;
+  Slice out{slice(b.src, 0, lo, hi).contiguous(), slice(b.tgt_in, 0, lo, hi).contiguous(),
+            slice(b.tgt_out, 0, lo, hi).contiguous(), 0.0};
+  if (!empty) {
+    int64_t tokens = 0;
+    for (int64_t id : out.tgt_out.to_vector<int64_t>()) tokens += id != data::Vocabulary::kPad;
+    out.share = static_cast<double>(tokens) / static_cast<double>(b.target_tokens);
+  }
+  return out;
+}
+
+int run(const Settings& s, const parallel::World& world) {
+  const bool root = world.is_root();
   set_num_threads(static_cast<int>(s.threads));
   // data, model, vocabularies; a new run's data is read, its vocabularies learned and every
   // example checked before --out is touched
@@ -434,24 +501,29 @@ int run(const Settings& s) {
   }
   std::vector<std::string> inputs;
   if (!s.data.empty()) inputs.push_back(s.data);
-  if (!s.resume && fs::exists(s.out + "/latest")) {
+  if (root && !s.resume && fs::exists(s.out + "/latest")) {
     fmt::print("replacing the earlier run in {} (--resume continues a run instead)\n", s.out);
   }
-  examples::RunDirectory run_dir(s.out, !s.resume, inputs);
+  // process 0 holds the run and writes it; the others only read a checkpoint to resume from
+  std::optional<examples::RunDirectory> run_dir;
+  if (root) run_dir.emplace(s.out, !s.resume, inputs);
+  const auto file = [&](const char* name) { return s.out + "/" + name; };
   std::unique_ptr<nn::MiniTransformer> model;
   examples::RunDirectory::Resumed resumed;  // with --resume: the checkpoint it continues
   if (s.resume) {
-    resumed = run_dir.resume_model();
+    resumed = examples::RunDirectory::resume_model(s.out);
     check_schedule(s, resumed.state.step);
     model = std::move(resumed.loaded.model);
     src_vocab = resumed.loaded.src_vocab;
     tgt_vocab = resumed.loaded.tgt_vocab;
     // the split this run started with, as it wrote it
-    split.train = data::load_tsv(run_dir.file("train.tsv"), {.strict = true}).examples;
-    split.valid = data::load_tsv(run_dir.file("valid.tsv"), {.strict = true}).examples;
+    split.train = data::load_tsv(file("train.tsv"), {.strict = true}).examples;
+    split.valid = data::load_tsv(file("valid.tsv"), {.strict = true}).examples;
   } else {
-    data::write_tsv(run_dir.file("train.tsv"), split.train);
-    data::write_tsv(run_dir.file("valid.tsv"), split.valid);
+    if (root) {
+      data::write_tsv(file("train.tsv"), split.train);
+      data::write_tsv(file("valid.tsv"), split.valid);
+    }
     nn::MiniTransformerConfig cfg = s.model;
     cfg.src_vocab = src_vocab.size();
     cfg.tgt_vocab = tgt_vocab.size();
@@ -467,11 +539,13 @@ int run(const Settings& s) {
 
   Generator data_gen(s.seed + 1);
   Generator epoch_start = data_gen;  // batches of an epoch are rebuilt from here on resume
-  const std::string loss_path = run_dir.file("loss.tsv");
+  const std::string loss_path = file("loss.tsv");
   if (s.resume) {
-    run_dir.resume_optimizer(adam, resumed);
+    examples::RunDirectory::resume_optimizer(adam, resumed);
     examples::restore_generators(resumed.state.generators, resumed.loaded.checkpoint, epoch_start,
                                  *model);
+  }
+  if (s.resume && root) {
     // loss.tsv may hold lines of steps after the checkpoint: they will be run again
     std::error_code ec;
     const auto log_bytes = fs::file_size(loss_path, ec);
@@ -484,9 +558,15 @@ int run(const Settings& s) {
     fs::resize_file(loss_path, static_cast<uint64_t>(resumed.state.loss_log_bytes));
     fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
   }
-  fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
-             model->num_parameters(), train.size(), valid.size(), src_vocab.size(),
-             tgt_vocab.size());
+  if (root) {
+    fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
+               model->num_parameters(), train.size(), valid.size(), src_vocab.size(),
+               tgt_vocab.size());
+    if (world.size() > 1) {
+      fmt::print("{}; each takes its slice of the global batch of {}\n", world.describe(), s.batch);
+    }
+  }
+  parallel::GradientSync sync(world, model->named_parameters(), s.bucket_kb * 1024);
 
   // training
   std::signal(SIGINT, on_signal);
@@ -507,19 +587,22 @@ int run(const Settings& s) {
   int64_t tokens_seen = 0;
   double smoothed = 0;
   const int64_t first_step = adam.step_count() + 1;
-  std::ofstream loss_log(loss_path, s.resume ? std::ios::app : std::ios::trunc);
-  if (!loss_log) throw examples::RunError(fmt::format("{}: cannot open", loss_path));
+  std::ofstream loss_log;
+  if (root) {
+    loss_log.open(loss_path, s.resume ? std::ios::app : std::ios::trunc);
+    if (!loss_log) throw examples::RunError(fmt::format("{}: cannot open", loss_path));
+  }
   model->train();
   const auto flags = run_flags(s);
   auto save = [&] {
     if (!loss_log.flush()) throw examples::RunError(fmt::format("{}: write failed", loss_path));
     io::sync_file(loss_path);
-    run_dir.commit(*model, adam, src_vocab, tgt_vocab,
-                   {.step = adam.step_count(),
-                    .epoch_index = epoch_index,
-                    .loss_log_bytes = static_cast<int64_t>(loss_log.tellp()),
-                    .generators = examples::generator_states(epoch_start, *model),
-                    .flags = flags});
+    run_dir->commit(*model, adam, src_vocab, tgt_vocab,
+                    {.step = adam.step_count(),
+                     .epoch_index = epoch_index,
+                     .loss_log_bytes = static_cast<int64_t>(loss_log.tellp()),
+                     .generators = examples::generator_states(epoch_start, *model),
+                     .flags = flags});
   };
   for (int64_t step = first_step; step <= s.steps; ++step) {
     if (epoch_index == static_cast<int64_t>(epoch.size())) {
@@ -528,16 +611,24 @@ int run(const Settings& s) {
       epoch_index = 0;
     }
     const data::Batch& b = epoch[epoch_index++];
-    const Tensor logits = model->forward(b.src, b.tgt_in);
+    const Slice part = slice_of(b, world);
+    if (world.size() > 1) seed_dropout(*model, s.seed, world.rank(), step);
+    const Tensor logits = model->forward(part.src, part.tgt_in);
     Tensor loss = cross_entropy(
-        reshape(logits, {-1, logits.size(2)}), reshape(b.tgt_out, {-1}),
+        reshape(logits, {-1, logits.size(2)}), reshape(part.tgt_out, {-1}),
         {.ignore_index = data::Vocabulary::kPad, .label_smoothing = s.label_smoothing});
-    const double l = loss.item();
-    if (s.check_finite && !std::isfinite(l)) {
+    if (world.size() > 1) loss = mul(loss, part.share);
+    // the global batch's loss, and the signal any process was sent (all stop at this step)
+    std::array<double, 1> l = {loss.item()}, stop = {static_cast<double>(g_signal)};
+    world.all_reduce_sum(l);
+    world.all_reduce_max(stop);
+    const int signal = static_cast<int>(stop[0]);
+    if (s.check_finite && !std::isfinite(l[0])) {
       throw TrainingError(
-          fmt::format("step {}: the loss is {} (--allow-nonfinite goes on)", step, l));
+          fmt::format("step {}: the loss is {} (--allow-nonfinite goes on)", step, l[0]));
     }
     loss.backward();
+    sync.finish();
     const double norm = s.clip > 0 ? optim::clip_grad_norm(model->named_parameters(), s.clip) : 0;
     if (s.check_finite && (s.clip == 0 || !std::isfinite(norm))) {
       if (const auto bad = nonfinite_gradient(model->named_parameters())) {
@@ -548,13 +639,13 @@ int run(const Settings& s) {
     adam.set_lr(schedule->lr(step));
     adam.step();
     adam.zero_grad();
-    smoothed = step == first_step ? l : 0.95 * smoothed + 0.05 * l;
+    smoothed = step == first_step ? l[0] : 0.95 * smoothed + 0.05 * l[0];
     tokens_seen += b.target_tokens + b.src.numel();
 
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double per_step = elapsed / static_cast<double>(step - first_step + 1);
-    if (tty || step % 100 == 0 || step == s.steps) {
+    if (root && (tty || step % 100 == 0 || step == s.steps)) {
       const int64_t width = 24, filled = width * step / s.steps;
       fmt::print(stderr, "{}step {:>5}/{} [{}{}] loss {:.3f} lr {:.2e} {:.0f} tok/s ETA {}{}",
                  tty ? "\r" : "", step, s.steps, std::string(filled, '='),
@@ -562,8 +653,8 @@ int run(const Settings& s) {
                  static_cast<double>(tokens_seen) / elapsed,
                  duration(per_step * static_cast<double>(s.steps - step)), tty ? "  " : "\n");
     }
-    loss_log << fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l, adam.lr());
-    if (step % s.eval_every == 0 || step == s.steps) {
+    if (root) loss_log << fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l[0], adam.lr());
+    if (root && (step % s.eval_every == 0 || step == s.steps)) {
       last = evaluate(*model, valid_set, 100);
       valid_curve.push_back({step, last.loss});
       fmt::print(
@@ -571,18 +662,20 @@ int run(const Settings& s) {
           "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
           tty ? "\n" : "", step, last.loss, 100 * last.token_accuracy, 100 * last.exact_match);
     }
-    if (s.save_every > 0 && step % s.save_every == 0) save();
-    if (g_signal != 0 ||
+    if (root && s.save_every > 0 && step % s.save_every == 0) save();
+    if (signal != 0 ||
         (s.stop_after > 0 && step - first_step + 1 == s.stop_after && step < s.steps)) {
+      if (!root) return signal != 0 ? 128 + signal : 0;
       save();
       fmt::print(stderr, "\n{} at step {}: saved {}; continue with --resume\n",
-                 g_signal == SIGTERM ? "terminated"
-                 : g_signal          ? "interrupted"
-                                     : "stopped",
+                 signal == SIGTERM ? "terminated"
+                 : signal          ? "interrupted"
+                                   : "stopped",
                  step, s.out);
-      return g_signal != 0 ? 128 + g_signal : 0;
+      return signal != 0 ? 128 + signal : 0;
     }
   }
+  if (!root) return 0;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   save();
@@ -629,7 +722,7 @@ int run(const Settings& s) {
       tgt_tokens.emplace_back("<eos>");
       const Tensor w = squeeze(last_layer.last_weights(), 0);
       const std::string file = fmt::format("attention_{}.svg", i);
-      io::write_atomic(run_dir.file(file),
+      io::write_atomic(run_dir->file(file),
                        viz::heatmap_svg(w, src_vocab.tokenize(valid[i].source), tgt_tokens,
                                         valid[i].source + " -> " + predicted));
       report.heatmap_files.push_back(file);
@@ -642,9 +735,9 @@ int run(const Settings& s) {
       "training loss (label smoothing {:g}; moving average, weight 0.95)", s.label_smoothing);
   curves.valid_label = first_step > 1 ? "validation loss (held-out data; since the resume)"
                                       : "validation loss (held-out data, no smoothing)";
-  io::write_atomic(run_dir.file("loss.svg"), viz::loss_curve_svg(curves));
+  io::write_atomic(run_dir->file("loss.svg"), viz::loss_curve_svg(curves));
   report.loss_curve_file = "loss.svg";
-  io::write_atomic(run_dir.file("report.html"), viz::report_html(report));
+  io::write_atomic(run_dir->file("report.html"), viz::report_html(report));
   fmt::print("\ncheckpoint, loss curve, attention heatmaps and report.html in {}/\n", s.out);
   return 0;
 }
@@ -652,8 +745,16 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::run_main("train", [&] {
-    const auto settings = parse(argc, argv);
-    return settings ? run(*settings) : 0;
+  bool ended = false;
+  std::optional<parallel::World> world;
+  const int code = examples::run_main("train", [&] {
+    world.emplace(argc, argv);
+    const auto settings = parse(argc, argv, *world);
+    const int c = settings ? run(*settings, *world) : 0;
+    ended = true;
+    return c;
   });
+  // a process that failed alone would leave the others waiting in their next sum for ever
+  if (!ended && world && world->size() > 1) world->abort(code);
+  return code;
 }

@@ -3,7 +3,7 @@
 # so a machine that has them all never touches the network.
 set -euo pipefail
 packages=(cmake make g++ pkg-config libopenblas-dev libfmt-dev catch2 nlohmann-json3-dev
-          libsentencepiece-dev)
+          libsentencepiece-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

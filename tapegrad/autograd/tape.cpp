@@ -368,9 +368,18 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
   // Processed entries give up their input nodes only after the walk: an intermediate tensor
   // the caller already dropped lives on in its node, which still has to receive its gradient.
   std::vector<std::shared_ptr<GradNode>> keep_alive;
+  // A leaf with hooks is complete as soon as the last entry that reads it has run, not at the
+  // walk's end, so its hooks (a gradient bucket's, parallel/gradient_sync.h) act while the
+  // walk goes on: each such leaf counts the entries still to run that read it.
+  std::unordered_map<GradNode*, int64_t> readers;
   for (size_t i = any_entry ? entries.size() : 0; i-- > 0;) {
-    std::shared_ptr<TapeEntry> e = entries[i].lock();
-    if (!e || e->seq > max_seq || !e->output->pending.defined()) continue;
+    const auto e = entries[i].lock();
+    if (!e || e->seq > max_seq) continue;
+    for (const auto& in : e->inputs) {
+      if (in && !in->grad_fn && !in->hooks.empty()) ++readers[in.get()];
+    }
+  }
+  const auto run_entry = [&](const std::shared_ptr<TapeEntry>& e) {
     TG_CHECK(!e->released,
              "backward: op '{}' of this graph was already released by an earlier backward(); "
              "pass retain_graph to that one to walk the graph twice",
@@ -385,7 +394,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
     }
     const Tensor dout = walk.complete(*e->output);
     walk.release(*e->output);
-    if (prune && !needed.count(e.get())) continue;
+    if (prune && !needed.count(e.get())) return;
     Grads grads(*e, walk);
     if (walk.create_graph) {
       TG_CHECK(e->formula != nullptr,
@@ -409,7 +418,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
                  producer ? fmt::format("op '{}'", producer->op) : std::string("a leaf"));
       }
     }
-    if (retain_graph) continue;
+    if (retain_graph) return;
     // Release: the output's gradient has been passed on, the saved buffers are not needed.
     e->backward = nullptr;
     e->formula = nullptr;
@@ -417,6 +426,24 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
     e->inputs.clear();
     e->versions.clear();
     e->released = true;
+  };
+  std::vector<GradNode*> hooked;
+  for (size_t i = any_entry ? entries.size() : 0; i-- > 0;) {
+    std::shared_ptr<TapeEntry> e = entries[i].lock();
+    if (!e || e->seq > max_seq) continue;
+    hooked.clear();
+    if (!readers.empty()) {
+      for (const auto& in : e->inputs) {
+        if (in && readers.count(in.get())) hooked.push_back(in.get());
+      }
+    }
+    if (e->output->pending.defined()) run_entry(e);
+    for (GradNode* leaf : hooked) {
+      if (--readers[leaf] == 0 && leaf->pending.defined()) {
+        walk.complete(*leaf);
+        walk.release(*leaf);
+      }
+    }
   }
   // A leaf's gradient is complete when the walk is over.
   for (const auto& leaf : walk.leaves) {

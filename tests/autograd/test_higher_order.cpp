@@ -253,6 +253,30 @@ TEST_CASE("hooks see a complete gradient, may replace it, and can be removed",
   require_values(x.grad(), {82, 82, 82}, 1e-12);
 }
 
+TEST_CASE("a leaf's hook runs as soon as the last op reading the leaf has passed it a gradient",
+          "[autograd][higher]") {
+  // loss = sum((x * w1) * w2 + w2): w2 is complete after the last two ops, w1 only after the
+  // first; h's hook runs when the walk reaches h, between the two
+  Tensor x = random_leaf({3}, 31), w1 = random_leaf({3}, 32), w2 = random_leaf({3}, 33);
+  std::vector<std::string> order;
+  Tensor h = mul(x, w1);
+  for (auto [t, name] : {std::pair{&w1, "w1"}, {&w2, "w2"}, {&h, "h"}}) {
+    t->register_hook([&order, name = std::string(name)](const Tensor&) {
+      order.push_back(name);
+      return Tensor();
+    });
+  }
+  sum(add(mul(h, w2), w2)).backward();
+  CHECK(order == std::vector<std::string>{"w2", "h", "w1"});
+  require_values(w2.grad(), add(h.detach(), 1.0).to_vector<double>(), 1e-15);
+  require_values(w1.grad(), mul(x.detach(), w2.detach()).to_vector<double>(), 1e-15);
+  // grad() (no .grad() written) and retain_graph walk the same way
+  order.clear();
+  Tensor y = sum(mul(mul(x, w1), w2));
+  grad({y}, {w2, w1}, {}, {.retain_graph = true});
+  CHECK(order == std::vector<std::string>{"w2", "w1"});
+}
+
 TEST_CASE("an op without a formula says so under create_graph", "[autograd][higher][errors]") {
   Tensor x = random_leaf({2}, 30);
   Tensor y = mul(x.detach(), 2.0);
