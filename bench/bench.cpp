@@ -6,6 +6,10 @@
 // tokens/s, achieved matmul GFLOP/s (flops counted analytically), peak RSS. One workload per
 // process, so peak RSS is that workload's. bench/compare_pytorch.py runs these and the same
 // workloads in PyTorch and prints the table.
+//
+// Data-parallel: `mpirun -np N bench --workload mini-train-base --threads 1` splits the global
+// --batch over the processes (tapegrad/parallel/), the gradients summed in buckets of
+// --bucket-kb during backward (0: all at once after it); process 0 prints.
 #include <cblas.h>
 #include <fmt/core.h>
 #include <sys/resource.h>
@@ -19,6 +23,8 @@
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
+#include "tapegrad/parallel/gradient_sync.h"
+#include "tapegrad/parallel/world.h"
 
 using namespace tapegrad;
 
@@ -83,8 +89,10 @@ Result encoder(bool train, int iterations) {
   return {s, B * T, 3 * forward};  // backward: two matmuls per forward matmul
 }
 
-Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int iterations) {
-  const int64_t B = 32;
+// One training step of a MiniTransformer on a global batch of B random sequences, this
+// process's rows of it under mpirun.
+Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int64_t B,
+                  int iterations, const parallel::World& world, int64_t bucket_bytes) {
   nn::MiniTransformer model({.src_vocab = V,
                              .tgt_vocab = V,
                              .d_model = C,
@@ -95,14 +103,22 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int i
                              .dropout = 0.1,
                              .max_len = len});
   optim::Adam adam(model.named_parameters(), {});
+  parallel::GradientSync sync(world, model.named_parameters(), bucket_bytes);
   Generator gen(1);
-  const Tensor src = uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64);
-  const Tensor tgt = uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64);
+  const int64_t lo = B * world.rank() / world.size(), hi = B * (world.rank() + 1) / world.size();
+  TG_CHECK(lo < hi, "--batch {} gives process {} of {} no rows", B, world.rank(), world.size());
+  const Tensor src =
+      slice(uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64), 0, lo, hi);
+  const Tensor tgt =
+      slice(uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64), 0, lo, hi);
+  const double share = static_cast<double>(hi - lo) / static_cast<double>(B);
   const double s = median_seconds(
       [&] {
-        Tensor loss =
-            cross_entropy(reshape(model.forward(src, tgt), {B * len, V}), reshape(tgt, {-1}));
+        Tensor loss = mul(cross_entropy(reshape(model.forward(src, tgt), {(hi - lo) * len, V}),
+                                        reshape(tgt, {-1})),
+                          share);
         loss.backward();
+        sync.finish();
         adam.step();
         adam.zero_grad();
       },
@@ -179,6 +195,7 @@ void sgemm_roofline(int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  parallel::World world(argc, argv);
   return examples::run_main("bench", [&] {
     examples::Flags f(argc, argv, "bench: time one workload\nusage: bench --workload NAME");
     const std::string w =
@@ -190,6 +207,11 @@ int main(int argc, char** argv) {
     const int64_t threads = f.integer("threads", 2, "threads (set_num_threads)", 1, kMaxThreads);
     const bool no_cache =
         f.boolean("no-cache", "decode workloads: rerun the decoder over the whole prefix");
+    const int64_t batch = f.integer(
+        "batch", 32, "mini-train workloads: sequences per step, over all processes", 1, 65536);
+    const int64_t bucket_kb =
+        f.integer("bucket-kb", 1024,
+                  "under mpirun: KiB per gradient bucket (0: one sum after backward)", 0, 1 << 20);
     if (!f.finish()) return 0;
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {
@@ -203,9 +225,9 @@ int main(int argc, char** argv) {
     else if (w == "encoder-train")
       r = encoder(true, n);
     else if (w == "mini-train-small")
-      r = mini_train(100, 64, 256, 2, 12, n);
+      r = mini_train(100, 64, 256, 2, 12, batch, n, world, bucket_kb * 1024);
     else if (w == "mini-train-base")
-      r = mini_train(8000, 512, 2048, 3, 64, n);
+      r = mini_train(8000, 512, 2048, 3, 64, batch, n, world, bucket_kb * 1024);
     else if (w.rfind("decode-", 0) == 0) {
       // the date model of examples/train (its vocabularies), and the base model
       const nn::MiniTransformerConfig dates{
@@ -233,6 +255,8 @@ int main(int argc, char** argv) {
       throw examples::FlagError(fmt::format("--workload: unknown workload '{}'", w));
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
+    if (!world.is_root()) return 0;
+    if (world.size() > 1) fmt::print("processes={} bucket_kb={} ", world.size(), bucket_kb);
     fmt::print("workload={} seconds={:.6f} tokens_per_s={:.0f} gflops={:.1f} peak_rss_mb={:.0f}\n",
                w, r.seconds, static_cast<double>(r.tokens) / r.seconds, r.flops / r.seconds / 1e9,
                static_cast<double>(usage.ru_maxrss) / 1024);
