@@ -8,7 +8,8 @@
 //                          ("decoder.layers.0.cross_attn.q_proj.weight"); its metadata key
 //                          "config" repeats config.json, so the weights alone say what they are
 //   DIR/src.vocab          the vocabularies (data::Vocabulary::save: a "tapegrad-vocab char" or
-//   DIR/tgt.vocab          "... word" line, then one token a line)
+//   DIR/tgt.vocab          "... word" line, then one token a line; or for subwords a "... bpe"
+//                          or "... unigram" line, then the SentencePiece model)
 //
 // The model's conventions, which whoever feeds it must follow:
 // - ids 0-3 of both vocabularies are <pad>, <bos>, <eos>, <unk> (pad_id is 0);
