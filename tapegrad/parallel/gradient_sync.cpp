@@ -57,7 +57,6 @@ void GradientSync::start_ready_buckets() {
          buckets_[next_].ready == static_cast<int64_t>(buckets_[next_].params.size())) {
     Bucket& b = buckets_[next_++];
     b.sum = world_.start_sum(b.values);
-    b.started = true;
   }
   for (size_t i = 0; i < next_; ++i) buckets_[i].sum.test();  // lets MPI move the sums on
 }
@@ -97,7 +96,6 @@ void GradientSync::finish() {
       std::copy_n(sum, p.numel(), g.data<float>());
     }
     b.ready = 0;
-    b.started = false;
   }
   std::fill(delivered_.begin(), delivered_.end(), false);
   next_ = 0;

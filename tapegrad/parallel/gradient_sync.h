@@ -46,7 +46,6 @@ class GradientSync {
     std::vector<float> values;
     int64_t ready = 0;
     AsyncSum sum;
-    bool started = false;
   };
   void on_gradient(size_t param, const Tensor& grad);
   void start_ready_buckets();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <limits>
 
 #include "tapegrad/autograd/error.h"
 
@@ -29,16 +30,20 @@ void check(int code, const char* call) {
   MPI_Error_string(code, text, &length);
   TG_CHECK(false, "{}: {}", call, std::string(text, static_cast<size_t>(length)));
 }
+
+// MPI counts elements in an int.
+int count_of(size_t n) {
+  TG_CHECK(n <= static_cast<size_t>(std::numeric_limits<int>::max()),
+           "a sum over processes of {} elements; MPI takes at most 2^31 - 1 at once", n);
+  return static_cast<int>(n);
+}
+
+void all_reduce(void* values, size_t n, MPI_Datatype type, MPI_Op op) {
+  check(MPI_Allreduce(MPI_IN_PLACE, values, count_of(n), type, op, MPI_COMM_WORLD),
+        "MPI_Allreduce");
+}
 #endif
 }  // namespace
-
-bool built_with_mpi() {
-#ifdef TAPEGRAD_MPI
-  return true;
-#else
-  return false;
-#endif
-}
 
 World::World([[maybe_unused]] int& argc, [[maybe_unused]] char**& argv) {
   if (!launched_by_mpirun()) return;
@@ -80,31 +85,13 @@ std::string World::describe() const {
 
 void World::all_reduce_sum(std::span<double> values) const {
 #ifdef TAPEGRAD_MPI
-  if (mpi_) {
-    check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
-                        MPI_SUM, MPI_COMM_WORLD),
-          "MPI_Allreduce");
-  }
-#endif
-}
-
-void World::all_reduce_sum(std::span<float> values) const {
-#ifdef TAPEGRAD_MPI
-  if (mpi_) {
-    check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_FLOAT,
-                        MPI_SUM, MPI_COMM_WORLD),
-          "MPI_Allreduce");
-  }
+  if (mpi_) all_reduce(values.data(), values.size(), MPI_DOUBLE, MPI_SUM);
 #endif
 }
 
 void World::all_reduce_max(std::span<double> values) const {
 #ifdef TAPEGRAD_MPI
-  if (mpi_) {
-    check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
-                        MPI_MAX, MPI_COMM_WORLD),
-          "MPI_Allreduce");
-  }
+  if (mpi_) all_reduce(values.data(), values.size(), MPI_DOUBLE, MPI_MAX);
 #endif
 }
 
@@ -132,8 +119,6 @@ AsyncSum::~AsyncSum() {
   }
 }
 
-bool AsyncSum::pending() const { return request_ != nullptr; }
-
 bool AsyncSum::test() {
 #ifdef TAPEGRAD_MPI
   if (!request_) return true;
@@ -160,8 +145,8 @@ AsyncSum World::start_sum(std::span<float> values) const {
 #ifdef TAPEGRAD_MPI
   if (mpi_) {
     sum.request_ = std::make_unique<AsyncSum::Request>();
-    check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_FLOAT,
-                         MPI_SUM, MPI_COMM_WORLD, &sum.request_->request),
+    check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), count_of(values.size()), MPI_FLOAT, MPI_SUM,
+                         MPI_COMM_WORLD, &sum.request_->request),
           "MPI_Iallreduce");
   }
 #else

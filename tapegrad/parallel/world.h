@@ -28,7 +28,6 @@ class AsyncSum {
   AsyncSum(AsyncSum&&) noexcept;
   AsyncSum& operator=(AsyncSum&&) noexcept;
   ~AsyncSum();
-  bool pending() const;
   bool test();  // true when done
   void wait();
 
@@ -56,7 +55,6 @@ class World {
 
   // In place: each element becomes the sum (max) of that element over the processes.
   void all_reduce_sum(std::span<double> values) const;
-  void all_reduce_sum(std::span<float> values) const;
   void all_reduce_max(std::span<double> values) const;
   // The same sum started in the background (in a world of one, already done).
   AsyncSum start_sum(std::span<float> values) const;
@@ -67,8 +65,5 @@ class World {
   int rank_ = 0, size_ = 1;
   bool mpi_ = false;
 };
-
-// True when tapegrad was built with MPI (TAPEGRAD_MPI).
-bool built_with_mpi();
 
 }  // namespace tapegrad::parallel
