@@ -20,13 +20,13 @@
 //
 // Data-parallel: `mpirun -np N train ...` runs N processes (tapegrad/parallel/). --batch stays
 // the global batch: every process builds the same batches in the same order and takes its
-// slice of each (rows N*r/N to the next), its loss weighted by its share of the batch's
-// target tokens, so the gradients summed over the processes (GradientSync, in buckets of
-// --bucket-kb while backward runs) are the single process's gradient, and the optimizer
-// takes the same step everywhere. Process 0 alone evaluates and writes the run; a stop
-// (Ctrl-C, SIGTERM, --stop-after) is agreed at the end of a step, so all stop at the same one;
-// --resume needs the same N. With dropout, each process's masks come from the seed, its rank
-// and the step.
+// slice of each (process r of N: rows B*r/N to B*(r+1)/N of B), its loss weighted by its share
+// of the batch's target tokens, so the gradients summed over the processes (GradientSync, in
+// buckets of --bucket-kb while backward runs) are the single process's gradient, and the
+// optimizer takes the same step everywhere. Process 0 alone evaluates and writes the run; a
+// stop (Ctrl-C, SIGTERM, --stop-after) is agreed at the end of a step, so all stop at the same
+// one; --resume needs the same N. With dropout, each process's masks come from the seed, its
+// rank and the step.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -476,7 +476,10 @@ Slice slice_of(const data::Batch& b, const parallel::World& world) {
   const int64_t B = b.src.size(0), n = world.size(), r = world.rank();
   int64_t lo = B * r / n, hi = B * (r + 1) / n;
   const bool empty = lo == hi;
-  if (empty) hi = lo + 1, lo = 0, hi = 1;
+  if (empty) {
+    lo = 0;
+    hi = 1;
+  }
   Slice out{slice(b.src, 0, lo, hi).contiguous(), slice(b.tgt_in, 0, lo, hi).contiguous(),
             slice(b.tgt_out, 0, lo, hi).contiguous(), 0.0};
   if (!empty) {

@@ -3,8 +3,9 @@
 # curve of `mpirun -np 2` over 30 steps equals one process's to 1e-5 relative (the sums over
 # processes add in another order); gradients summed in buckets during backward or all at once
 # after it give the same bits; with dropout on, each process's masks come from the seed and
-# its rank (two runs are identical, and differ from one process); --resume with the same
-# number of processes continues bit for bit, and with another is refused.
+# its rank (two runs are identical, and differ from one process); a batch smaller than the
+# number of processes still adds up; --resume with the same number of processes continues bit
+# for bit, and with another is refused.
 #   train_mpi.sh TRAIN MPIEXEC
 set -uo pipefail
 train=$1 mpiexec=$2
@@ -38,6 +39,14 @@ grep -q "MPI: 2 processes" "$dir/two.log" || fail "two processes did not run as 
 result=$(compare "$dir/one/loss.tsv" "$dir/two/loss.tsv" 1e-5) ||
   fail "the loss curves of one and two processes differ: $result"
 echo "one process against two: $result"
+# batches of 3 and one of 1 (31 examples) over three processes: a process without rows runs
+# one with no weight, and the sums are still the single process's
+small=(--batch 3 --train-size 31 --valid-size 10 --dropout 0)
+run small_one "$train" "${common[@]}" "${small[@]}" --out "$dir/small_one"
+run small_three "$mpiexec" --oversubscribe -np 3 "$train" "${common[@]}" "${small[@]}" \
+  --out "$dir/small_three"
+result=$(compare "$dir/small_one/loss.tsv" "$dir/small_three/loss.tsv" 1e-5) ||
+  fail "batches smaller than the world: $result"
 run after two "${common[@]}" --dropout 0 --bucket-kb 0 --out "$dir/after"
 cmp -s "$dir/two/loss.tsv" "$dir/after/loss.tsv" ||
   fail "summing in buckets during backward and all at once after it give different losses"
