@@ -3,7 +3,8 @@
 //   ./build/bench/bench --workload encoder-forward   (or encoder-train, mini-train-small,
 //                                                      mini-train-base, sgemm)
 // Each run prints one line of key=value pairs: median seconds per iteration after warm-up,
-// tokens/s, achieved matmul GFLOP/s (flops counted analytically), peak RSS. One workload per
+// tokens/s, achieved matmul GFLOP/s (flops counted analytically), peak RSS. --profile first
+// prints the timed iterations' ops by time (tapegrad/autograd/profile.h). One workload per
 // process, so peak RSS is that workload's. bench/compare_pytorch.py runs these and the same
 // workloads in PyTorch and prints the table.
 //
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "examples/cli.h"
@@ -36,14 +38,20 @@ struct Result {
   double flops;    // matmul flops per iteration
 };
 
+// --profile: the timed iterations' ops, by time (ProfileGuard), printed per iteration.
+bool g_profile = false;
+
 double median_seconds(const std::function<void()>& iteration, int warmup, int iterations) {
   for (int i = 0; i < warmup; ++i) iteration();
   std::vector<double> times;
+  std::optional<ProfileGuard> profile;
+  if (g_profile) profile.emplace();
   for (int i = 0; i < iterations; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     iteration();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (profile) fmt::print("{}", profile->table(iterations));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -212,6 +220,9 @@ int main(int argc, char** argv) {
     const int64_t bucket_kb =
         f.integer("bucket-kb", 1024,
                   "under mpirun: KiB per gradient bucket (0: one sum after backward)", 0, 1 << 20);
+    g_profile = f.boolean("profile",
+                          "print the timed iterations' ops by time (per iteration; the profiler "
+                          "costs a little time of its own)");
     if (!f.finish()) return 0;
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {

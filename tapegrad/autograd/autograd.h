@@ -14,6 +14,7 @@
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/ops/softmax.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/shape.h"
 #include "tapegrad/autograd/tape.h"

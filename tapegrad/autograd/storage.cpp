@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tapegrad/autograd/profile.h"
+
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
 #endif
@@ -115,6 +117,7 @@ BufferCache& buffer_cache() {
 
 Storage::Storage(size_t nbytes)
     : data_(buffer_cache().take(BufferCache::rounded(nbytes))), nbytes_(nbytes) {
+  profile::note_bytes(static_cast<int64_t>(nbytes));
   const size_t now = g_bytes_in_use += nbytes_;
   size_t peak = g_peak_in_use.load();
   while (now > peak && !g_peak_in_use.compare_exchange_weak(peak, now)) {

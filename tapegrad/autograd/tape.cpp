@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 
 namespace tapegrad {
@@ -396,6 +397,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
     walk.release(*e->output);
     if (prune && !needed.count(e.get())) return;
     Grads grads(*e, walk);
+    const profile::Scope profile_scope(e->op, true);
     if (walk.create_graph) {
       TG_CHECK(e->formula != nullptr,
                "backward: op '{}' has no gradient formula in differentiable ops, so its "

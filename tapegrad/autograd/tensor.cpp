@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
@@ -98,6 +99,7 @@ template std::vector<bool> Tensor::to_vector() const;
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  const profile::Scope profile_scope("to");
   Tensor out = empty(shape(), target);
   const Shape& st = strides();
   const Shape& ost = out.strides();
@@ -121,6 +123,7 @@ Tensor Tensor::to(DType target) const {
 }
 
 Tensor Tensor::clone() const {
+  const profile::Scope profile_scope(is_contiguous() ? "clone" : "contiguous");
   Tensor out = empty(shape(), dtype());
   const Shape& st = strides();
   dispatch_all(dtype(), [&](auto tag) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 
@@ -38,6 +39,7 @@ void Optimizer::add_buffer(const std::string& name) {
 // model of many small tensors (biases, norms) keeps both cores busy, and the split is the same
 // for any set of sizes, so it does not depend on which thread finishes first.
 void Optimizer::step() {
+  const profile::Scope profile_scope("optimizer step");
   NoGradGuard no_grad;
   ++steps_;
   struct Slice {
@@ -200,6 +202,7 @@ std::optional<std::string> find_nonfinite(const NamedTensors& tensors) {
 }
 
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
+  const profile::Scope profile_scope("clip_grad_norm");
   TG_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got {}", max_norm);
   double total = 0;
   for (const auto& [name, p] : params) {

@@ -15,6 +15,7 @@
 #include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/ops/softmax_kernels.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 
@@ -100,6 +101,7 @@ void one_query_scores(const F* q, const F* k, int64_t C, int64_t S, int64_t D, F
 
 Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t heads,
                  const AttentionOptions& options, Tensor* weights_out) {
+  const profile::Scope profile_scope("attention");
   TG_CHECK(q_in.dim() == 3 && k_in.dim() == 3 && v_in.dim() == 3,
            "attention: q, k and v must be [B, T, C], [B, S, C] and [B, S, C], got {}, {} and {}",
            q_in.shape(), k_in.shape(), v_in.shape());
@@ -136,6 +138,10 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   const uint8_t* pm = blocked.defined() ? mask_bytes(blocked) : nullptr;
   const DropoutMask mask(options.dropout, drop ? options.gen->next_u64() : 0);
   const double dropout = drop ? options.dropout : 0.0;
+  // two products a head: scores q k^T and the weighted values, 2 T S D flops each
+  const double product_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(T) *
+                               static_cast<double>(S) * static_cast<double>(x.D);
+  profile::note_flops(2 * product_flops);
 
   Tensor out = empty({B, T, C}, q.dtype());
   Tensor weights = empty(wshape, q.dtype());  // the softmax weights, which backward keeps
@@ -168,7 +174,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   if (recording(q, k, v)) {
     record(
         "attention", {q, k, v}, out,
-        [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout](
+        [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout, product_flops](
             const Tensor& dout, Grads& g) {
           // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
           //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
@@ -177,6 +183,9 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
           //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
           // The buffers are taken in the order q, k, v and each item writes its slices in
           // that order, so when two of q, k, v are one tensor its first writer goes first.
+          // dP' always, then one product for each of dq, dk, dv wanted
+          profile::note_flops(product_flops * (1 + (g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0) +
+                                               (g.wants(2) ? 1 : 0)));
           dispatch_floating("attention", dout.dtype(), [&](auto tag) {
             using F = decltype(tag);
             const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));

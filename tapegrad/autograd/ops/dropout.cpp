@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 
@@ -54,6 +55,7 @@ Tensor keep_mask(const Shape& shape, const DropoutMask& mask) {
 }
 
 Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
+  const profile::Scope profile_scope("dropout");
   TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0) return input;
   const Tensor x = input.contiguous();

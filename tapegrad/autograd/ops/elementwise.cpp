@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -21,6 +22,7 @@ enum class Saves { Input, Output, Nothing };
 // grad(dout, s) is the same gradient written in differentiable ops (the formula).
 template <class F, class DF, class Grad>
 Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad grad) {
+  const profile::Scope profile_scope(op);
   const Tensor x = input.contiguous();
   Tensor out = empty(x.shape(), x.dtype());
   const int64_t n = x.numel();
@@ -74,6 +76,7 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad 
 // ops, before the sum back to the operand's shape.
 template <bool kSavesInputs, class F, class FA, class FB, class GA, class GB>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB fb, GA ga, GB gb) {
+  const profile::Scope profile_scope(op);
   TG_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}", op, a.dtype(), b.dtype());
   const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor out = empty(shape, a.dtype());
@@ -159,6 +162,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
 
 // y = scale * x + shift: the shared kernel of the scalar forms and neg.
 Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
+  const profile::Scope profile_scope(op);
   return unary(
       op, x, Saves::Nothing, [=](auto v) { return static_cast<decltype(v)>(scale * v + shift); },
       [=](auto) { return scale; },
@@ -288,6 +292,7 @@ Tensor pow(const Tensor& x, double p) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  const profile::Scope profile_scope("masked_fill");
   TG_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got {}", mask.dtype());
   TG_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(),
            "masked_fill: mask of shape {} does not broadcast to the input's shape {}", mask.shape(),
@@ -329,6 +334,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const profile::Scope profile_scope("where");
   TG_CHECK(cond.dtype() == DType::Bool, "where: condition must be bool, got {}", cond.dtype());
   TG_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: {} and {}", a.dtype(), b.dtype());
   const Shape shape =

@@ -7,6 +7,7 @@
 
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 
 namespace tapegrad {
@@ -35,6 +36,7 @@ void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t N
 
 Tensor embedding(const Tensor& weight_in, const Tensor& ids_in,
                  std::optional<int64_t> padding_idx) {
+  const profile::Scope profile_scope("embedding");
   TG_CHECK(weight_in.dim() == 2, "embedding: weight must be [V, C], got shape {}",
            weight_in.shape());
   TG_CHECK(ids_in.dtype() == DType::Int64, "embedding: ids must be int64, got {} of shape {}",

@@ -10,6 +10,7 @@
 
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/autograd/vmath.h"
@@ -85,6 +86,7 @@ void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp
 }  // namespace
 
 Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
+  const profile::Scope profile_scope("layer_norm");
   TG_CHECK(input.dim() >= 1, "layer_norm: input must have rank >= 1, got shape {}", input.shape());
   TG_CHECK(eps > 0, "layer_norm: eps must be positive, got {}", eps);
   const int64_t C = input.size(-1);

@@ -10,6 +10,7 @@
 
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/softmax.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/autograd/vmath.h"
@@ -67,6 +68,7 @@ void cross_entropy_backward(Store store, T* dlogits, T dloss, const T* logits, c
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
                      const CrossEntropyOptions& options) {
+  const profile::Scope profile_scope("cross_entropy");
   TG_CHECK(logits_in.dim() == 2, "cross_entropy: logits must be [N, C], got shape {}",
            logits_in.shape());
   TG_CHECK(targets_in.dtype() == DType::Int64, "cross_entropy: targets must be int64, got {}",

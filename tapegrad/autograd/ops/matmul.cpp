@@ -15,6 +15,7 @@
 #include "tapegrad/autograd/gemm.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
@@ -56,6 +57,8 @@ void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
                   const T* A, Layout la, const Shape& sa,               //
                   const T* B, Layout lb, const Shape& sb,               //
                   T beta, T* C, int64_t ldc, const Shape& sc) {
+  profile::note_flops(2.0 * static_cast<double>(numel(batch)) * static_cast<double>(M) *
+                      static_cast<double>(N) * static_cast<double>(K));
   std::vector<std::array<int64_t, 3>> items;
   items.reserve(numel(batch));
   for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) { items.push_back(o); });
@@ -95,6 +98,7 @@ void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const profile::Scope profile_scope("matmul");
   TG_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2,
            "matmul: operands need rank >= 2, got shapes {} and {}", a_in.shape(), b_in.shape());
   TG_CHECK(a_in.dtype() == b_in.dtype(), "matmul: dtypes differ: {} and {}", a_in.dtype(),
@@ -203,6 +207,7 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
 // of the threads where a product per loop took two forward and three backward, which in a small
 // model cost more than the products.
 Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
+  const profile::Scope profile_scope("linear");
   TG_CHECK(x_in.dim() >= 1, "linear: input must have rank >= 1, got shape {}", x_in.shape());
   TG_CHECK(weight.dim() == 2 && weight.size(1) == x_in.size(-1),
            "linear: weight must be [OC, {}] for input {}, got {}", x_in.size(-1), x_in.shape(),
@@ -222,6 +227,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
   // Every element is written by the bias copy or the gemm, except with neither (C == 0).
   Tensor out = b.defined() || C > 0 ? empty(out_shape, x.dtype()) : zeros(out_shape, x.dtype());
   const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(C) * OC;
+  profile::note_flops(flops);
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T *px = x.data<T>(), *pw = w.data<T>(), *pb = b.defined() ? b.data<T>() : nullptr;
@@ -252,6 +258,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
         [x = x.detach(), w = w.detach(), with_bias = b.defined(), N, C, OC, flops](
             const Tensor& dout, Grads& g) {
           if (N == 0 || OC == 0) return;
+          profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
           dispatch_floating("linear", dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
             const T *dy = dout.data<T>(), *px = x.data<T>(), *pw = w.data<T>();

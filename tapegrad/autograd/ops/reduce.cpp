@@ -9,6 +9,7 @@
 
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -55,6 +56,7 @@ Shape kept_shape(const Shape& shape, const Plan& p) {
 
 // out = scale * sum of x over the plan; backward: dx += scale * dout broadcast back.
 Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) {
+  const profile::Scope profile_scope(op);
   Tensor out = empty(p.out_shape, x.dtype());
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -121,6 +123,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) {
+  const profile::Scope profile_scope("max");
   const Tensor x = input.contiguous();
   const Plan p = plan("max", x.shape(), dims, keepdim);
   Tensor out = empty(p.out_shape, x.dtype());

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -40,6 +41,7 @@ void accumulate_into(const Grads::Buffer& g, int64_t g_offset, const Shape& g_st
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& requested) {
+  const profile::Scope profile_scope("view");
   Shape shape = requested;
   int64_t known = 1;
   auto infer = shape.end();
@@ -95,6 +97,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  const profile::Scope profile_scope("permute");
   TG_CHECK(static_cast<int64_t>(dims.size()) == x.dim(),
            "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape());
   std::vector<int64_t> perm(dims.size());
@@ -139,6 +142,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
+  const profile::Scope profile_scope("slice");
   const int64_t d = normalize_dim("slice", dim, x.dim());
   const int64_t n = x.shape()[d];
   const int64_t s = start < 0 ? start + n : start;
@@ -200,6 +204,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
+  const profile::Scope profile_scope("expand");
   TG_CHECK(broadcast_shapes("expand", x.shape(), shape) == shape,
            "expand: shape {} does not broadcast to {}", x.shape(), shape);
   Tensor out = empty(shape, x.dtype());
@@ -219,6 +224,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  const profile::Scope profile_scope("concat");
   TG_CHECK(!xs.empty(), "concat: no tensors given");
   const Tensor& first = xs.front();
   const int64_t d = normalize_dim("concat", dim, first.dim());

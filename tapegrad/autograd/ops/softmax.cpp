@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/softmax_kernels.h"
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
@@ -47,6 +48,7 @@ Tensor softmax_grad(const Tensor& dout, const Tensor& y, int64_t dim, bool log) 
 }
 
 Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
+  const profile::Scope profile_scope(op);
   const Tensor x = input.contiguous();
   const Rows r = rows_of(op, x, dim);
   Tensor out = empty(x.shape(), x.dtype());
@@ -88,6 +90,7 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", x, dim, false); }
 Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
+  const profile::Scope profile_scope("masked_softmax");
   TG_CHECK(input.dim() >= 1, "masked_softmax: input must have rank >= 1, got shape {}",
            input.shape());
   TG_CHECK(mask.dtype() == DType::Bool, "masked_softmax: mask must be bool, got {}", mask.dtype());

@@ -1,0 +1,91 @@
+// A profiler by op: while a ProfileGuard lives on a thread, every op that thread runs is timed,
+// forward and backward apart, with its call count, the bytes of the tensors it allocated and,
+// for matrix products, the flops it did; table() prints them sorted by time, with each
+// product's achieved rate. Off, it costs one thread-local check per op, as DetectAnomalyGuard.
+//
+//   ProfileGuard profile;
+//   train_step();
+//   fmt::print("{}", profile.table());
+//
+// Times are self times: an op that calls other ops (linear calls no other op, a composite in
+// nn may) is charged only for what its callees did not take, so the column adds up to the
+// time the ops took. A backward step is charged to the op that recorded it ("matmul
+// backward"), whatever it calls. Times are wall time on the calling thread, which includes
+// the kernels' worker threads working for it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tapegrad {
+
+class ProfileGuard {
+ public:
+  struct Row {
+    std::string op;
+    int64_t forward_calls = 0, backward_calls = 0;
+    double forward_seconds = 0, backward_seconds = 0;
+    int64_t bytes = 0;  // of the tensors it allocated, forward and backward
+    double flops = 0;   // matrix products: 2 M N K each, forward and backward
+  };
+
+  ProfileGuard();
+  ~ProfileGuard();
+  ProfileGuard(const ProfileGuard&) = delete;
+  ProfileGuard& operator=(const ProfileGuard&) = delete;
+
+  // One row an op, by forward + backward time, longest first.
+  std::vector<Row> rows() const;
+  // The rows as a table, times divided by `per` (the steps profiled: per-step figures), with
+  // each op's share of the total and, where it did flops, its GFLOP/s.
+  std::string table(int64_t per = 1) const;
+
+  // What ops call (through ProfileScope, note_bytes, note_flops); not for users.
+  struct Frame;
+  void enter(const char* op, bool backward);
+  void leave();
+  void add_bytes(int64_t bytes);
+  void add_flops(double flops);
+
+ private:
+  ProfileGuard* previous_;
+  std::map<std::string, Row> rows_;
+  std::vector<Frame> stack_;
+};
+
+namespace profile {
+// The guard on this thread, or nullptr: what every check reads.
+inline thread_local ProfileGuard* t_current = nullptr;
+
+// An op's timed region: placed at the top of an op's function (forward) and around a tape
+// entry's backward. Does nothing when no guard is on.
+class Scope {
+ public:
+  explicit Scope(const char* op, bool backward = false) : on_(t_current != nullptr) {
+    if (on_) [[unlikely]]
+      t_current->enter(op, backward);
+  }
+  ~Scope() {
+    if (on_) [[unlikely]]
+      t_current->leave();
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  bool on_;
+};
+
+inline void note_bytes(int64_t bytes) {
+  if (t_current) [[unlikely]]
+    t_current->add_bytes(bytes);
+}
+inline void note_flops(double flops) {
+  if (t_current) [[unlikely]]
+    t_current->add_flops(flops);
+}
+}  // namespace profile
+
+}  // namespace tapegrad
