@@ -28,11 +28,11 @@ void cross_entropy_forward(double* loss, T* lse, const T* logits, const int64_t*
   for (int64_t n = n0; n < n1; ++n) {
     const T* z = logits + n * C;
     const T maxv = lane_max(z, C);
-    double sum = 0, zsum = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      sum += static_cast<double>(vexp(z[c] - maxv));
-      zsum += z[c];
-    }
+    // in lanes, so the exps vectorise (one running sum would make the loop sequential)
+    const double sum =
+        lane_sum_of<double>(C, [&](int64_t c) { return static_cast<double>(vexp(z[c] - maxv)); });
+    const double zsum =
+        lane_sum_of<double>(C, [&](int64_t c) { return static_cast<double>(z[c]); });
     const double l = maxv + std::log(sum);
     lse[n] = static_cast<T>(l);
     loss[n] = targets[n] == ignore_index
