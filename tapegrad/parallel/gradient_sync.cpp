@@ -41,6 +41,10 @@ GradientSync::GradientSync(const World& world, nn::NamedTensors params, int64_t 
   }
 }
 
+GradientSync::~GradientSync() {
+  for (HookHandle& h : hooks_) h.remove();
+}
+
 void GradientSync::on_gradient(size_t k, const Tensor& grad) {
   TG_CHECK(!delivered_[k], "GradientSync: parameter '{}' received two gradients before finish()",
            params_[k].first);

@@ -30,6 +30,7 @@ class GradientSync {
  public:
   // Float32 parameters that require gradients.
   GradientSync(const World& world, nn::NamedTensors params, int64_t bucket_bytes);
+  ~GradientSync();  // removes its hooks: the parameters outlive it
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
