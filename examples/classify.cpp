@@ -109,10 +109,8 @@ Task data_task(const std::string& path, bool tagging, data::Level level, bool st
   const data::CorpusSplit split = data::split_corpus(corpus, 500, seed, path);
   std::vector<std::string> texts;
   for (const auto& e : split.train) texts.push_back(e.source);
-  auto vocab = std::make_shared<data::Vocabulary>(
-      level == data::Level::Char || level == data::Level::Word
-          ? data::Vocabulary::build(texts, level)
-          : data::Vocabulary::train_subwords(texts, level, vocab_size, path));
+  auto vocab =
+      std::make_shared<data::Vocabulary>(data::Vocabulary::build(texts, level, vocab_size, path));
   Task task;
   std::map<std::string, int64_t> class_ids;
   auto class_of = [&](const std::string& name) {

@@ -410,10 +410,7 @@ std::pair<data::Vocabulary, data::Vocabulary> make_vocabularies(const Settings& 
     targets.push_back(e.target);
   }
   auto make = [&](const std::vector<std::string>& texts, const char* side) {
-    if (level == data::Level::Char || level == data::Level::Word)
-      return data::Vocabulary::build(texts, level);
-    return data::Vocabulary::train_subwords(texts, level, s.vocab_size,
-                                            fmt::format("{} ({})", name, side));
+    return data::Vocabulary::build(texts, level, s.vocab_size, fmt::format("{} ({})", name, side));
   };
   if (s.shared_vocab) {
     sources.insert(sources.end(), targets.begin(), targets.end());

@@ -21,8 +21,7 @@ ProfileGuard::~ProfileGuard() { profile::t_current = previous_; }
 void ProfileGuard::enter(const char* op, bool backward) {
   // within a backward step, what it calls is its own time
   if (!stack_.empty() && stack_.back().backward) {
-    stack_.push_back({stack_.back().op, true, {}, 0});
-    stack_.back().start = std::chrono::steady_clock::time_point::min();
+    stack_.push_back({stack_.back().op, true, std::chrono::steady_clock::time_point::min()});
     return;
   }
   stack_.push_back({op, backward, std::chrono::steady_clock::now(), 0});

@@ -102,9 +102,9 @@ int64_t Vocabulary::add(const std::string& token) {
   return it->second;
 }
 
-Vocabulary Vocabulary::build(const std::vector<std::string>& texts, Level level) {
-  if (is_subword(level))
-    throw DataError("Vocabulary::build: subwords are learned by train_subwords");
+Vocabulary Vocabulary::build(const std::vector<std::string>& texts, Level level,
+                             int64_t subword_size, const std::string& name) {
+  if (is_subword(level)) return train_subwords(texts, level, subword_size, name);
   Vocabulary v(level);
   for (const std::string& t : texts) {
     for (const std::string& token : v.tokenize(t)) v.add(token);

@@ -32,8 +32,10 @@ class Vocabulary {
 
   // The four special tokens alone, at the char or word level.
   explicit Vocabulary(Level level);
-  // Every char or word of the texts.
-  static Vocabulary build(const std::vector<std::string>& texts, Level level);
+  // Every char or word of the texts; at bpe and unigram, a model of `subword_size` pieces
+  // learned from them (train_subwords), `name` standing for the texts in its errors.
+  static Vocabulary build(const std::vector<std::string>& texts, Level level,
+                          int64_t subword_size = 1000, const std::string& name = "the texts");
   // A SentencePiece model of `size` pieces (the four special tokens included) learned from the
   // texts, level Bpe or Unigram. Deterministic: the same texts give the same model. Throws
   // DataError "NAME: sentencepiece: ..." with SentencePiece's reason (a size the texts cannot
