@@ -102,6 +102,9 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     return;
   }
   float tile[MR][NR];
+  // unrolled, so acc is indexed by constants only: a loop indexing it at run time had kept it in
+  // memory, zeroed by a memset call and spilled on every call of the kernel
+#pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i) {
     store(tile[i], acc[i][0]);
     store(tile[i] + kLanes, acc[i][1]);

@@ -47,14 +47,13 @@ struct Heads {
 template <class T>
 void softmax_tile(T* p, const Heads& x, int64_t n, const uint8_t* blocked, T scale,
                   std::vector<int64_t>& rows) {
-  for (int64_t i = 0; i < x.T * x.S; ++i) p[i] *= scale;
   static constexpr uint8_t kNothingBlocked = 0;
   const uint8_t* mask = blocked ? blocked + x.mask_at(n) : &kNothingBlocked;
   const int64_t row_step = blocked ? x.mask_strides[2] : 0;
   const int64_t col_step = blocked ? x.mask_strides[3] : 0;
   rows.resize(x.T);
   for (int64_t i = 0; i < x.T; ++i) rows[i] = i * row_step;
-  detail::masked_softmax_forward<T>(p, p, mask, rows.data(), col_step, x.S, 0, x.T);
+  detail::masked_softmax_forward<T>(p, p, mask, rows.data(), col_step, x.S, scale, 0, x.T);
 }
 
 // dropped (T, S) = dropout of item n's weights p: p * dropout_scale where the mask keeps, else 0.
@@ -214,8 +213,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
                     ds.swap(dropped);
                   }
                   detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
-                                              detail::Rows{T, S, 1}, false, 0, T);
-                  for (F& e : ds) e *= scale;
+                                              detail::Rows{T, S, 1}, false, 0, T, scale);
                 }
                 if (dgrad[0]) {
                   gemm<F>(false, false, T, D, S, ds.data(), S, pk + x.kv_at(n), C, beta[0],

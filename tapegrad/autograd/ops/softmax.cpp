@@ -115,7 +115,7 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
-      masked_softmax_forward<T>(po, px, pm, row_start.data(), col, r.D, b, e);
+      masked_softmax_forward<T>(po, px, pm, row_start.data(), col, r.D, T{1}, b, e);
     });
   });
   if (recording(x)) {

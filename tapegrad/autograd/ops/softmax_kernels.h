@@ -26,20 +26,39 @@ struct Rows {
 // On mini-train-small (one thread) this took the kernel from 11% of a step to 5%.
 constexpr int64_t kBlockElements = 4096;  // a block of rows stays in L1 across the passes
 
+// y (D) = scale * x, blocked positions (bytes of m, 1 = blocked, col apart) -inf. The two mask
+// layouts attention and masked_softmax meet, a byte for the whole row (col 0) and a contiguous
+// run (col 1), have loops of their own that vectorise; a scalar select per element had been a
+// third of the softmax's time in attention ([200, 200] tiles).
+template <class T>
+void scaled_masked_row(T* y, const T* x, const uint8_t* m, int64_t col, int64_t D, T scale) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (col == 0) {
+    if (m[0]) {
+      std::fill_n(y, D, kNegInf);
+    } else {
+      for (int64_t j = 0; j < D; ++j) y[j] = x[j] * scale;
+    }
+  } else if (col == 1) {
+    for (int64_t j = 0; j < D; ++j) y[j] = m[j] ? kNegInf : x[j] * scale;
+  } else {
+    for (int64_t j = 0; j < D; ++j) y[j] = m[j * col] ? kNegInf : x[j] * scale;
+  }
+}
+
 // inp, out (N, D), mask (N, D) read at mask + row[n] + j * col (bytes, 1 = blocked): softmax of
-// each row with its blocked positions as -inf. Rows n0..n1. A fully blocked row is all zeros.
+// each row of scale * inp with its blocked positions as -inf. Rows n0..n1. A fully blocked row
+// is all zeros.
 template <class T>
 void masked_softmax_forward(T* out, const T* inp, const uint8_t* mask, const int64_t* row,
-                            int64_t col, int64_t D, int64_t n0, int64_t n1) {
+                            int64_t col, int64_t D, T scale, int64_t n0, int64_t n1) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t block = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(D, 1));
   for (int64_t b0 = n0; b0 < n1; b0 += block) {
     const int64_t b1 = std::min(n1, b0 + block);
     for (int64_t n = b0; n < b1; ++n) {
-      const T* x = inp + n * D;
-      const uint8_t* m = mask + row[n];
       T* y = out + n * D;
-      for (int64_t j = 0; j < D; ++j) y[j] = m[j * col] ? kNegInf : x[j];
+      scaled_masked_row(y, inp + n * D, mask + row[n], col, D, scale);
       // A row with nothing above -inf is fully blocked: it stays all -inf, and exp zeros it.
       const T maxv = lane_max(y, D);
       if (maxv == kNegInf) continue;
@@ -98,30 +117,38 @@ void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t
 
 // softmax:     y = softmax(x)      dx_j += y_j (dy_j - sum_k dy_k y_k)
 // log_softmax: y = x - lse(x)      dx_j += dy_j - exp(y_j) sum_k dy_k
-// A fully masked row was written as zeros by the forward; its gradient is zero. The forward
-// leaves no other trace of it, so it is recognised by an all-zero softmax row (a real softmax
-// row sums to 1) and, for log_softmax, by an all-zero row (a real one has max 0 and others < 0
-// unless D == 1, where the gradient is zero anyway). store assigns or adds (assign_or_add).
+// each then times `scale` (attention's 1 / sqrt(D), the derivative of its scaled scores; 1
+// elsewhere). A fully masked row was written as zeros by the forward; its gradient is zero. The
+// forward leaves no other trace of it, so it is recognised by an all-zero softmax row (a real
+// softmax row sums to 1) and, for log_softmax, by an all-zero row (a real one has max 0 and
+// others < 0 unless D == 1, where the gradient is zero anyway). store assigns or adds
+// (assign_or_add). Rows of the last dim (inner 1) sum in lanes (lane_sum_of), so they vectorise.
 template <class T, class Store>
 void softmax_backward(Store store, T* dinp, const T* dout, const T* out, Rows r, bool log,
-                      int64_t o0, int64_t o1) {
+                      int64_t o0, int64_t o1, T scale = 1) {
   for (int64_t o = o0; o < o1; ++o) {
     for (int64_t i = 0; i < r.inner; ++i) {
-      const int64_t base = o * r.D * r.inner + i;
+      const int64_t base = o * r.D * r.inner + i, s = r.inner;
       const T* y = out + base;
       const T* dy = dout + base;
       T* dx = dinp + base;
       bool masked = true;
-      for (int64_t j = 0; j < r.D && masked; ++j) masked = y[j * r.inner] == 0;
+      for (int64_t j = 0; j < r.D && masked; ++j) masked = y[j * s] == 0;
       if (masked) {
-        for (int64_t j = 0; j < r.D; ++j) store(dx[j * r.inner], T{0});
+        for (int64_t j = 0; j < r.D; ++j) store(dx[j * s], T{0});
         continue;
       }
-      T dot = 0;
-      for (int64_t j = 0; j < r.D; ++j) dot += dy[j * r.inner] * (log ? T{1} : y[j * r.inner]);
-      for (int64_t j = 0; j < r.D; ++j) {
-        const int64_t k = j * r.inner;
-        store(dx[k], log ? dy[k] - std::exp(y[k]) * dot : y[k] * (dy[k] - dot));
+      const T dot =
+          s == 1 ? lane_sum_of<T>(r.D, [&](int64_t j) { return log ? dy[j] : dy[j] * y[j]; })
+                 : lane_sum_of<T>(
+                       r.D, [&](int64_t j) { return log ? dy[j * s] : dy[j * s] * y[j * s]; });
+      auto grad = [&](int64_t k) {
+        return log ? dy[k] - std::exp(y[k]) * dot : y[k] * (dy[k] - dot);
+      };
+      if (s == 1) {
+        for (int64_t j = 0; j < r.D; ++j) store(dx[j], grad(j) * scale);
+      } else {
+        for (int64_t j = 0; j < r.D; ++j) store(dx[j * s], grad(j * s) * scale);
       }
     }
   }
