@@ -61,6 +61,26 @@ Vec load(const float* p) {
 
 void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
+// The epilogue of a tile of C, at (row, col) from C's corner: applied to the tile's m rows of n
+// once they are final, that is after the last block of k (`last`), else nothing.
+struct Finish {
+  const Epilogue<float>* epilogue;
+  bool last;
+  int64_t row, col;
+  void rows(float* c, int64_t ldc, int64_t m, int64_t n) const {
+    if (!last || epilogue->fn == nullptr) return;
+    for (int64_t i = 0; i < m; ++i) (*epilogue)(c + i * ldc, row + i, col, n);
+  }
+};
+
+// The epilogue over the whole of C (M, N), for the paths that finish C all at once (a small
+// product, whose C is in cache anyway; float64).
+template <class T>
+void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64_t N) {
+  if (epilogue.fn == nullptr) return;
+  for (int64_t i = 0; i < M; ++i) epilogue(C + i * ldc, i, 0, N);
+}
+
 // c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= MR rows and n <= NR
 // columns of the tile. The A tile is a packed panel (kPackedA: MR values per k, so every read
 // is one base register plus a constant; lda is unused) or a row-major A itself, rows lda
@@ -69,7 +89,7 @@ void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 // reads c (it may be uninitialised).
 template <bool kPackedA>
 void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
-                  float* c, int64_t ldc, int64_t m, int64_t n) {
+                  float* c, int64_t ldc, int64_t m, int64_t n, const Finish& finish) {
   const float* rows[MR];
   if constexpr (!kPackedA) {
     for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * lda;
@@ -99,6 +119,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
         store(p, beta == 0 ? acc[i][h] : beta * load(p) + acc[i][h]);
       }
     }
+    finish.rows(c, ldc, m, n);
     return;
   }
   float tile[MR][NR];
@@ -113,6 +134,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     float* row = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) row[j] = beta == 0 ? tile[i][j] : beta * row[j] + tile[i][j];
   }
+  finish.rows(c, ldc, m, n);
 }
 
 // Lines [0, count) and steps [0, kc) of an operand into panels of W lines, each kc x W in
@@ -285,7 +307,7 @@ void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, i
 constexpr int64_t kSwapRows = NR * 2;
 
 void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-             int64_t ldb, float beta, float* C, int64_t ldc) {
+             int64_t ldb, float beta, float* C, int64_t ldc, const Epilogue<float>& epilogue) {
   thread_local std::vector<float> turned;
   turned.resize(static_cast<size_t>(N * M));
   float* t = turned.data();
@@ -298,20 +320,23 @@ void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = t[j * M + i];
   }
+  finish_all(epilogue, C, ldc, M, N);
 }
 
 }  // namespace
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const Epilogue<float>& epilogue) {
   if (K == 0) {  // C = beta C
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
     }
+    finish_all(epilogue, C, ldc, M, N);
     return;
   }
   if (tb && !ta && M <= kSwapRows && N > kSwapRows) {
-    swapped(M, N, K, A, lda, B, ldb, beta, C, ldc);
+    swapped(M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
     return;
   }
   const bool packed_a = ta || N >= kPackFrom;
@@ -337,10 +362,13 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             float* c = C + (ic + ir) * ldc + jc + jr;
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             const int64_t b_k = in_place ? ldb : NR;
+            const Finish finish{&epilogue, pc + kc == K, ic + ir, jc + jr};
             if (packed_a) {
-              micro_kernel<true>(kc, ap + ir * kc, MR, panel, b_k, block_beta, c, ldc, m, n);
+              micro_kernel<true>(kc, ap + ir * kc, MR, panel, b_k, block_beta, c, ldc, m, n,
+                                 finish);
             } else {
-              micro_kernel<false>(kc, a + ir * lda, lda, panel, b_k, block_beta, c, ldc, m, n);
+              micro_kernel<false>(kc, a + ir * lda, lda, panel, b_k, block_beta, c, ldc, m, n,
+                                  finish);
             }
           }
         }
@@ -351,22 +379,25 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
 
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
+          int64_t ldb, T beta, T* C, int64_t ldc, const Epilogue<T>& epilogue) {
   if (is_small(tb, M, N, K)) {
     small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    finish_all(epilogue, C, ldc, M, N);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
   } else {
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
                 K, 1.0, A, lda, B, ldb, beta, C, ldc);
+    finish_all(epilogue, C, ldc, M, N);
   }
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
-                          const float*, int64_t, float, float*, int64_t);
+                          const float*, int64_t, float, float*, int64_t, const Epilogue<float>&);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
-                           const double*, int64_t, double, double*, int64_t);
+                           const double*, int64_t, double, double*, int64_t,
+                           const Epilogue<double>&);
 
 }  // namespace tapegrad

@@ -13,12 +13,24 @@
 
 namespace tapegrad {
 
+// Work done on C's elements once they are final, in the kernel's output pass while they are
+// still in cache, instead of in a loop of its own over C: fn(ctx, c, row, col, n) for the row
+// pieces c[0, n) = C[row, col : col + n) (row and col counted from C's corner), each piece once.
+// linear applies its bias, activation and dropout this way. Empty (fn null) does nothing.
+template <class T>
+struct Epilogue {
+  void (*fn)(const void* ctx, T* c, int64_t row, int64_t col, int64_t n) = nullptr;
+  const void* ctx = nullptr;
+  void operator()(T* c, int64_t row, int64_t col, int64_t n) const { fn(ctx, c, row, col, n); }
+};
+
 // C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, all row-major; op(A) = A^T when ta (A is then
 // stored (K,M)), likewise op(B). lda, ldb, ldc are the row strides of the stored matrices.
 // The sum over k runs in a fixed order for each element, whatever M and N are, so a product
 // split by rows between threads gives the same bits as the whole.
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const Epilogue<float>& epilogue = {});
 
 // The same product for T = float or double, by size: tiny products (a small model's attention
 // heads) and products of a few rows over a small or row-major B on a register kernel without
@@ -27,6 +39,6 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
 // and attention run for each matrix.
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc);
+          int64_t ldb, T beta, T* C, int64_t ldc, const Epilogue<T>& epilogue = {});
 
 }  // namespace tapegrad

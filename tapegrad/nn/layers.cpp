@@ -33,6 +33,10 @@ Tensor Linear::forward(const Tensor& x) const {
   return traced(linear(x, weight, bias));
 }
 
+Tensor Linear::forward(const Tensor& x, const LinearEpilogue& epilogue) const {
+  return traced(linear(x, weight, bias, epilogue));
+}
+
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(gen.next_u64()) {
   TG_CHECK(p >= 0 && p <= 1, "Dropout: probability must be in [0, 1], got {}", p);
 }

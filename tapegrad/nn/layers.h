@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/nn/module.h"
 
@@ -17,6 +18,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
   Tensor forward(const Tensor& x) const;
+  // With an activation and dropout applied in the product's output pass (LinearEpilogue).
+  Tensor forward(const Tensor& x, const LinearEpilogue& epilogue) const;
 
   Tensor weight;
   Tensor bias;  // undefined without bias

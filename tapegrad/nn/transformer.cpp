@@ -20,10 +20,16 @@ PositionwiseFeedForward::PositionwiseFeedForward(const LayerConfig& cfg, Generat
   linear2 = register_module("linear2", std::make_shared<Linear>(cfg.d_ff, cfg.d_model, gen));
 }
 
+// linear1, the activation and the dropout as one op: the latter two run in the matrix kernel's
+// output pass (linear's epilogue) instead of as two passes over a [.., d_ff] tensor each.
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
-  const Tensor h = linear1->forward(x);
-  const Tensor a = activation_ == Activation::ReLU ? relu(h) : gelu(h);
-  return traced(linear2->forward(dropout_->forward(a)));
+  const Tensor a = linear1->forward(
+      x,
+      {.activation = activation_ == Activation::ReLU ? LinearEpilogue::ReLU : LinearEpilogue::GELU,
+       .dropout = dropout_->p(),
+       .training = dropout_->is_training(),
+       .gen = &dropout_->generator()});
+  return traced(linear2->forward(a));
 }
 
 EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)

@@ -50,7 +50,23 @@ std::vector<double> reference(const Case& c, const Stored& a, const Stored& b, c
 }
 
 using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
-                      int64_t, float, float*, int64_t);
+                      int64_t, float, float*, int64_t, const tapegrad::Epilogue<float>&);
+
+// An epilogue that notes each element it is given (how often, and its value then) and adds 1
+// to it, so the product's elements must each be seen once, final, and the 1 kept.
+struct Visits {
+  int64_t N;
+  std::vector<int> count;
+  std::vector<float> value;
+  static void note(const void* ctx, float* c, int64_t row, int64_t col, int64_t n) {
+    auto& v = *const_cast<Visits*>(static_cast<const Visits*>(ctx));
+    for (int64_t j = 0; j < n; ++j) {
+      ++v.count.at(row * v.N + col + j);
+      v.value.at(row * v.N + col + j) = c[j];
+      c[j] += 1;
+    }
+  }
+};
 
 void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
   INFO("ta " << c.ta << " tb " << c.tb << " M " << c.M << " N " << c.N << " K " << c.K << " beta "
@@ -63,8 +79,9 @@ void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
   }
   const std::vector<double> want = reference(c, a, b, out, beta);
   const std::vector<float> before = out.v;
-  product(c.ta, c.tb, c.M, c.N, c.K, a.v.data(), a.ld, b.v.data(), b.ld, beta, out.v.data(),
-          out.ld);
+  Visits visits{c.N, std::vector<int>(c.M * c.N), std::vector<float>(c.M * c.N)};
+  product(c.ta, c.tb, c.M, c.N, c.K, a.v.data(), a.ld, b.v.data(), b.ld, beta, out.v.data(), out.ld,
+          {&Visits::note, &visits});
   const double tol = 1e-6 * static_cast<double>(c.K + 4);
   for (int64_t i = 0; i < c.M; ++i) {
     for (int64_t j = 0; j < out.ld; ++j) {
@@ -73,7 +90,10 @@ void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
         REQUIRE(std::memcmp(&got, &before[i * out.ld + j], sizeof got) == 0);
         continue;
       }
-      REQUIRE(std::abs(got - want[i * c.N + j]) <= tol);
+      INFO("element " << i << ", " << j);
+      REQUIRE(visits.count[i * c.N + j] == 1);
+      REQUIRE(std::abs(visits.value[i * c.N + j] - want[i * c.N + j]) <= tol);
+      REQUIRE(std::abs(got - (want[i * c.N + j] + 1)) <= tol);
     }
   }
 }

@@ -130,6 +130,83 @@ TEST_CASE("linear gradcheck with and without a bias", "[autograd][gradcheck]") {
       {.max_per_input = 60});
 }
 
+// The epilogue against the ops it fuses, from generators in the same state (the same key, so
+// the same mask): forward values and every gradient. Shapes for the small kernel, the packed
+// one with K over one block (the epilogue must wait for the last), N < OC (shares split w's
+// rows, so the tail's column offsets matter) and float64.
+TEST_CASE("linear's epilogue is its activation and dropout applied after it", "[autograd]") {
+  struct Case {
+    Shape x, w;
+    DType dtype;
+  };
+  const std::vector<Case> cases = {{{3, 5}, {4, 5}, DType::Float32},
+                                   {{2, 70, 600}, {96, 600}, DType::Float32},
+                                   {{8, 64}, {700, 64}, DType::Float32},
+                                   {{9, 13}, {11, 13}, DType::Float64}};
+  using E = LinearEpilogue;
+  for (const Case& c : cases) {
+    for (const auto activation : {E::None, E::ReLU, E::GELU}) {
+      for (const double p : {0.0, 0.3, 1.0}) {
+        INFO("x " << fmt::format("{}", c.x) << " activation " << activation << " p " << p);
+        Generator init(3);
+        const Tensor x0 = uniform(c.x, -1, 1, init, c.dtype);
+        const Tensor w0 = uniform(c.w, -1, 1, init, c.dtype);
+        const Tensor b0 = uniform({c.w[0]}, -1, 1, init, c.dtype);
+        const Tensor dy =
+            uniform(Shape{c.x[0] * (c.x.size() == 3 ? c.x[1] : 1), c.w[0]}, -1, 1, init, c.dtype);
+        auto run = [&](bool fused) {
+          Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+          for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+          Generator gen(11);
+          Tensor y;
+          if (fused) {
+            y = linear(x, w, b,
+                       {.activation = activation, .dropout = p, .training = true, .gen = &gen});
+          } else {
+            y = linear(x, w, b);
+            if (activation == E::ReLU) y = relu(y);
+            if (activation == E::GELU) y = gelu(y);
+            y = dropout(y, p, true, gen);
+          }
+          sum(mul(reshape(y, dy.shape()), dy)).backward();
+          return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+        };
+        const auto fused = run(true), unfused = run(false);
+        const double tol = c.dtype == DType::Float64 ? 1e-12 : 1e-5;
+        for (size_t i = 0; i < fused.size(); ++i) {
+          INFO("tensor " << i);
+          require_values(fused[i], unfused[i].to_vector<double>(), tol);
+        }
+      }
+    }
+  }
+  // eval, or no generator outside training: the epilogue has no dropout
+  const Tensor x = tensor({-1, 2}, {1, 2}), w = tensor({1, 0, 0, 1}, {2, 2});
+  require_values(linear(x, w, Tensor(), {.activation = E::ReLU, .dropout = 0.5}), {0, 2});
+}
+
+TEST_CASE("linear with an epilogue gradcheck, and its gradient's gradient",
+          "[autograd][gradcheck]") {
+  using E = LinearEpilogue;
+  for (const auto activation : {E::None, E::ReLU, E::GELU}) {
+    for (const double p : {0.0, 0.4}) {
+      INFO("activation " << activation << " p " << p);
+      // the same mask at every evaluation, from a fresh generator
+      const GradcheckFn f = [=](const std::vector<Tensor>& in) {
+        Generator gen(5);
+        return linear(in[0], in[1], in[2],
+                      {.activation = activation, .dropout = p, .training = true, .gen = &gen});
+      };
+      const std::vector<Tensor> inputs = {random_leaf({2, 3, 4}, 41), random_leaf({5, 4}, 42),
+                                          random_leaf({5}, 43)};
+      require_gradcheck(f, inputs);
+      const GradcheckResult second = gradgradcheck(f, inputs);
+      INFO("gradgradcheck: " << second.message());
+      REQUIRE(second.ok);
+    }
+  }
+}
+
 TEST_CASE("linear errors", "[autograd][errors]") {
   CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 5}), Tensor()),
                     "linear: weight must be [OC, 3] for input [2, 3], got [4, 5]");
@@ -141,4 +218,9 @@ TEST_CASE("linear errors", "[autograd][errors]") {
                     "linear: dtypes differ: input float32, weight float32, bias float64");
   CHECK_THROWS_WITH(linear(ones({}), ones({4, 3}), Tensor()),
                     "linear: input must have rank >= 1, got shape []");
+  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 3}), Tensor(), {.dropout = -0.5}),
+                    "linear: dropout must be in [0, 1], got -0.5");
+  CHECK_THROWS_WITH(
+      linear(ones({2, 3}), ones({4, 3}), Tensor(), {.dropout = 0.1, .training = true}),
+      "linear: dropout 0.1 in training needs a generator (epilogue.gen)");
 }

@@ -256,21 +256,15 @@ Tensor relu(const Tensor& x) {
 // d gelu(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
 Tensor gelu(const Tensor& x) {
   return unary(
-      "gelu", x, Saves::Input,
-      [](auto v) { return v * (1 + std::erf(v * std::numbers::sqrt2_v<decltype(v)> / 2)) / 2; },
-      [](auto v) {
-        using T = decltype(v);
-        const T cdf = (1 + std::erf(v * std::numbers::sqrt2_v<T> / 2)) / 2;
-        const T pdf =
-            std::exp(-v * v / 2) * std::numbers::inv_sqrtpi_v<T> / std::numbers::sqrt2_v<T>;
-        return cdf + v * pdf;
-      },
-      [](const Tensor& d, const Tensor& x) {
-        const Tensor cdf = mul(add(erf(mul(x, 1 / std::numbers::sqrt2)), 1.0), 0.5);
-        const Tensor pdf =
-            mul(exp(mul(mul(x, x), -0.5)), std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-        return mul(d, add(cdf, mul(x, pdf)));
-      });
+      "gelu", x, Saves::Input, [](auto v) { return detail::gelu_of(v); },
+      [](auto v) { return detail::gelu_slope_of(v); },
+      [](const Tensor& d, const Tensor& x) { return mul(d, gelu_slope(x)); });
+}
+
+Tensor gelu_slope(const Tensor& x) {
+  const Tensor cdf = mul(add(erf(mul(x, 1 / std::numbers::sqrt2)), 1.0), 0.5);
+  const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  return add(cdf, mul(x, pdf));
 }
 
 // d erf(x) = 2 / sqrt(pi) exp(-x^2)

@@ -2,6 +2,9 @@
 // The gradient of a broadcast operand is summed back to its own shape.
 #pragma once
 
+#include <cmath>
+#include <numbers>
+
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
@@ -25,6 +28,24 @@ Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
 // The exact GELU, x * Phi(x) with Phi the standard normal CDF (PyTorch's default).
 Tensor gelu(const Tensor& x);
+// gelu's derivative Phi(x) + x phi(x) as a differentiable tensor: gelu's gradient formula, and
+// fused ops' (linear with a GELU epilogue).
+Tensor gelu_slope(const Tensor& x);
+
+namespace detail {
+// The same for one value, what gelu's and fused ops' kernels compute.
+template <class T>
+T gelu_of(T v) {
+  return v * (1 + std::erf(v * std::numbers::sqrt2_v<T> / 2)) / 2;
+}
+template <class T>
+T gelu_slope_of(T v) {
+  const T cdf = (1 + std::erf(v * std::numbers::sqrt2_v<T> / 2)) / 2;
+  const T pdf = std::exp(-v * v / 2) * std::numbers::inv_sqrtpi_v<T> / std::numbers::sqrt2_v<T>;
+  return cdf + v * pdf;
+}
+}  // namespace detail
+
 // The error function, 2 / sqrt(pi) * integral of exp(-t^2) from 0 to x (gelu's second
 // derivative is written with it).
 Tensor erf(const Tensor& x);

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "tapegrad/autograd/gemm.h"
+#include "tapegrad/autograd/ops/dropout.h"
+#include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/profile.h"
@@ -200,13 +202,65 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
   }
 }
 
+// linear's epilogue over the output [N, OC] (pointer `out`), applied by gemm to row pieces of
+// one share's product, whose corner is at (row0, col0) of the output: + bias, the
+// pre-activation kept for GELU's backward, the activation, the dropout of element
+// (row, col) by its flat index.
+template <class T>
+struct LinearTail {
+  const T* bias;
+  T* pre;  // [N, OC], or null
+  LinearEpilogue::Activation activation;
+  const DropoutMask* mask;  // null without dropout
+  T scale;                  // dropout_scale
+  int64_t OC, row0, col0;
+
+  static void apply(const void* ctx, T* c, int64_t row, int64_t col, int64_t n) {
+    const auto& t = *static_cast<const LinearTail*>(ctx);
+    const int64_t r = t.row0 + row, j0 = t.col0 + col;
+    if (t.bias) {
+      for (int64_t j = 0; j < n; ++j) c[j] += t.bias[j0 + j];
+    }
+    if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
+    if (t.activation == LinearEpilogue::ReLU) {
+      for (int64_t j = 0; j < n; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
+    } else if (t.activation == LinearEpilogue::GELU) {
+      for (int64_t j = 0; j < n; ++j) c[j] = detail::gelu_of(c[j]);
+    }
+    if (t.mask) {
+      const auto first = static_cast<uint64_t>(r * t.OC + j0);
+      for (int64_t j = 0; j < n; ++j) c[j] = t.mask->keeps(first + j) ? c[j] * t.scale : T{0};
+    }
+  }
+};
+
+// dh [n0, n1) rows = dout through the dropout (mask, null for none) and activation of linear's
+// epilogue: for ReLU from the output y alone (y > 0 exactly where the element was kept and its
+// pre-activation positive; the gradient is dout * scale there, 0 elsewhere), for GELU from the
+// saved pre-activation.
+template <class T>
+void tail_backward(T* dh, const T* dout, const T* y, const T* pre,
+                   LinearEpilogue::Activation activation, const DropoutMask* mask, T scale,
+                   int64_t OC, int64_t n0, int64_t n1) {
+  for (int64_t i = n0 * OC; i < n1 * OC; ++i) {
+    if (activation == LinearEpilogue::ReLU) {
+      dh[i] = y[i] > 0 ? dout[i] * scale : T{0};
+      continue;
+    }
+    const bool kept = mask == nullptr || mask->keeps(static_cast<uint64_t>(i));
+    const T slope = activation == LinearEpilogue::GELU ? detail::gelu_slope_of(pre[i]) : T{1};
+    dh[i] = kept ? dout[i] * scale * slope : T{0};
+  }
+}
+
 }  // namespace
 
 // Forward and backward each run as one parallel loop in which every thread takes its share of
 // every product (rows or columns of out; rows of dx, of dweight and columns of dbias): one wake-up
 // of the threads where a product per loop took two forward and three backward, which in a small
 // model cost more than the products.
-Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
+              const LinearEpilogue& epilogue) {
   const profile::Scope profile_scope("linear");
   TG_CHECK(x_in.dim() >= 1, "linear: input must have rank >= 1, got shape {}", x_in.shape());
   TG_CHECK(weight.dim() == 2 && weight.size(1) == x_in.size(-1),
@@ -218,14 +272,27 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
   TG_CHECK(x_in.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x_in.dtype()),
            "linear: dtypes differ: input {}, weight {}{}", x_in.dtype(), weight.dtype(),
            bias.defined() ? fmt::format(", bias {}", bias.dtype()) : "");
+  TG_CHECK(epilogue.dropout >= 0 && epilogue.dropout <= 1,
+           "linear: dropout must be in [0, 1], got {}", epilogue.dropout);
+  const bool drop = epilogue.training && epilogue.dropout > 0;
+  TG_CHECK(!drop || epilogue.gen != nullptr,
+           "linear: dropout {} in training needs a generator (epilogue.gen)", epilogue.dropout);
   const Tensor x = x_in.contiguous(), w = weight.contiguous();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   const int64_t C = w.size(1), OC = w.size(0),
                 N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Shape out_shape = x.shape();
   out_shape.back() = OC;
-  // Every element is written by the bias copy or the gemm, except with neither (C == 0).
-  Tensor out = b.defined() || C > 0 ? empty(out_shape, x.dtype()) : zeros(out_shape, x.dtype());
+  const DropoutMask mask(epilogue.dropout, drop ? epilogue.gen->next_u64() : 0);
+  const double scale = drop ? dropout_scale(epilogue.dropout) : 1.0;
+  std::vector<Tensor> inputs{x, w};
+  if (b.defined()) inputs.push_back(b);
+  const bool record_it = recording(inputs);
+  // GELU's backward needs its input, which the output does not give back.
+  const bool keep_pre = record_it && epilogue.activation == LinearEpilogue::GELU;
+  // Every element is written by the gemm (beta = 0), or by its K == 0 path.
+  Tensor out = empty(out_shape, x.dtype());
+  Tensor pre = keep_pre ? empty(out_shape, x.dtype()) : Tensor();
   const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(C) * OC;
   profile::note_flops(flops);
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
@@ -240,28 +307,46 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
       for (int64_t p = p0; p < p1; ++p) {
         const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
         const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
-        // out = bias, then out [n0:n1, c0:c1] += x [n0:n1] @ w [c0:c1]^T (the transpose flag)
-        if (pb) {
-          for (int64_t n = n0; n < n1; ++n) std::copy(pb + c0, pb + c1, po + n * OC + c0);
-        }
-        if (n1 == n0 || c1 == c0 || C == 0) continue;
-        gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, pb ? T{1} : T{0},
-                po + n0 * OC + c0, OC);
+        if (n1 == n0 || c1 == c0) continue;
+        const LinearTail<T> tail{pb,
+                                 keep_pre ? pre.data<T>() : nullptr,
+                                 epilogue.activation,
+                                 drop ? &mask : nullptr,
+                                 static_cast<T>(scale),
+                                 OC,
+                                 n0,
+                                 c0};
+        const bool plain = !pb && epilogue.activation == LinearEpilogue::None && !drop;
+        const Epilogue<T> finish{plain ? nullptr : &LinearTail<T>::apply, &tail};
+        // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
+        gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
+                po + n0 * OC + c0, OC, finish);
       }
     });
   });
-  std::vector<Tensor> inputs{x, w};
-  if (b.defined()) inputs.push_back(b);
-  if (recording(inputs)) {
+  if (record_it) {
+    const bool tail = epilogue.activation != LinearEpilogue::None || drop;
     record(
         "linear", inputs, out,
-        [x = x.detach(), w = w.detach(), with_bias = b.defined(), N, C, OC, flops](
-            const Tensor& dout, Grads& g) {
+        [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), pre, epilogue, mask,
+         scale, drop, tail, with_bias = b.defined(), N, C, OC,
+         flops](const Tensor& dout_in, Grads& g) {
           if (N == 0 || OC == 0) return;
           profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
-          dispatch_floating("linear", dout.dtype(), [&](auto tag) {
+          dispatch_floating("linear", dout_in.dtype(), [&](auto tag) {
             using T = decltype(tag);
-            const T *dy = dout.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
+            Tensor dh = dout_in;  // the gradient of the product plus bias
+            if (tail) {
+              dh = empty(dout_in.shape(), dout_in.dtype());
+              const T *dy = dout_in.data<T>(), *py = y.data<T>();
+              const T* pp = pre.defined() ? pre.data<T>() : nullptr;
+              T* pdh = dh.data<T>();
+              parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
+                tail_backward<T>(pdh, dy, py, pp, epilogue.activation, drop ? &mask : nullptr,
+                                 static_cast<T>(scale), OC, n0, n1);
+              });
+            }
+            const T *dy = dh.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
             T *dx = nullptr, *dw = nullptr, *db = nullptr;
             T beta_x = T{1}, beta_w = T{1};
             if (g.wants(0) && C > 0) {
@@ -278,31 +363,45 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
             const int shares = shares_of(2 * flops);
             parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
               for (int64_t p = p0; p < p1; ++p) {
-                // dx [N, C] += dout [N, OC] @ w [OC, C]
+                // dx [N, C] += dh [N, OC] @ w [OC, C]
                 if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
                   gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
                           dx + n0 * C, C);
                 }
                 const auto [c0, c1] = share(OC, p, shares);
-                // dw [OC, C] += dout^T @ x [N, C]: rows c0..c1 of dout^T are its columns
+                // dw [OC, C] += dh^T @ x [N, C]: rows c0..c1 of dh^T are its columns
                 if (dw && c1 > c0) {
                   gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w, dw + c0 * C, C);
                 }
-                // dbias [OC] += sum over rows of dout
+                // dbias [OC] += sum over rows of dh
                 if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
               }
             });
           });
         },
-        [x, w, with_bias = b.defined(), N, C, OC](const Tensor& dout, Grads& g) {
-          // dx = dout w, dw = dout^T x over all rows, dbias = dout summed over the rows
-          if (g.wants(0)) g.pass(0, reshape(matmul(reshape(dout, {N, OC}), w), x.shape()));
-          if (g.wants(1)) {
-            g.pass(1, matmul(transpose(reshape(dout, {N, OC}), 0, 1), reshape(x, {N, C})));
+        [x, w, b, epilogue, mask, scale, drop, with_bias = b.defined(), N, C, OC](
+            const Tensor& dout, Grads& g) {
+          // dh = dout through the dropout (kept elements times scale) and the activation's
+          // slope at the pre-activation h, recomputed; then dx = dh w, dw = dh^T x over all
+          // rows, dbias = dh summed over the rows
+          Tensor dh = dout;
+          if (drop) dh = where(keep_mask(dout.shape(), mask), mul(dh, scale), zeros_like(dh));
+          if (epilogue.activation != LinearEpilogue::None) {
+            const Tensor h = linear(x, w, b);
+            dh = epilogue.activation == LinearEpilogue::ReLU ? masked_fill(dh, eq(relu(h), 0), 0)
+                                                             : mul(dh, gelu_slope(h));
           }
-          if (with_bias && g.wants(2)) g.pass(2, sum_to(dout, {OC}));
+          if (g.wants(0)) g.pass(0, reshape(matmul(reshape(dh, {N, OC}), w), x.shape()));
+          if (g.wants(1)) {
+            g.pass(1, matmul(transpose(reshape(dh, {N, OC}), 0, 1), reshape(x, {N, C})));
+          }
+          if (with_bias && g.wants(2)) g.pass(2, sum_to(dh, {OC}));
         });
-    if (tape_details()) note_saved(out, {{"x", x}, {"w", w}});
+    if (tape_details()) {
+      std::vector<SavedBuffer> saved{{"x", x}, {"w", w}};
+      if (pre.defined()) saved.emplace_back("pre-activation", pre);
+      note_saved(out, std::move(saved));
+    }
   }
   return out;
 }

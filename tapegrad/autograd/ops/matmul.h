@@ -2,6 +2,7 @@
 // to gemm() (gemm.h): float products to tapegrad's own sgemm, float64 ones to OpenBLAS.
 #pragma once
 
+#include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
@@ -12,10 +13,25 @@ namespace tapegrad {
 // into one large gemm ([B*T, C] @ [C, OC]).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-// x [..., C] @ weight [OC, C]^T + bias [OC] -> [..., OC]: a Linear layer as one op. The
-// output rows start as copies of the bias and the gemm adds into them (beta = 1), so the bias
-// costs no pass of its own, and backward is two gemms and a column sum. bias may be undefined.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// What linear does to its output after the bias, in the matrix kernel's output pass (gemm.h's
+// Epilogue) while each tile is in cache: an activation, then inverted dropout (dropout.h),
+// which a feed-forward block would otherwise run as two more passes over a [.., d_ff] tensor.
+struct LinearEpilogue {
+  enum Activation { None, ReLU, GELU } activation = None;
+  double dropout = 0;  // in training only
+  bool training = false;
+  Generator* gen = nullptr;  // draws the dropout mask; required when dropout applies
+};
+
+// dropout(activation(x [..., C] @ weight [OC, C]^T + bias [OC])) -> [..., OC]: a Linear layer
+// as one op, and with an epilogue the first half of a feed-forward block. The bias,
+// activation and dropout are applied to each tile of the product as it is finished; backward
+// is one pass through the dropout and activation (from the output for ReLU, which saves
+// nothing else; from the saved pre-activation for GELU), then two gemms and a column sum.
+// bias may be undefined. The same as relu/gelu and dropout applied after it, and as those the
+// mask of element i (flat index in the output) is DropoutMask's.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const LinearEpilogue& epilogue = {});
 
 // The naive triple loop, in double precision, forward only: the reference the gemm paths are
 // tested against.
