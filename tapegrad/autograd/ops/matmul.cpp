@@ -215,11 +215,13 @@ struct LinearTail {
   T scale;                  // dropout_scale
   int64_t OC, row0, col0;
 
-  static void apply(const void* ctx, T* c, int64_t row, int64_t col, int64_t n) {
-    const auto& t = *static_cast<const LinearTail*>(ctx);
+  static void apply(const void* ctx, T* c_in, int64_t row, int64_t col, int64_t n) {
+    const LinearTail t = *static_cast<const LinearTail*>(ctx);  // a local: c's stores can't alias
+    T* __restrict c = c_in;
     const int64_t r = t.row0 + row, j0 = t.col0 + col;
     if (t.bias) {
-      for (int64_t j = 0; j < n; ++j) c[j] += t.bias[j0 + j];
+      const T* __restrict bias = t.bias + j0;
+      for (int64_t j = 0; j < n; ++j) c[j] += bias[j];
     }
     if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
     if (t.activation == LinearEpilogue::ReLU) {
@@ -228,8 +230,9 @@ struct LinearTail {
       for (int64_t j = 0; j < n; ++j) c[j] = detail::gelu_of(c[j]);
     }
     if (t.mask) {
+      const DropoutMask mask = *t.mask;
       const auto first = static_cast<uint64_t>(r * t.OC + j0);
-      for (int64_t j = 0; j < n; ++j) c[j] = t.mask->keeps(first + j) ? c[j] * t.scale : T{0};
+      for (int64_t j = 0; j < n; ++j) c[j] = mask.keeps(first + j) ? c[j] * t.scale : T{0};
     }
   }
 };
@@ -239,17 +242,23 @@ struct LinearTail {
 // pre-activation positive; the gradient is dout * scale there, 0 elsewhere), for GELU from the
 // saved pre-activation.
 template <class T>
-void tail_backward(T* dh, const T* dout, const T* y, const T* pre,
-                   LinearEpilogue::Activation activation, const DropoutMask* mask, T scale,
-                   int64_t OC, int64_t n0, int64_t n1) {
-  for (int64_t i = n0 * OC; i < n1 * OC; ++i) {
-    if (activation == LinearEpilogue::ReLU) {
-      dh[i] = y[i] > 0 ? dout[i] * scale : T{0};
-      continue;
-    }
-    const bool kept = mask == nullptr || mask->keeps(static_cast<uint64_t>(i));
-    const T slope = activation == LinearEpilogue::GELU ? detail::gelu_slope_of(pre[i]) : T{1};
-    dh[i] = kept ? dout[i] * scale * slope : T{0};
+void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restrict y,
+                   const T* __restrict pre, LinearEpilogue::Activation activation,
+                   const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n0, int64_t n1) {
+  const int64_t i0 = n0 * OC, i1 = n1 * OC;
+  if (activation == LinearEpilogue::ReLU) {
+    for (int64_t i = i0; i < i1; ++i) dh[i] = y[i] > 0 ? dout[i] * scale : T{0};
+    return;
+  }
+  const bool gelu = activation == LinearEpilogue::GELU;
+  if (mask_or_null == nullptr) {  // GELU alone (no activation and no dropout has no tail)
+    for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * detail::gelu_slope_of(pre[i]);
+    return;
+  }
+  const DropoutMask mask = *mask_or_null;
+  for (int64_t i = i0; i < i1; ++i) {
+    const T slope = gelu ? detail::gelu_slope_of(pre[i]) : T{1};
+    dh[i] = mask.keeps(static_cast<uint64_t>(i)) ? dout[i] * scale * slope : T{0};
   }
 }
 
