@@ -76,6 +76,11 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return traced(layer_norm(x, weight, bias, eps_));
 }
 
+Tensor LayerNorm::forward(const Tensor& x, const Tensor& d, Dropout& dropout) const {
+  return traced(add_layer_norm(x, d, weight, bias, eps_, dropout.p(), dropout.is_training(),
+                               &dropout.generator()));
+}
+
 PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Generator& gen)
     : Module("PositionalEncoding") {
   TG_CHECK(C > 0 && max_len > 0, "PositionalEncoding: sizes must be positive, got C {} max_len {}",

@@ -58,6 +58,8 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t C, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) const;
+  // The norm of x + dropout(d) as one op (add_layer_norm): a post-norm layer's add & norm.
+  Tensor forward(const Tensor& x, const Tensor& d, Dropout& dropout) const;
 
   Tensor weight;  // undefined unless affine
   Tensor bias;

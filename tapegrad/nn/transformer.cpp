@@ -54,9 +54,9 @@ Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
     x = x + dropout2_->forward(feed_forward->forward(norm2->forward(x)));
   } else {
     // self-attention
-    x = norm1->forward(x + dropout1_->forward(self_attn->forward(x, x, x, masks)));  // add & norm
+    x = norm1->forward(x, self_attn->forward(x, x, x, masks), *dropout1_);  // add & norm
     // feed-forward
-    x = norm2->forward(x + dropout2_->forward(feed_forward->forward(x)));  // add & norm
+    x = norm2->forward(x, feed_forward->forward(x), *dropout2_);  // add & norm
   }
   return traced(x);
 }
@@ -105,11 +105,11 @@ Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Te
     x = x + dropout3_->forward(feed_forward->forward(norm3->forward(x)));
   } else {
     // masked self-attention
-    x = norm1->forward(x + dropout1_->forward(self_attn->forward(x, x, x, self_masks)));
+    x = norm1->forward(x, self_attn->forward(x, x, x, self_masks), *dropout1_);
     // cross-attention over the encoder memory
-    x = norm2->forward(x + dropout2_->forward(cross_attn->forward(x, memory, memory, cross_masks)));
+    x = norm2->forward(x, cross_attn->forward(x, memory, memory, cross_masks), *dropout2_);
     // feed-forward
-    x = norm3->forward(x + dropout3_->forward(feed_forward->forward(x)));
+    x = norm3->forward(x, feed_forward->forward(x), *dropout3_);
   }
   return traced(x);
 }
@@ -133,13 +133,12 @@ Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_p
     x = x + dropout3_->forward(feed_forward->forward(norm3->forward(x)));
   } else {
     // masked self-attention: the cache holds only the positions before this one
-    x = norm1->forward(
-        x + dropout1_->forward(self_attn->forward_cached(x, cache.self, true, self_masks)));
+    x = norm1->forward(x, self_attn->forward_cached(x, cache.self, true, self_masks), *dropout1_);
     // cross-attention over the encoder memory
-    x = norm2->forward(
-        x + dropout2_->forward(cross_attn->forward_cached(x, cache.cross, false, cross_masks)));
+    x = norm2->forward(x, cross_attn->forward_cached(x, cache.cross, false, cross_masks),
+                       *dropout2_);
     // feed-forward
-    x = norm3->forward(x + dropout3_->forward(feed_forward->forward(x)));
+    x = norm3->forward(x, feed_forward->forward(x), *dropout3_);
   }
   return x;
 }

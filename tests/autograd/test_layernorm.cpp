@@ -50,3 +50,78 @@ TEST_CASE("layer_norm errors", "[autograd][errors]") {
   CHECK_THROWS_WITH(layer_norm(ones({2}), Tensor(), Tensor(), 0.0),
                     "layer_norm: eps must be positive, got 0");
 }
+
+// The fused add & norm against the ops it replaces, from generators in the same state (the
+// same key, so the same mask): values and every gradient, with and without the affine
+// parameters, at p 0, 0.3 and 1, in float32 and float64, and with x and d one tensor (the
+// gradient of both written into one buffer).
+TEST_CASE("add_layer_norm is layer_norm(x + dropout(d))", "[autograd]") {
+  for (const DType dtype : {DType::Float32, DType::Float64}) {
+    for (const bool affine : {false, true}) {
+      for (const bool same : {false, true}) {
+        for (const double p : {0.0, 0.3, 1.0}) {
+          INFO("dtype " << fmt::format("{}", dtype) << " affine " << affine << " same " << same
+                        << " p " << p);
+          Generator init(4);
+          const Tensor x0 = uniform({3, 50, 96}, -1, 1, init, dtype);
+          const Tensor d0 = uniform({3, 50, 96}, -2, 2, init, dtype);
+          const Tensor w0 = uniform({96}, 0.5, 1.5, init, dtype);
+          const Tensor b0 = uniform({96}, -1, 1, init, dtype);
+          const Tensor dy = uniform({3, 50, 96}, -1, 1, init, dtype);
+          auto run = [&](bool fused) {
+            Tensor x = x0.clone(), d = d0.clone(), w = w0.clone(), b = b0.clone();
+            for (Tensor* t : {&x, &d, &w, &b}) t->set_requires_grad(true);
+            const Tensor dd = same ? x : d;
+            const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
+            Generator gen(12);
+            const Tensor y = fused ? add_layer_norm(x, dd, wt, bt, 1e-5, p, true, &gen)
+                                   : layer_norm(x + dropout(dd, p, true, gen), wt, bt, 1e-5);
+            sum(mul(y, dy)).backward();
+            std::vector<Tensor> out{y, x.grad()};
+            if (!same) out.push_back(d.grad());
+            if (affine) {
+              out.push_back(w.grad());
+              out.push_back(b.grad());
+            }
+            return out;
+          };
+          const auto fused = run(true), unfused = run(false);
+          const double tol = dtype == DType::Float64 ? 1e-12 : 2e-5;
+          for (size_t i = 0; i < fused.size(); ++i) {
+            INFO("tensor " << i);
+            require_values(fused[i], unfused[i].to_vector<double>(), tol);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("add_layer_norm gradcheck, and its gradient's gradient", "[autograd][gradcheck]") {
+  for (const double p : {0.0, 0.4}) {
+    INFO("p " << p);
+    // the same mask at every evaluation, from a fresh generator
+    const GradcheckFn f = [=](const std::vector<Tensor>& in) {
+      Generator gen(6);
+      return add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, p, true, &gen);
+    };
+    const std::vector<Tensor> inputs = {random_leaf({2, 3, 5}, 71), random_leaf({2, 3, 5}, 72),
+                                        random_leaf({5}, 73, 0.5, 1.5), random_leaf({5}, 74)};
+    require_gradcheck(f, inputs);
+    const GradcheckResult second = gradgradcheck(f, inputs);
+    INFO("gradgradcheck: " << second.message());
+    REQUIRE(second.ok);
+  }
+}
+
+TEST_CASE("add_layer_norm errors", "[autograd][errors]") {
+  CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 3}), Tensor(), Tensor()),
+                    "add_layer_norm: x float32 [2, 4] and d float32 [2, 3] must have one shape and "
+                    "dtype");
+  CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), ones({3}), Tensor()),
+                    "add_layer_norm: weight has shape [3], expected [4] for input [2, 4]");
+  CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5, 1.5),
+                    "add_layer_norm: dropout must be in [0, 1], got 1.5");
+  CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5, 0.1, true),
+                    "add_layer_norm: dropout 0.1 in training needs a generator");
+}

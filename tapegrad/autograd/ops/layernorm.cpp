@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/profile.h"
@@ -83,20 +84,53 @@ void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp
   }
 }
 
+// The checks layer_norm and add_layer_norm share, their messages prefixed by `op`.
+void check_norm(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                double eps) {
+  TG_CHECK(input.dim() >= 1, "{}: input must have rank >= 1, got shape {}", op, input.shape());
+  TG_CHECK(eps > 0, "{}: eps must be positive, got {}", op, eps);
+  const int64_t C = input.size(-1);
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    TG_CHECK(p->shape() == Shape{C}, "{}: {} has shape {}, expected [{}] for input {}", op,
+             p == &weight ? "weight" : "bias", p->shape(), C, input.shape());
+    TG_CHECK(p->dtype() == input.dtype(), "{}: dtypes differ: input {} and {} {}", op,
+             input.dtype(), p == &weight ? "weight" : "bias", p->dtype());
+  }
+}
+
+// Layer norm's gradients at input x, in differentiable ops (the create_graph formula of both
+// ops): xhat = (x - mean) * rstd, rstd = (var + eps)^(-1/2), recomputed from x; then
+//   dxhat = dout * w
+//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (row means)
+//   dw = sum over rows of dout * xhat, db = sum over rows of dout
+// Each is computed when its flag asks for it, else left undefined.
+struct NormGrads {
+  Tensor dx, dw, db;
+};
+NormGrads norm_grads(const Tensor& dout, const Tensor& x, const Tensor& w, double eps, bool want_x,
+                     bool want_w, bool want_b) {
+  const int64_t C = x.size(-1);
+  const Tensor xc = sub(x, tapegrad::mean(x, {-1}, true));
+  const Tensor rstd = pow(add(tapegrad::mean(mul(xc, xc), {-1}, true), eps), -0.5);
+  const Tensor xhat = mul(xc, rstd);
+  NormGrads g;
+  if (want_x) {
+    const Tensor dxhat = w.defined() ? mul(dout, w) : dout;
+    g.dx = mul(rstd, sub(sub(dxhat, tapegrad::mean(dxhat, {-1}, true)),
+                         mul(xhat, tapegrad::mean(mul(dxhat, xhat), {-1}, true))));
+  }
+  if (want_w) g.dw = sum_to(mul(dout, xhat), {C});
+  if (want_b) g.db = sum_to(dout, {C});
+  return g;
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
   const profile::Scope profile_scope("layer_norm");
-  TG_CHECK(input.dim() >= 1, "layer_norm: input must have rank >= 1, got shape {}", input.shape());
-  TG_CHECK(eps > 0, "layer_norm: eps must be positive, got {}", eps);
+  check_norm("layer_norm", input, weight, bias, eps);
   const int64_t C = input.size(-1);
-  for (const Tensor* p : {&weight, &bias}) {
-    if (!p->defined()) continue;
-    TG_CHECK(p->shape() == Shape{C}, "layer_norm: {} has shape {}, expected [{}] for input {}",
-             p == &weight ? "weight" : "bias", p->shape(), C, input.shape());
-    TG_CHECK(p->dtype() == input.dtype(), "layer_norm: dtypes differ: input {} and {} {}",
-             input.dtype(), p == &weight ? "weight" : "bias", p->dtype());
-  }
   const Tensor x = input.contiguous();
   const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
@@ -146,25 +180,145 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
             }
           });
         },
-        [x, w, with_w, with_b, eps, C](const Tensor& dout, Grads& g) {
-          // xhat = (x - mean) * rstd, rstd = (var + eps)^(-1/2), recomputed from x; then
-          //   dxhat = dout * w
-          //   dx = rstd * (dxhat - tapegrad::mean(dxhat) - xhat * tapegrad::mean(dxhat * xhat))
-          //   (row means) dw = sum over rows of dout * xhat, db = sum over rows of dout
-          const Tensor xc = sub(x, tapegrad::mean(x, {-1}, true));
-          const Tensor rstd = pow(add(tapegrad::mean(mul(xc, xc), {-1}, true), eps), -0.5);
-          const Tensor xhat = mul(xc, rstd);
-          if (g.wants(0)) {
-            const Tensor dxhat = with_w ? mul(dout, w) : dout;
-            g.pass(0, mul(rstd, sub(sub(dxhat, tapegrad::mean(dxhat, {-1}, true)),
-                                    mul(xhat, tapegrad::mean(mul(dxhat, xhat), {-1}, true)))));
-          }
+        [x, w, with_w, with_b, eps](const Tensor& dout, Grads& g) {
           const size_t iw = 1, ib = with_w ? 2 : 1;
-          if (with_w && g.wants(iw)) g.pass(iw, sum_to(mul(dout, xhat), {C}));
-          if (with_b && g.wants(ib)) g.pass(ib, sum_to(dout, {C}));
+          const NormGrads n =
+              norm_grads(dout, x, w, eps, g.wants(0), with_w && g.wants(iw), with_b && g.wants(ib));
+          if (n.dx.defined()) g.pass(0, n.dx);
+          if (n.dw.defined()) g.pass(iw, n.dw);
+          if (n.db.defined()) g.pass(ib, n.db);
         });
     if (tape_details()) {
       std::vector<SavedBuffer> saved{{"x", x}, {"mean", mean}, {"rstd", rstd}};
+      if (with_w) saved.emplace_back("w", w);
+      note_saved(out, std::move(saved));
+    }
+  }
+  return out;
+}
+
+// s = x + dropout(d) row by row, each row normalised by the forward kernel while it is in
+// cache; s is kept: it is layer norm's input, which backward reads.
+Tensor add_layer_norm(const Tensor& x_in, const Tensor& d_in, const Tensor& weight,
+                      const Tensor& bias, double eps, double dropout, bool training,
+                      Generator* gen) {
+  const profile::Scope profile_scope("add_layer_norm");
+  check_norm("add_layer_norm", x_in, weight, bias, eps);
+  TG_CHECK(x_in.shape() == d_in.shape() && x_in.dtype() == d_in.dtype(),
+           "add_layer_norm: x {} {} and d {} {} must have one shape and dtype", x_in.dtype(),
+           x_in.shape(), d_in.dtype(), d_in.shape());
+  TG_CHECK(dropout >= 0 && dropout <= 1, "add_layer_norm: dropout must be in [0, 1], got {}",
+           dropout);
+  const bool drop = training && dropout > 0;
+  TG_CHECK(!drop || gen != nullptr, "add_layer_norm: dropout {} in training needs a generator",
+           dropout);
+  const Tensor x = x_in.contiguous(), d = d_in.contiguous();
+  const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
+  const DropoutMask mask(dropout, drop ? gen->next_u64() : 0);
+  const double scale = drop ? dropout_scale(dropout) : 1.0;
+  Tensor sum = empty(x.shape(), x.dtype()), out = empty(x.shape(), x.dtype());
+  Tensor mean = empty({N}, x.dtype()), rstd = empty({N}, x.dtype());
+  dispatch_floating("add_layer_norm", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T *ps = sum.data<T>(), *po = out.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
+    const T *px = x.data<T>(), *pd = d.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    const T* pb = b.defined() ? b.data<T>() : nullptr;
+    const auto sc = static_cast<T>(scale);
+    parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        T* __restrict s = ps + n * C;
+        const T* __restrict xr = px + n * C;
+        const T* __restrict dr = pd + n * C;
+        if (drop) {
+          const DropoutMask m = mask;
+          const auto first = static_cast<uint64_t>(n * C);
+          for (int64_t c = 0; c < C; ++c) s[c] = xr[c] + (m.keeps(first + c) ? dr[c] * sc : T{0});
+        } else {
+          for (int64_t c = 0; c < C; ++c) s[c] = xr[c] + dr[c];
+        }
+        layernorm_forward<T>(po + n * C, pm + n, pr + n, s, pw, pb, 1, C, eps);
+      }
+    });
+  });
+  const bool with_w = w.defined(), with_b = b.defined();
+  std::vector<Tensor> inputs{x, d};
+  if (with_w) inputs.push_back(w);
+  if (with_b) inputs.push_back(b);
+  if (recording(inputs)) {
+    record(
+        "add_layer_norm", inputs, out,
+        [s = sum, w = with_w ? w.detach() : Tensor(), mean, rstd, mask, scale, drop, with_w, with_b,
+         N, C](const Tensor& dout, Grads& g) {
+          dispatch_floating("add_layer_norm", dout.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const size_t iw = 2, ib = with_w ? 3 : 2;
+            T* dw = with_w && g.wants(iw) ? g.write(iw, Writes::Some).grad.data<T>() : nullptr;
+            T* db = with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
+            const T *dy = dout.data<T>(), *ps = s.data<T>(), *pm = mean.data<T>(),
+                    *pr = rstd.data<T>();
+            const T* pw = with_w ? w.data<T>() : nullptr;
+            // the buffers in the order x, d: when x and d are one tensor, x's writer is first
+            T* dx = nullptr;
+            T* dd = nullptr;
+            bool first_x = false, first_d = false;
+            if (g.wants(0)) {
+              const auto [grad, first] = g.write(0, Writes::Every);
+              dx = grad.data<T>();
+              first_x = first;
+            }
+            if (g.wants(1)) {
+              const auto [grad, first] = g.write(1, Writes::Every);
+              dd = grad.data<T>();
+              first_d = first;
+            }
+            if (dx || dd) {
+              const auto sc = static_cast<T>(scale);
+              parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+                std::vector<T> ds(C);  // the sum's gradient, a row at a time
+                const auto assign = [](T& dst, T v) { dst = v; };
+                for (int64_t n = n0; n < n1; ++n) {
+                  layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
+                                              pr + n, 1, C);
+                  T* rx = dx ? dx + n * C : nullptr;
+                  T* rd = dd ? dd + n * C : nullptr;
+                  const auto first = static_cast<uint64_t>(n * C);
+                  for (int64_t c = 0; c < C; ++c) {
+                    if (rx) rx[c] = first_x ? ds[c] : rx[c] + ds[c];
+                    if (!rd) continue;
+                    const T v = !drop || mask.keeps(first + c) ? ds[c] * sc : T{0};
+                    rd[c] = first_d ? v : rd[c] + v;
+                  }
+                }
+              });
+            }
+            if (dw || db) {
+              parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
+                layernorm_backward_params<T>(dw, db, dy, ps, pm, pr, N, C, c0, c1);
+              });
+            }
+          });
+        },
+        [x, d, w, with_w, with_b, eps, mask, scale, drop](const Tensor& dout, Grads& g) {
+          // the sum recomputed from x and d through the same mask, then layer norm's gradients
+          // at it; ds goes to x as it is and to d through the dropout
+          const Tensor kept =
+              drop ? where(keep_mask(d.shape(), mask), mul(d, scale), zeros_like(d)) : d;
+          const size_t iw = 2, ib = with_w ? 3 : 2;
+          const NormGrads n = norm_grads(dout, add(x, kept), w, eps, g.wants(0) || g.wants(1),
+                                         with_w && g.wants(iw), with_b && g.wants(ib));
+          if (g.wants(0)) g.pass(0, n.dx);
+          if (g.wants(1)) {
+            g.pass(1, drop ? where(keep_mask(d.shape(), mask), mul(n.dx, scale), zeros_like(n.dx))
+                           : n.dx);
+          }
+          if (n.dw.defined()) g.pass(iw, n.dw);
+          if (n.db.defined()) g.pass(ib, n.db);
+        });
+    if (tape_details()) {
+      std::vector<SavedBuffer> saved{{"sum", sum}, {"mean", mean}, {"rstd", rstd}};
       if (with_w) saved.emplace_back("w", w);
       note_saved(out, std::move(saved));
     }

@@ -1,6 +1,7 @@
 // Layer normalisation over the last dim (Ba, Kiros & Hinton 2016).
 #pragma once
 
+#include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
@@ -8,5 +9,16 @@ namespace tapegrad {
 // x [..., C]; weight [C] and bias [C] are optional (undefined tensors to leave them out).
 // out = (x - mean) / sqrt(var + eps) * weight + bias, var the biased variance, as PyTorch.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+
+// layer_norm(x + dropout(d)): a post-norm transformer's "add & norm" after each sublayer
+// (d its output, x the residual stream) as one op. Each row's sum is made and normalised
+// while it is in cache, where the separate ops write and read back the dropped d and the sum;
+// backward is one pass per row that writes the gradient of x and of d together. dropout (in
+// training only) draws its mask from gen like the dropout op (the mask of element i is
+// DropoutMask's for its flat index), so the result is the ops' it replaces. x and d have the
+// same shape.
+Tensor add_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight, const Tensor& bias,
+                      double eps = 1e-5, double dropout = 0, bool training = false,
+                      Generator* gen = nullptr);
 
 }  // namespace tapegrad
