@@ -239,6 +239,12 @@ Tensor Grads::output(const Tensor& saved) const {
   return Tensor(std::move(impl));
 }
 
+Tensor Grads::input(size_t i, const Tensor& value) const {
+  auto impl = std::make_shared<TensorImpl>(value.impl());
+  impl->node = entry_.inputs.at(i);
+  return Tensor(std::move(impl));
+}
+
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             BackwardFn formula, bool allow_inf) {
   auto entry = std::make_shared<TapeEntry>();

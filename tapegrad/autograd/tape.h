@@ -95,6 +95,12 @@ class Grads {
   // (softmax's y, exp's y) flows back through this op when it is differentiated again.
   Tensor output(const Tensor& saved) const;
 
+  // For a formula: `value` (input i's shape and dtype, rebuilt from what the op saved) joined to
+  // input i's place in the graph, as output() does for the output: a formula that does not keep
+  // an input alive (add_layer_norm's d) still differentiates through it. An input that needs no
+  // grad gives value as it is.
+  Tensor input(size_t i, const Tensor& value) const;
+
  private:
   GradNode& node(size_t i);
   TapeEntry& entry_;

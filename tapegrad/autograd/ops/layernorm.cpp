@@ -301,19 +301,23 @@ Tensor add_layer_norm(const Tensor& x_in, const Tensor& d_in, const Tensor& weig
             }
           });
         },
-        [x, d, w, with_w, with_b, eps, mask, scale, drop](const Tensor& dout, Grads& g) {
-          // the sum recomputed from x and d through the same mask, then layer norm's gradients
-          // at it; ds goes to x as it is and to d through the dropout
-          const Tensor kept =
-              drop ? where(keep_mask(d.shape(), mask), mul(d, scale), zeros_like(d)) : d;
+        [x, s = sum, w, with_w, with_b, eps, mask, scale, drop](const Tensor& dout, Grads& g) {
+          // The sum as a function of x and d, through the same mask, then layer norm's gradients
+          // at it; the gradient goes to x as it is and to d through the dropout. d itself is not
+          // kept (one more [.., C] a layer until backward): what the sum reads of it, s - x on
+          // the kept elements, is rebuilt from the saved sum and joined to d's place in the graph.
+          const Tensor keep = drop ? keep_mask(s.shape(), mask) : Tensor();
+          auto dropped = [&](const Tensor& t) {
+            return drop ? where(keep, mul(t, scale), zeros_like(t)) : t;
+          };
+          const Tensor rest = sub(s, x.detach());
+          const Tensor d =
+              g.input(1, drop ? where(keep, div(rest, scale), zeros_like(rest)) : rest);
           const size_t iw = 2, ib = with_w ? 3 : 2;
-          const NormGrads n = norm_grads(dout, add(x, kept), w, eps, g.wants(0) || g.wants(1),
+          const NormGrads n = norm_grads(dout, add(x, dropped(d)), w, eps, g.wants(0) || g.wants(1),
                                          with_w && g.wants(iw), with_b && g.wants(ib));
           if (g.wants(0)) g.pass(0, n.dx);
-          if (g.wants(1)) {
-            g.pass(1, drop ? where(keep_mask(d.shape(), mask), mul(n.dx, scale), zeros_like(n.dx))
-                           : n.dx);
-          }
+          if (g.wants(1)) g.pass(1, dropped(n.dx));
           if (n.dw.defined()) g.pass(iw, n.dw);
           if (n.db.defined()) g.pass(ib, n.db);
         });
