@@ -4,7 +4,7 @@
 //                                                      mini-train-base, sgemm)
 // Each run prints one line of key=value pairs: median seconds per iteration after warm-up,
 // tokens/s, achieved matmul GFLOP/s (flops counted analytically), peak RSS. --profile first
-// prints the timed iterations' ops by time (tapegrad/autograd/profile.h). One workload per
+// prints the timed iterations' ops by time, then by module path (profile.h). One workload per
 // process, so peak RSS is that workload's. bench/compare_pytorch.py runs these and the same
 // workloads in PyTorch and prints the table.
 //
@@ -38,7 +38,8 @@ struct Result {
   double flops;    // matmul flops per iteration
 };
 
-// --profile: the timed iterations' ops, by time (ProfileGuard), printed per iteration.
+// --profile: the timed iterations' ops by time (ProfileGuard), then the same by module path,
+// printed per iteration.
 bool g_profile = false;
 
 double median_seconds(const std::function<void()>& iteration, int warmup, int iterations) {
@@ -51,7 +52,7 @@ double median_seconds(const std::function<void()>& iteration, int warmup, int it
     iteration();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (profile) fmt::print("{}", profile->table(iterations));
+  if (profile) fmt::print("{}\n{}", profile->table(iterations), profile->module_table(iterations));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }

@@ -7,6 +7,11 @@
 //   train_step();
 //   fmt::print("{}", profile.table());
 //
+// The same figures by module path (by_module(), module_table()): an op is charged to the
+// innermost module whose forward was running when the op ran (nn's modules open a
+// profile::ModuleScope at the top of forward), and its backward to the module that recorded it;
+// ops outside any module go to "(no module)".
+//
 // Times are self times: an op that calls other ops (linear calls no other op, a composite in
 // nn may) is charged only for what its callees did not take, so the column adds up to the
 // time the ops took. A backward step is charged to the op that recorded it ("matmul
@@ -41,18 +46,29 @@ class ProfileGuard {
   // The rows as a table, times divided by `per` (the steps profiled: per-step figures), with
   // each op's share of the total and, where it did flops, its GFLOP/s.
   std::string table(int64_t per = 1) const;
+  // The same by module path: Row::op holds the path, the calls count the ops run in it.
+  std::vector<Row> by_module() const;
+  std::string module_table(int64_t per = 1) const;
 
-  // What ops call (through ProfileScope, note_bytes, note_flops); not for users.
+  // What ops and modules call (through profile::Scope, ModuleScope, note_bytes, note_flops);
+  // not for users.
   struct Frame;
-  void enter(const char* op, bool backward);
+  void enter(const char* op, bool backward, const std::string* module = nullptr);
   void leave();
   void add_bytes(int64_t bytes);
   void add_flops(double flops);
+  void enter_module(const std::string* path) { modules_.push_back(path); }
+  void leave_module() { modules_.pop_back(); }
+  // The innermost module's name in the table ("(root)" for the root module), empty outside any:
+  // what a tape entry keeps for its backward.
+  std::string module() const;
 
  private:
+  Row& module_row(const Frame& f);
   ProfileGuard* previous_;
-  std::map<std::string, Row> rows_;
+  std::map<std::string, Row> rows_, module_rows_;
   std::vector<Frame> stack_;
+  std::vector<const std::string*> modules_;
 };
 
 namespace profile {
@@ -63,9 +79,11 @@ inline thread_local ProfileGuard* t_current = nullptr;
 // entry's backward. Does nothing when no guard is on.
 class Scope {
  public:
-  explicit Scope(const char* op, bool backward = false) : on_(t_current != nullptr) {
+  // module: for a backward, the path its entry kept; a forward takes the innermost ModuleScope's
+  explicit Scope(const char* op, bool backward = false, const std::string* module = nullptr)
+      : on_(t_current != nullptr) {
     if (on_) [[unlikely]]
-      t_current->enter(op, backward);
+      t_current->enter(op, backward, module);
   }
   ~Scope() {
     if (on_) [[unlikely]]
@@ -73,6 +91,25 @@ class Scope {
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
+
+ private:
+  bool on_;
+};
+
+// A module's forward, at its top (nn::Module::profiled()): the ops inside are charged to
+// `path` (which must outlive the scope). Does nothing when no guard is on.
+class ModuleScope {
+ public:
+  explicit ModuleScope(const std::string& path) : on_(t_current != nullptr) {
+    if (on_) [[unlikely]]
+      t_current->enter_module(&path);
+  }
+  ~ModuleScope() {
+    if (on_) [[unlikely]]
+      t_current->leave_module();
+  }
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
 
  private:
   bool on_;

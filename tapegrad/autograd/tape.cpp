@@ -265,6 +265,8 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
   }
   entry->op = op;
   entry->seq = t_tape.next_seq++;
+  if (profile::t_current) [[unlikely]]
+    entry->module = profile::t_current->module();
   entry->tape = &t_tape;
   entry->inputs.reserve(inputs.size());
   entry->versions.reserve(inputs.size());
@@ -403,7 +405,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
     walk.release(*e->output);
     if (prune && !needed.count(e.get())) return;
     Grads grads(*e, walk);
-    const profile::Scope profile_scope(e->op, true);
+    const profile::Scope profile_scope(e->op, true, &e->module);
     if (walk.create_graph) {
       TG_CHECK(e->formula != nullptr,
                "backward: op '{}' has no gradient formula in differentiable ops, so its "

@@ -152,6 +152,7 @@ struct TapeEntry {
   BackwardFn backward;                            // the kernel
   BackwardFn formula;                             // the same in differentiable ops
   bool released = false;
+  std::string module;  // while profiling: the module path that recorded it (profile.h)
   // Kept only in details mode (TapeDetailsGuard, or anomaly mode): every input's shape (for the
   // anomaly messages and the drawing) and what the entry saved (note_saved).
   std::vector<Shape> input_shapes;

@@ -38,6 +38,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t C, int64_t heads, double dropout,
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const AttentionMasks& masks) {
+  const auto profiled_scope = profiled();
   TG_CHECK(query.dim() == 3 && query.size(2) == C_,
            "MultiHeadAttention: query must be [B, T, {}], got {}", C_, query.shape());
   TG_CHECK(key.dim() == 3 && key.shape() == value.shape() && key.size(0) == query.size(0) &&
@@ -53,6 +54,7 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
 }
 
 MultiHeadAttention::KVCache MultiHeadAttention::project(const Tensor& key_value) {
+  const auto profiled_scope = profiled();
   TG_CHECK(key_value.dim() == 3 && key_value.size(2) == C_,
            "MultiHeadAttention: key and value must be [B, S, {}], got {}", C_, key_value.shape());
   return {k_proj->forward(key_value), v_proj->forward(key_value), key_value.size(1)};
@@ -81,6 +83,7 @@ void write_rows(Tensor& buffer, int64_t at, const Tensor& rows) {
 
 Tensor MultiHeadAttention::forward_cached(const Tensor& query, KVCache& cache, bool append,
                                           const AttentionMasks& masks) {
+  const auto profiled_scope = profiled();
   TG_CHECK(query.dim() == 3 && query.size(2) == C_,
            "MultiHeadAttention: query must be [B, T, {}], got {}", C_, query.shape());
   TG_CHECK(cache.keys.defined() && cache.keys.size(0) == query.size(0),

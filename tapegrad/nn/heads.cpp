@@ -33,6 +33,7 @@ EncoderOnlyModel::EncoderOnlyModel(std::string type_name, const EncoderClassifie
 }
 
 std::pair<Tensor, Tensor> EncoderOnlyModel::encode(const Tensor& ids) {
+  const auto profiled_scope = profiled();
   TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
            "{}: token ids must be int64 [B, S] with B, S > 0, got {} {}", type_name(), ids.dtype(),
            ids.shape());
@@ -46,6 +47,7 @@ SequenceClassifier::SequenceClassifier(const EncoderClassifierConfig& cfg)
     : EncoderOnlyModel("SequenceClassifier", cfg) {}
 
 Tensor SequenceClassifier::forward(const Tensor& ids) {
+  const auto profiled_scope = profiled();
   auto [states, padding] = encode(ids);
   // mean over the non-pad positions: sum(states * keep) / count, keep [B, S, 1]
   const Tensor keep = unsqueeze(eq(padding, 0).to(states.dtype()), -1);
@@ -62,6 +64,7 @@ TokenClassifier::TokenClassifier(const EncoderClassifierConfig& cfg)
     : EncoderOnlyModel("TokenClassifier", cfg) {}
 
 Tensor TokenClassifier::forward(const Tensor& ids) {
+  const auto profiled_scope = profiled();
   return traced(head->forward(encode(ids).first));
 }
 

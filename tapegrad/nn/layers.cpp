@@ -28,12 +28,14 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool w
 }
 
 Tensor Linear::forward(const Tensor& x) const {
+  const auto profiled_scope = profiled();
   TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
            "Linear: input of shape {} does not end in in_features {}", x.shape(), weight.size(1));
   return traced(linear(x, weight, bias));
 }
 
 Tensor Linear::forward(const Tensor& x, const LinearEpilogue& epilogue) const {
+  const auto profiled_scope = profiled();
   return traced(linear(x, weight, bias, epilogue));
 }
 
@@ -41,7 +43,10 @@ Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(gen.
   TG_CHECK(p >= 0 && p <= 1, "Dropout: probability must be in [0, 1], got {}", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return traced(dropout(x, p_, is_training(), gen_)); }
+Tensor Dropout::forward(const Tensor& x) {
+  const auto profiled_scope = profiled();
+  return traced(dropout(x, p_, is_training(), gen_));
+}
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
                      std::optional<int64_t> padding_idx, double init_std)
@@ -59,6 +64,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
+  const auto profiled_scope = profiled();
   return traced(embedding(weight, ids, padding_idx_));
 }
 
@@ -73,10 +79,12 @@ LayerNorm::LayerNorm(int64_t C, double eps, bool affine) : Module("LayerNorm"), 
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
+  const auto profiled_scope = profiled();
   return traced(layer_norm(x, weight, bias, eps_));
 }
 
 Tensor LayerNorm::forward(const Tensor& x, const Tensor& d, Dropout& dropout) const {
+  const auto profiled_scope = profiled();
   return traced(add_layer_norm(x, d, weight, bias, eps_, dropout.p(), dropout.is_training(),
                                &dropout.generator()));
 }
@@ -100,6 +108,7 @@ PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Gen
 }
 
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
+  const auto profiled_scope = profiled();
   TG_CHECK(x.dim() == 3 && x.size(2) == pe.size(1),
            "PositionalEncoding: expected input [B, T, {}], got {}", pe.size(1), x.shape());
   TG_CHECK(start >= 0 && start + x.size(1) <= pe.size(0),

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad::nn {
@@ -66,6 +67,9 @@ class Module {
   }
   // Reports `out`'s shape to the shape trace when one is active (see ShapeTrace).
   const Tensor& traced(const Tensor& out) const;
+  // Opened at the top of forward: while a ProfileGuard is on, the ops until the scope closes
+  // are charged to this module's path (profile.h). One thread-local check when off.
+  profile::ModuleScope profiled() const { return profile::ModuleScope(path_); }
   // Reports a shape inside this module's forward ("<path> <Type> <what>: shape"), for what has
   // no tensor of its own (a fused op's per-head scores); check tracing() first.
   static bool tracing();

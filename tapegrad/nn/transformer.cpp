@@ -23,6 +23,7 @@ PositionwiseFeedForward::PositionwiseFeedForward(const LayerConfig& cfg, Generat
 // linear1, the activation and the dropout as one op: the latter two run in the matrix kernel's
 // output pass (linear's epilogue) instead of as two passes over a [.., d_ff] tensor each.
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
+  const auto profiled_scope = profiled();
   const Tensor a = linear1->forward(
       x,
       {.activation = activation_ == Activation::ReLU ? LinearEpilogue::ReLU : LinearEpilogue::GELU,
@@ -45,6 +46,7 @@ EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)
 }
 
 Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
+  const auto profiled_scope = profiled();
   Tensor x = input;
   const AttentionMasks masks{.key_padding = padding};
   if (norm_first_) {
@@ -71,6 +73,7 @@ Encoder::Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Ge
 }
 
 Tensor Encoder::forward(const Tensor& input, const Tensor& padding) {
+  const auto profiled_scope = profiled();
   Tensor x = input;
   for (const auto& layer : *layers) x = layer->forward(x, padding);
   if (norm) x = norm->forward(x);
@@ -95,6 +98,7 @@ DecoderLayer::DecoderLayer(const LayerConfig& cfg, Generator& gen)
 
 Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Tensor& self_mask,
                              const Tensor& tgt_padding, const Tensor& memory_padding) {
+  const auto profiled_scope = profiled();
   Tensor x = input;
   const AttentionMasks self_masks{.key_padding = tgt_padding, .attn = self_mask};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
@@ -122,6 +126,7 @@ DecoderLayer::Cache DecoderLayer::start(const Tensor& memory, int64_t capacity) 
 // forward() for one position, with the same signposts; self-attention attends to the cache.
 Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_padding,
                           const Tensor& memory_padding) {
+  const auto profiled_scope = profiled();
   Tensor x = input;
   const AttentionMasks self_masks{.key_padding = tgt_padding};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
@@ -154,6 +159,7 @@ Decoder::Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Ge
 
 Tensor Decoder::forward(const Tensor& input, const Tensor& memory, const Tensor& self_mask,
                         const Tensor& tgt_padding, const Tensor& memory_padding) {
+  const auto profiled_scope = profiled();
   Tensor x = input;
   for (const auto& layer : *layers) {
     x = layer->forward(x, memory, self_mask, tgt_padding, memory_padding);
@@ -164,6 +170,7 @@ Tensor Decoder::forward(const Tensor& input, const Tensor& memory, const Tensor&
 
 Tensor Decoder::step(const Tensor& input, std::vector<DecoderLayer::Cache>& caches,
                      const Tensor& tgt_padding, const Tensor& memory_padding) {
+  const auto profiled_scope = profiled();
   TG_CHECK(caches.size() == layers->size(), "Decoder: {} caches for {} layers", caches.size(),
            layers->size());
   Tensor x = input;
@@ -387,6 +394,7 @@ Tensor MiniTransformer::embed(const Embedding& table, const Tensor& ids, int64_t
 }
 
 Tensor MiniTransformer::project_out(const Tensor& x) {
+  const auto profiled_scope = profiled();
   if (out_proj) return out_proj->forward(x);
   return matmul(x, transpose(tgt_embed->weight, 0, 1)) + out_bias;
 }
@@ -445,6 +453,7 @@ void MiniTransformer::keep_rows(DecodeState& state, const std::vector<int64_t>& 
 }
 
 Tensor MiniTransformer::decode_step(const Tensor& ids, DecodeState& state) {
+  const auto profiled_scope = profiled();
   TG_CHECK(
       ids.dtype() == DType::Int64 && ids.dim() == 1 && ids.size(0) == state.memory.states.size(0),
       "MiniTransformer: decode_step takes int64 ids [N] for the {} rows of the state, got {} {}",
@@ -459,12 +468,14 @@ Tensor MiniTransformer::decode_step(const Tensor& ids, DecodeState& state) {
 }
 
 MiniTransformer::Memory MiniTransformer::encode(const Tensor& src_ids) {
+  const auto profiled_scope = profiled();
   const Tensor x = embed(*src_embed, src_ids);
   const Tensor padding = padding_mask(src_ids, cfg_.pad_id);
   return {encoder->forward(x, padding), padding};
 }
 
 Tensor MiniTransformer::decode(const Tensor& tgt_ids, const Memory& memory) {
+  const auto profiled_scope = profiled();
   TG_CHECK(tgt_ids.dim() == 2 && tgt_ids.size(0) == memory.states.size(0),
            "MiniTransformer: target ids {} and source batch {} differ", tgt_ids.shape(),
            memory.states.shape());
@@ -475,6 +486,7 @@ Tensor MiniTransformer::decode(const Tensor& tgt_ids, const Memory& memory) {
 }
 
 Tensor MiniTransformer::forward(const Tensor& src_ids, const Tensor& tgt_ids) {
+  const auto profiled_scope = profiled();
   return decode(tgt_ids, encode(src_ids));
 }
 

@@ -157,6 +157,41 @@ TEST_CASE("the shape trace reports each module's output shape only while on", "[
   CHECK(lines.size() == n);
 }
 
+// The profiler by module path: every op of a training step charged to the innermost module
+// running it, forward and backward, the loss outside any module; the figures add up to the
+// table by op.
+TEST_CASE("the profiler charges each op to the module that ran it", "[nn]") {
+  MiniTransformer model(tiny());
+  const Tensor src = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Int64);
+  const Tensor tgt = tensor({1, 2, 1, 2}, {2, 2}, DType::Int64);
+  ProfileGuard profile;
+  cross_entropy(reshape(model.forward(src, tgt), {4, -1}), reshape(tgt, {-1})).backward();
+  const auto rows = profile.by_module();
+  const auto row = [&](const std::string& path) {
+    const auto it = std::find_if(rows.begin(), rows.end(),
+                                 [&](const ProfileGuard::Row& r) { return r.op == path; });
+    INFO(path << "\n" << profile.module_table());
+    REQUIRE(it != rows.end());
+    return *it;
+  };
+  // a Linear: its one op, forward and backward, with its flops (2 rows x 3 x 8 x 8, twice back)
+  const auto q = row("encoder.layers.0.self_attn.q_proj");
+  CHECK(q.forward_calls == 1);
+  CHECK(q.backward_calls == 1);
+  CHECK(q.flops == 2.0 * 6 * 8 * 8 * 3);
+  // the attention op itself runs in MultiHeadAttention's own forward
+  CHECK(row("decoder.layers.1.cross_attn").forward_calls >= 1);
+  CHECK(row("decoder.layers.1.norm3").backward_calls == 1);
+  // the loss and the reshapes around it ran outside any module, and so did their backward
+  CHECK(row("(no module)").forward_calls >= 3);
+  CHECK(row("(no module)").backward_calls == 2);  // the loss's and the logits' view's
+  int64_t calls = 0, op_calls = 0;
+  for (const auto& r : rows) calls += r.forward_calls + r.backward_calls;
+  for (const auto& r : profile.rows()) op_calls += r.forward_calls + r.backward_calls;
+  CHECK(calls == op_calls);
+  CHECK(profile.module_table().find("encoder.layers.0.feed_forward.linear1") != std::string::npos);
+}
+
 TEST_CASE("module name errors", "[nn][errors]") {
   Bag bag;
   bag.add_parameter("w");
