@@ -84,6 +84,37 @@ void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp
   }
 }
 
+// s = x + (kept ? d * scale : 0) for elements [start, start + n) of a dropout mask: the sum
+// add_layer_norm normalises. Arguments by value and restrict, so the loop vectorises (the
+// mask's hash included), as dropout's own.
+template <class T>
+void add_dropped(T* __restrict s, const T* __restrict x, const T* __restrict d, uint64_t start,
+                 int64_t n, T scale, const DropoutMask m) {
+  for (int64_t i = 0; i < n; ++i) s[i] = x[i] + (m.keeps(start + i) ? d[i] * scale : T{0});
+}
+
+template <class T>
+void add_rows(T* __restrict s, const T* __restrict x, const T* __restrict d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) s[i] = x[i] + d[i];
+}
+
+// dst = or += (kept ? g * scale : 0), every element kept when mask is null: a gradient row of
+// add_layer_norm's x (no mask, scale 1) or d.
+template <class T>
+void put_row(T* __restrict dst, const T* __restrict g, bool first, const DropoutMask* mask,
+             uint64_t start, int64_t n, T scale) {
+  if (mask == nullptr) {
+    assign_or_add(first, [&](auto store) {
+      for (int64_t i = 0; i < n; ++i) store(dst[i], g[i] * scale);
+    });
+    return;
+  }
+  const DropoutMask m = *mask;
+  assign_or_add(first, [&](auto store) {
+    for (int64_t i = 0; i < n; ++i) store(dst[i], m.keeps(start + i) ? g[i] * scale : T{0});
+  });
+}
+
 // The checks layer_norm and add_layer_norm share, their messages prefixed by `op`.
 void check_norm(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                 double eps) {
@@ -229,15 +260,11 @@ Tensor add_layer_norm(const Tensor& x_in, const Tensor& d_in, const Tensor& weig
     const auto sc = static_cast<T>(scale);
     parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
-        T* __restrict s = ps + n * C;
-        const T* __restrict xr = px + n * C;
-        const T* __restrict dr = pd + n * C;
+        T* s = ps + n * C;
         if (drop) {
-          const DropoutMask m = mask;
-          const auto first = static_cast<uint64_t>(n * C);
-          for (int64_t c = 0; c < C; ++c) s[c] = xr[c] + (m.keeps(first + c) ? dr[c] * sc : T{0});
+          add_dropped<T>(s, px + n * C, pd + n * C, static_cast<uint64_t>(n * C), C, sc, mask);
         } else {
-          for (int64_t c = 0; c < C; ++c) s[c] = xr[c] + dr[c];
+          add_rows<T>(s, px + n * C, pd + n * C, C);
         }
         layernorm_forward<T>(po + n * C, pm + n, pr + n, s, pw, pb, 1, C, eps);
       }
@@ -282,15 +309,11 @@ Tensor add_layer_norm(const Tensor& x_in, const Tensor& d_in, const Tensor& weig
                 for (int64_t n = n0; n < n1; ++n) {
                   layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
                                               pr + n, 1, C);
-                  T* rx = dx ? dx + n * C : nullptr;
-                  T* rd = dd ? dd + n * C : nullptr;
-                  const auto first = static_cast<uint64_t>(n * C);
-                  for (int64_t c = 0; c < C; ++c) {
-                    if (rx) rx[c] = first_x ? ds[c] : rx[c] + ds[c];
-                    if (!rd) continue;
-                    const T v = !drop || mask.keeps(first + c) ? ds[c] * sc : T{0};
-                    rd[c] = first_d ? v : rd[c] + v;
-                  }
+                  // x's row first: when x and d are one tensor, d's then adds to it
+                  const auto at = static_cast<uint64_t>(n * C);
+                  if (dx) put_row<T>(dx + n * C, ds.data(), first_x, nullptr, at, C, T{1});
+                  if (dd)
+                    put_row<T>(dd + n * C, ds.data(), first_d, drop ? &mask : nullptr, at, C, sc);
                 }
               });
             }
