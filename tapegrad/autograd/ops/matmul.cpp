@@ -202,7 +202,7 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
   }
 }
 
-// linear's epilogue over the output [N, OC] (pointer `out`), applied by gemm to row pieces of
+// linear's epilogue over its output [N, OC], applied by gemm to the row pieces of
 // one share's product, whose corner is at (row0, col0) of the output: + bias, the
 // pre-activation kept for GELU's backward, the activation, the dropout of element
 // (row, col) by its flat index.
