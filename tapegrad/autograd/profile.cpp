@@ -17,7 +17,7 @@ struct ProfileGuard::Frame {
 };
 
 namespace {
-const std::string kNoModule = "(no module)";
+const std::string kNoModule = "(no module)", kRoot = "(root)";
 }
 
 ProfileGuard::ProfileGuard() : previous_(profile::t_current) { profile::t_current = this; }
@@ -38,7 +38,6 @@ void ProfileGuard::enter(const char* op, bool backward, const std::string* modul
 // A forward frame holds a module's path ("" for the root module), a backward frame the name its
 // entry kept (module(): "" when none).
 ProfileGuard::Row& ProfileGuard::module_row(const Frame& f) {
-  static const std::string kRoot = "(root)";
   const std::string* name = &kNoModule;
   if (f.module != nullptr && !f.module->empty()) {
     name = f.module;
@@ -52,7 +51,7 @@ ProfileGuard::Row& ProfileGuard::module_row(const Frame& f) {
 
 std::string ProfileGuard::module() const {
   if (modules_.empty()) return {};
-  return modules_.back()->empty() ? "(root)" : *modules_.back();
+  return modules_.back()->empty() ? kRoot : *modules_.back();
 }
 
 void ProfileGuard::leave() {

@@ -84,18 +84,18 @@ void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp
   }
 }
 
-// s = x + (kept ? d * scale : 0) for elements [start, start + n) of a dropout mask: the sum
-// add_layer_norm normalises. Arguments by value and restrict, so the loop vectorises (the
-// mask's hash included), as dropout's own.
+// s = x + (kept ? d * scale : 0), every element kept when mask is null: a row of the sum
+// add_layer_norm normalises, elements [start, start + n) of the mask. Arguments restrict and
+// the mask a local, so the loops vectorise (the mask's hash included), as dropout's own.
 template <class T>
-void add_dropped(T* __restrict s, const T* __restrict x, const T* __restrict d, uint64_t start,
-                 int64_t n, T scale, const DropoutMask m) {
+void add_row(T* __restrict s, const T* __restrict x, const T* __restrict d, const DropoutMask* mask,
+             uint64_t start, int64_t n, T scale) {
+  if (mask == nullptr) {
+    for (int64_t i = 0; i < n; ++i) s[i] = x[i] + d[i];
+    return;
+  }
+  const DropoutMask m = *mask;
   for (int64_t i = 0; i < n; ++i) s[i] = x[i] + (m.keeps(start + i) ? d[i] * scale : T{0});
-}
-
-template <class T>
-void add_rows(T* __restrict s, const T* __restrict x, const T* __restrict d, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) s[i] = x[i] + d[i];
 }
 
 // dst = or += (kept ? g * scale : 0), every element kept when mask is null: a gradient row of
@@ -261,11 +261,8 @@ Tensor add_layer_norm(const Tensor& x_in, const Tensor& d_in, const Tensor& weig
     parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         T* s = ps + n * C;
-        if (drop) {
-          add_dropped<T>(s, px + n * C, pd + n * C, static_cast<uint64_t>(n * C), C, sc, mask);
-        } else {
-          add_rows<T>(s, px + n * C, pd + n * C, C);
-        }
+        add_row<T>(s, px + n * C, pd + n * C, drop ? &mask : nullptr, static_cast<uint64_t>(n * C),
+                   C, sc);
         layernorm_forward<T>(po + n * C, pm + n, pr + n, s, pw, pb, 1, C, eps);
       }
     });

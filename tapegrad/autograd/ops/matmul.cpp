@@ -297,6 +297,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   std::vector<Tensor> inputs{x, w};
   if (b.defined()) inputs.push_back(b);
   const bool record_it = recording(inputs);
+  // an activation or dropout after the product: the epilogue and backward have a tail to run
+  const bool tail = epilogue.activation != LinearEpilogue::None || drop;
   // GELU's backward needs its input, which the output does not give back.
   const bool keep_pre = record_it && epilogue.activation == LinearEpilogue::GELU;
   // Every element is written by the gemm (beta = 0), or by its K == 0 path.
@@ -317,16 +319,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
         const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
         const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
         if (n1 == n0 || c1 == c0) continue;
-        const LinearTail<T> tail{pb,
-                                 keep_pre ? pre.data<T>() : nullptr,
-                                 epilogue.activation,
-                                 drop ? &mask : nullptr,
-                                 static_cast<T>(scale),
-                                 OC,
-                                 n0,
-                                 c0};
-        const bool plain = !pb && epilogue.activation == LinearEpilogue::None && !drop;
-        const Epilogue<T> finish{plain ? nullptr : &LinearTail<T>::apply, &tail};
+        const LinearTail<T> tail_of_share{pb,
+                                          keep_pre ? pre.data<T>() : nullptr,
+                                          epilogue.activation,
+                                          drop ? &mask : nullptr,
+                                          static_cast<T>(scale),
+                                          OC,
+                                          n0,
+                                          c0};
+        const Epilogue<T> finish{pb || tail ? &LinearTail<T>::apply : nullptr, &tail_of_share};
         // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
         gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
                 po + n0 * OC + c0, OC, finish);
@@ -334,7 +335,6 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
     });
   });
   if (record_it) {
-    const bool tail = epilogue.activation != LinearEpilogue::None || drop;
     record(
         "linear", inputs, out,
         [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), pre, epilogue, mask,
