@@ -41,6 +41,8 @@ struct Result {
 // --profile: the timed iterations' ops by time (ProfileGuard), then the same by module path,
 // printed per iteration.
 bool g_profile = false;
+// --norm-first: the encoder and mini-train workloads with pre-norm layers (and final norms).
+bool g_norm_first = false;
 
 double median_seconds(const std::function<void()>& iteration, int warmup, int iterations) {
   for (int i = 0; i < warmup; ++i) iteration();
@@ -73,7 +75,8 @@ double decoder_layer_flops(double B, double T, double S, double C, double F) {
 Result encoder(bool train, int iterations) {
   const int64_t B = 30, T = 200, C = 512, F = 2048, L = 5;
   Generator gen(0);
-  nn::Encoder enc({.d_model = C, .heads = 8, .d_ff = F, .dropout = 0.1}, L, false, gen);
+  nn::Encoder enc({.d_model = C, .heads = 8, .d_ff = F, .dropout = 0.1, .norm_first = g_norm_first},
+                  L, g_norm_first, gen);
   const Tensor x = normal({B, T, C}, 0, 1, gen);
   const double forward = L * encoder_layer_flops(B, T, C, F);
   if (!train) {
@@ -110,7 +113,8 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int64
                              .encoder_layers = L,
                              .decoder_layers = L,
                              .dropout = 0.1,
-                             .max_len = len});
+                             .max_len = len,
+                             .norm_first = g_norm_first});
   optim::Adam adam(model.named_parameters(), {});
   parallel::GradientSync sync(world, model.named_parameters(), bucket_bytes);
   Generator gen(1);
@@ -224,6 +228,8 @@ int main(int argc, char** argv) {
     g_profile = f.boolean("profile",
                           "print the timed iterations' ops by time (per iteration; the profiler "
                           "costs a little time of its own)");
+    g_norm_first = f.boolean("norm-first",
+                             "encoder and mini-train workloads: pre-norm layers (and final norms)");
     if (!f.finish()) return 0;
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {

@@ -38,7 +38,7 @@ int tour(const std::string& draw_dir) {
     const auto& step = drawing.steps()[i];
     std::string saved;
     for (const SavedBuffer& s : step.saved) saved += fmt::format(" {} {}", s.name, s.shape);
-    const auto& out = drawing.values()[step.output];
+    const auto& out = drawing.values()[step.outputs.front()];
     fmt::print("  #{} {:<7} -> {:<10} saved:{}\n", i, step.op,
                fmt::format("{} {}", out.label, out.shape), saved.empty() ? " nothing" : saved);
   }

@@ -205,7 +205,8 @@ bool recording(const std::vector<Tensor>& inputs) {
                                        [](const Tensor& t) { return t.requires_grad(); });
 }
 
-Grads::Grads(TapeEntry& entry, Walk& walk) : entry_(entry), walk_(walk) {}
+Grads::Grads(TapeEntry& entry, Walk& walk, const std::vector<Tensor>& douts)
+    : entry_(entry), walk_(walk), douts_(douts) {}
 
 bool Grads::wants(size_t i) const { return entry_.inputs[i] != nullptr; }
 
@@ -233,11 +234,13 @@ void Grads::pass(size_t i, const Tensor& g) {
   walk_.add(entry_.inputs[i], walk_.create_graph ? g.contiguous() : g, entry_.op);
 }
 
-Tensor Grads::output(const Tensor& saved) const {
+Tensor Grads::output(const Tensor& saved, size_t k) const {
   auto impl = std::make_shared<TensorImpl>(saved.impl());
-  impl->node = entry_.output_node.lock();
+  impl->node = entry_.outputs.at(k).lock();
   return Tensor(std::move(impl));
 }
+
+const Tensor& Grads::dout(size_t k) const { return douts_.at(k); }
 
 Tensor Grads::input(size_t i, const Tensor& value) const {
   auto impl = std::make_shared<TensorImpl>(value.impl());
@@ -247,21 +250,29 @@ Tensor Grads::input(size_t i, const Tensor& value) const {
 
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             BackwardFn formula, bool allow_inf) {
+  record(op, inputs, std::vector<Tensor*>{&out}, std::move(backward), std::move(formula),
+         allow_inf);
+}
+
+void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
+            BackwardFn backward, BackwardFn formula, bool allow_inf) {
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly || t_details) [[unlikely]] {
     for (const Tensor& in : inputs)
       entry->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
   }
   if (t_anomaly) [[unlikely]] {
-    const Finite f = finiteness(out);
-    TG_CHECK(f != Finite::HasNaN, "anomaly: forward of op '{}' (inputs {}) produced NaN", op,
-             shapes_of(entry->input_shapes));
-    // inputs are scanned only when the output holds an Inf
-    TG_CHECK(f != Finite::HasInf || allow_inf ||
-                 std::any_of(inputs.begin(), inputs.end(),
-                             [](const Tensor& in) { return finiteness(in) != Finite::Yes; }),
-             "anomaly: forward of op '{}' (inputs {}) produced Inf from finite inputs", op,
-             shapes_of(entry->input_shapes));
+    for (const Tensor* out : outs) {
+      const Finite f = finiteness(*out);
+      TG_CHECK(f != Finite::HasNaN, "anomaly: forward of op '{}' (inputs {}) produced NaN", op,
+               shapes_of(entry->input_shapes));
+      // inputs are scanned only when the output holds an Inf
+      TG_CHECK(f != Finite::HasInf || allow_inf ||
+                   std::any_of(inputs.begin(), inputs.end(),
+                               [](const Tensor& in) { return finiteness(in) != Finite::Yes; }),
+               "anomaly: forward of op '{}' (inputs {}) produced Inf from finite inputs", op,
+               shapes_of(entry->input_shapes));
+    }
   }
   entry->op = op;
   entry->seq = t_tape.next_seq++;
@@ -284,13 +295,14 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
   entry->backward = std::move(backward);
   entry->formula = std::move(formula);
 
-  auto node = std::make_shared<GradNode>();
-  node->shape = out.shape();
-  node->dtype = out.dtype();
-  node->grad_fn = entry;
-  entry->output = node.get();
-  entry->output_node = node;
-  out.impl().node = std::move(node);
+  for (Tensor* out : outs) {
+    auto node = std::make_shared<GradNode>();
+    node->shape = out->shape();
+    node->dtype = out->dtype();
+    node->grad_fn = entry;
+    entry->outputs.push_back(node);
+    out->impl().node = std::move(node);
+  }
 
   if (t_walks == 0 && t_tape.entries.size() >= t_tape.compact_at) t_tape.compact();
   t_tape.entries.push_back(entry);
@@ -388,6 +400,14 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
       if (in && !in->grad_fn && !in->hooks.empty()) ++readers[in.get()];
     }
   }
+  // An entry runs once any of its outputs received a gradient in this walk.
+  const auto reached = [](const TapeEntry& e) {
+    return std::any_of(e.outputs.begin(), e.outputs.end(), [](const std::weak_ptr<GradNode>& w) {
+      const auto node = w.lock();
+      return node && node->pending.defined();
+    });
+  };
+  std::vector<Tensor> douts;
   const auto run_entry = [&](const std::shared_ptr<TapeEntry>& e) {
     TG_CHECK(!e->released,
              "backward: op '{}' of this graph was already released by an earlier backward(); "
@@ -401,10 +421,16 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
                "recompute the op after the write",
                e->op, k, e->versions.size(), e->versions[k].version, storage->version());
     }
-    const Tensor dout = walk.complete(*e->output);
-    walk.release(*e->output);
+    douts.assign(e->outputs.size(), Tensor());
+    for (size_t k = 0; k < e->outputs.size(); ++k) {
+      const auto node = e->outputs[k].lock();
+      if (!node || !node->pending.defined()) continue;
+      douts[k] = walk.complete(*node);
+      walk.release(*node);
+    }
     if (prune && !needed.count(e.get())) return;
-    Grads grads(*e, walk);
+    Grads grads(*e, walk, douts);
+    const Tensor& dout = douts[0];
     const profile::Scope profile_scope(e->op, true, &e->module);
     if (walk.create_graph) {
       TG_CHECK(e->formula != nullptr,
@@ -447,7 +473,7 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
         if (in && readers.count(in.get())) hooked.push_back(in.get());
       }
     }
-    if (e->output->pending.defined()) run_entry(e);
+    if (reached(*e)) run_entry(e);
     for (GradNode* leaf : hooked) {
       if (--readers[leaf] == 0 && leaf->pending.defined()) {
         walk.complete(*leaf);
@@ -473,7 +499,11 @@ void walk_back(const std::vector<Tensor>& roots, const std::vector<Tensor>& seed
   } catch (...) {
     for (const auto& leaf : walk.leaves) leaf->pending = Tensor();
     for (const auto& w : t_tape.entries) {
-      if (const auto e = w.lock()) e->output->pending = Tensor();
+      const auto e = w.lock();
+      if (!e) continue;
+      for (const auto& out : e->outputs) {
+        if (const auto node = out.lock()) node->pending = Tensor();
+      }
     }
     throw;
   }

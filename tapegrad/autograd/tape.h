@@ -2,8 +2,9 @@
 //
 // Each differentiable op, when any input requires grad and grad mode is on, calls record():
 // it appends one TapeEntry (op name, input nodes, backward function) to this thread's tape and
-// makes its output a non-leaf whose GradNode owns that entry. backward() walks the tape in
-// reverse from the root's entry: an entry whose output received a gradient calls its backward
+// makes its output a non-leaf whose GradNode owns that entry (an op may have several outputs,
+// each owning the one entry). backward() walks the tape in reverse from the root's entry: an
+// entry whose output received a gradient calls its backward
 // function, which accumulates (+=) into its inputs' gradients; then the entry is released,
 // freeing every buffer its backward function saved. No recursion, so depth is not a limit.
 //
@@ -76,7 +77,7 @@ enum class Writes { Every, Some };
 // += into one of them would silently change the other.
 class Grads {
  public:
-  Grads(TapeEntry& entry, Walk& walk);
+  Grads(TapeEntry& entry, Walk& walk, const std::vector<Tensor>& douts);
   // Whether input i requires grad; skip computing what nobody asked for.
   bool wants(size_t i) const;
 
@@ -90,10 +91,15 @@ class Grads {
   // formula (create_graph) the sum of gradients is itself recorded.
   void pass(size_t i, const Tensor& g);
 
-  // For a formula: the op's output, from a saved handle to it (out.detach() captured at
+  // For a formula: the op's output k, from a saved handle to it (out.detach() captured at
   // record time), joined again to the graph, so a gradient written in terms of the output
   // (softmax's y, exp's y) flows back through this op when it is differentiated again.
-  Tensor output(const Tensor& saved) const;
+  Tensor output(const Tensor& saved, size_t k = 0) const;
+
+  // The gradient of the op's output k in this walk: what the backward function receives as
+  // dout for output 0. An op with several outputs runs its backward once any of them received
+  // a gradient; the others' are then undefined (as if zero).
+  const Tensor& dout(size_t k) const;
 
   // For a formula: `value` (input i's shape and dtype, rebuilt from what the op saved) joined to
   // input i's place in the graph, as output() does for the output: a formula that does not keep
@@ -105,6 +111,7 @@ class Grads {
   GradNode& node(size_t i);
   TapeEntry& entry_;
   Walk& walk_;
+  const std::vector<Tensor>& douts_;
 };
 
 // Calls body(store) with store(dst, v) assigning (dst = v) when `assign` and adding (dst += v)
@@ -119,7 +126,8 @@ void assign_or_add(bool assign, Body&& body) {
   }
 }
 
-// Receives the gradient of the op's output (contiguous, the output's shape and dtype).
+// Receives the gradient of the op's output (contiguous, the output's shape and dtype); for an
+// op with several outputs, output 0's, undefined when only another received one (Grads::dout).
 using BackwardFn = std::function<void(const Tensor& dout, Grads& dinputs)>;
 
 // The storage version (Storage::version) of one input when its op was recorded. A weak
@@ -147,10 +155,10 @@ struct TapeEntry {
   const void* tape;                               // the recording thread's tape
   std::vector<std::shared_ptr<GradNode>> inputs;  // null for inputs that need no grad
   std::vector<InputVersion> versions;             // one per defined input
-  GradNode* output;                               // owns this entry, so outlives it
-  std::weak_ptr<GradNode> output_node;            // the same, for Grads::output
-  BackwardFn backward;                            // the kernel
-  BackwardFn formula;                             // the same in differentiable ops
+  // Each output's node owns this entry; an entry with several outputs may outlive one of them.
+  std::vector<std::weak_ptr<GradNode>> outputs;
+  BackwardFn backward;  // the kernel
+  BackwardFn formula;   // the same in differentiable ops
   bool released = false;
   std::string module;  // while profiling: the module path that recorded it (profile.h)
   // Kept only in details mode (TapeDetailsGuard, or anomaly mode): every input's shape (for the
@@ -241,6 +249,10 @@ bool recording(const std::vector<Tensor>& inputs);
 // allow_inf exempts an intended infinity in `out` from anomaly detection (masked_fill with -inf).
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             BackwardFn formula = nullptr, bool allow_inf = false);
+// The same for an op with several outputs (add_layer_norm's normalised sum and the sum itself):
+// one entry, whose backward runs once, after every op that read any of them.
+void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
+            BackwardFn backward, BackwardFn formula = nullptr, bool allow_inf = false);
 
 // Adds fn to node's hooks (what Tensor::register_hook does for a tensor's node).
 HookHandle register_hook(const std::shared_ptr<GradNode>& node, GradHook fn);

@@ -89,6 +89,14 @@ Tensor LayerNorm::forward(const Tensor& x, const Tensor& d, Dropout& dropout) co
                                &dropout.generator()));
 }
 
+SumNorm LayerNorm::forward_sum(const Tensor& x, const Tensor& d, Dropout& dropout) const {
+  const auto profiled_scope = profiled();
+  SumNorm r = add_and_layer_norm(x, d, weight, bias, eps_, dropout.p(), dropout.is_training(),
+                                 &dropout.generator());
+  traced(r.norm);
+  return r;
+}
+
 PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Generator& gen)
     : Module("PositionalEncoding") {
   TG_CHECK(C > 0 && max_len > 0, "PositionalEncoding: sizes must be positive, got C {} max_len {}",

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/layernorm.h"
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/nn/module.h"
@@ -60,6 +61,9 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) const;
   // The norm of x + dropout(d) as one op (add_layer_norm): a post-norm layer's add & norm.
   Tensor forward(const Tensor& x, const Tensor& d, Dropout& dropout) const;
+  // x + dropout(d) and its norm as one op (add_and_layer_norm): a pre-norm layer's residual add
+  // and the next sublayer's norm.
+  SumNorm forward_sum(const Tensor& x, const Tensor& d, Dropout& dropout) const;
 
   Tensor weight;  // undefined unless affine
   Tensor bias;

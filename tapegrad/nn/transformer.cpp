@@ -50,10 +50,11 @@ Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
   Tensor x = input;
   const AttentionMasks masks{.key_padding = padding};
   if (norm_first_) {
-    // self-attention, then feed-forward, each on a normalised copy added back
+    // self-attention, then feed-forward, each on a normalised copy added back; the first add
+    // and the norm after it as one op
     const Tensor n1 = norm1->forward(x);
-    x = x + dropout1_->forward(self_attn->forward(n1, n1, n1, masks));
-    x = x + dropout2_->forward(feed_forward->forward(norm2->forward(x)));
+    const auto [s, n2] = norm2->forward_sum(x, self_attn->forward(n1, n1, n1, masks), *dropout1_);
+    x = s + dropout2_->forward(feed_forward->forward(n2));
   } else {
     // self-attention
     x = norm1->forward(x, self_attn->forward(x, x, x, masks), *dropout1_);  // add & norm
@@ -104,9 +105,11 @@ Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Te
   const AttentionMasks cross_masks{.key_padding = memory_padding};
   if (norm_first_) {
     const Tensor n1 = norm1->forward(x);
-    x = x + dropout1_->forward(self_attn->forward(n1, n1, n1, self_masks));
-    x = x + dropout2_->forward(cross_attn->forward(norm2->forward(x), memory, memory, cross_masks));
-    x = x + dropout3_->forward(feed_forward->forward(norm3->forward(x)));
+    const auto [s1, n2] =
+        norm2->forward_sum(x, self_attn->forward(n1, n1, n1, self_masks), *dropout1_);
+    const auto [s2, n3] =
+        norm3->forward_sum(s1, cross_attn->forward(n2, memory, memory, cross_masks), *dropout2_);
+    x = s2 + dropout3_->forward(feed_forward->forward(n3));
   } else {
     // masked self-attention
     x = norm1->forward(x, self_attn->forward(x, x, x, self_masks), *dropout1_);
@@ -131,11 +134,11 @@ Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_p
   const AttentionMasks self_masks{.key_padding = tgt_padding};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
   if (norm_first_) {
-    x = x + dropout1_->forward(
-                self_attn->forward_cached(norm1->forward(x), cache.self, true, self_masks));
-    x = x + dropout2_->forward(
-                cross_attn->forward_cached(norm2->forward(x), cache.cross, false, cross_masks));
-    x = x + dropout3_->forward(feed_forward->forward(norm3->forward(x)));
+    const auto [s1, n2] = norm2->forward_sum(
+        x, self_attn->forward_cached(norm1->forward(x), cache.self, true, self_masks), *dropout1_);
+    const auto [s2, n3] = norm3->forward_sum(
+        s1, cross_attn->forward_cached(n2, cache.cross, false, cross_masks), *dropout2_);
+    x = s2 + dropout3_->forward(feed_forward->forward(n3));
   } else {
     // masked self-attention: the cache holds only the positions before this one
     x = norm1->forward(x, self_attn->forward_cached(x, cache.self, true, self_masks), *dropout1_);

@@ -72,17 +72,23 @@ TapeDrawing::TapeDrawing(const std::vector<std::pair<std::string, Tensor>>& name
     return i;
   };
   for (const TapeEntry* e : entries) {
-    Step step{e->op, e->seq, {}, -1, e->saved};
+    Step step{e->op, e->seq, {}, {}, e->saved};
+    DType dtype = DType::Float32;  // a constant's, unknown: shown as its op's output's
+    for (const auto& out : e->outputs) {
+      if (const auto node = out.lock()) dtype = node->dtype;
+    }
     for (size_t k = 0; k < e->inputs.size(); ++k) {
       if (e->inputs[k]) {
         step.inputs.push_back(value_of(e->inputs[k]));
       } else if (k < e->input_shapes.size()) {  // a constant, known in details mode
         step.inputs.push_back(static_cast<int>(values_.size()));
-        values_.push_back({"const", e->input_shapes[k], e->output->dtype, true, false});
+        values_.push_back({"const", e->input_shapes[k], dtype, true, false});
         nodes.push_back(nullptr);
       }
     }
-    step.output = value_of(e->output_node.lock());
+    for (const auto& out : e->outputs) {
+      if (const auto node = out.lock()) step.outputs.push_back(value_of(node));
+    }
     steps_.push_back(std::move(step));
   }
 
@@ -137,8 +143,10 @@ std::string TapeDrawing::svg() const {
     }
     step_row[s] = static_cast<int>(rows.size());
     rows.push_back({true, static_cast<int>(s)});
-    value_row[steps_[s].output] = static_cast<int>(rows.size());
-    rows.push_back({false, steps_[s].output});
+    for (int v : steps_[s].outputs) {
+      value_row[v] = static_cast<int>(rows.size());
+      rows.push_back({false, v});
+    }
   }
   // Each read (a tensor's row to a later op's row) is an arc in a lane right of the boxes; arcs
   // whose row spans overlap take different lanes.
@@ -190,11 +198,13 @@ std::string TapeDrawing::svg() const {
           "<text x=\"{}\" y=\"{}\" fill=\"#8a6d00\">{}</text>\n",
           kOpX, y, kOpW, kBox, kOpX + 10, y + 18, rows[r].index, escape(s.op), text_x, y + 18,
           escape(saved_text(s.saved)));
-      // the op writes its output, the next row
-      out += fmt::format(
-          "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#555\" "
-          "marker-end=\"url(#arrow)\"/>\n",
-          kOpX + kOpW / 2, y + kBox, y + kRow);
+      // the op writes its outputs, the next rows
+      for (size_t k = 1; k <= s.outputs.size(); ++k) {
+        out += fmt::format(
+            "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#555\" "
+            "marker-end=\"url(#arrow)\"/>\n",
+            kOpX + kOpW / 2, y + kBox, y + kRow * static_cast<double>(k));
+      }
     } else {
       const Value& v = values_[rows[r].index];
       const std::string fill = !v.requires_grad ? "#eeeeee" : v.leaf ? "#d7ecff" : "#e3f5e1";
@@ -250,7 +260,7 @@ std::string TapeDrawing::dot() const {
         "{}\\n{}\"];\n",
         s, s, quoted(st.op), quoted(saved_text(st.saved)));
     for (int v : st.inputs) out += fmt::format("  v{} -> s{};\n", v, s);
-    out += fmt::format("  s{} -> v{};\n", s, st.output);
+    for (int v : st.outputs) out += fmt::format("  s{} -> v{};\n", s, v);
   }
   out += "}\n";
   return out;

@@ -38,9 +38,9 @@ class TapeDrawing {
   // One tape entry.
   struct Step {
     std::string op;
-    uint64_t seq = 0;         // its position on the tape (the drawing numbers steps from 0)
-    std::vector<int> inputs;  // indices into values(), in the op's order
-    int output = -1;
+    uint64_t seq = 0;                // its position on the tape (the drawing numbers steps from 0)
+    std::vector<int> inputs;         // indices into values(), in the op's order
+    std::vector<int> outputs;        // one for most ops (add_layer_norm with its sum: two)
     std::vector<SavedBuffer> saved;  // empty outside details mode, or when nothing is saved
   };
 

@@ -54,42 +54,58 @@ TEST_CASE("layer_norm errors", "[autograd][errors]") {
 // The fused add & norm against the ops it replaces, from generators in the same state (the
 // same key, so the same mask): values and every gradient, with and without the affine
 // parameters, at p 0, 0.3 and 1, in float32 and float64, and with x and d one tensor (the
-// gradient of both written into one buffer).
-TEST_CASE("add_layer_norm is layer_norm(x + dropout(d))", "[autograd]") {
-  for (const DType dtype : {DType::Float32, DType::Float64}) {
-    for (const bool affine : {false, true}) {
-      for (const bool same : {false, true}) {
-        for (const double p : {0.0, 0.3, 1.0}) {
-          INFO("dtype " << fmt::format("{}", dtype) << " affine " << affine << " same " << same
-                        << " p " << p);
-          Generator init(4);
-          const Tensor x0 = uniform({3, 50, 96}, -1, 1, init, dtype);
-          const Tensor d0 = uniform({3, 50, 96}, -2, 2, init, dtype);
-          const Tensor w0 = uniform({96}, 0.5, 1.5, init, dtype);
-          const Tensor b0 = uniform({96}, -1, 1, init, dtype);
-          const Tensor dy = uniform({3, 50, 96}, -1, 1, init, dtype);
-          auto run = [&](bool fused) {
-            Tensor x = x0.clone(), d = d0.clone(), w = w0.clone(), b = b0.clone();
-            for (Tensor* t : {&x, &d, &w, &b}) t->set_requires_grad(true);
-            const Tensor dd = same ? x : d;
-            const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
-            Generator gen(12);
-            const Tensor y = fused ? add_layer_norm(x, dd, wt, bt, 1e-5, p, true, &gen)
-                                   : layer_norm(x + dropout(dd, p, true, gen), wt, bt, 1e-5);
-            sum(mul(y, dy)).backward();
-            std::vector<Tensor> out{y, x.grad()};
-            if (!same) out.push_back(d.grad());
-            if (affine) {
-              out.push_back(w.grad());
-              out.push_back(b.grad());
+// gradient of both written into one buffer). add_and_layer_norm (the sum a second output) with
+// both outputs used, only the sum and only the norm: its one entry runs with the other
+// output's gradient missing.
+TEST_CASE("add_layer_norm is layer_norm(x + dropout(d)), add_and_layer_norm both", "[autograd]") {
+  enum Use { PostNorm, Both, SumOnly, NormOnly };
+  for (const Use use : {PostNorm, Both, SumOnly, NormOnly}) {
+    for (const DType dtype : {DType::Float32, DType::Float64}) {
+      for (const bool affine : {false, true}) {
+        for (const bool same : {false, true}) {
+          for (const double p : {0.0, 0.3, 1.0}) {
+            INFO("use " << use << " dtype " << fmt::format("{}", dtype) << " affine " << affine
+                        << " same " << same << " p " << p);
+            Generator init(4);
+            const Tensor x0 = uniform({3, 50, 96}, -1, 1, init, dtype);
+            const Tensor d0 = uniform({3, 50, 96}, -2, 2, init, dtype);
+            const Tensor w0 = uniform({96}, 0.5, 1.5, init, dtype);
+            const Tensor b0 = uniform({96}, -1, 1, init, dtype);
+            const Tensor dy = uniform({3, 50, 96}, -1, 1, init, dtype);
+            const Tensor dz = uniform({3, 50, 96}, -1, 1, init, dtype);
+            auto run = [&](bool fused) {
+              Tensor x = x0.clone(), d = d0.clone(), w = w0.clone(), b = b0.clone();
+              for (Tensor* t : {&x, &d, &w, &b}) t->set_requires_grad(true);
+              const Tensor dd = same ? x : d;
+              const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
+              Generator gen(12);
+              SumNorm r;
+              if (!fused) {
+                r.sum = x + dropout(dd, p, true, gen);
+                r.norm = layer_norm(r.sum, wt, bt, 1e-5);
+              } else if (use == PostNorm) {
+                r.norm = add_layer_norm(x, dd, wt, bt, 1e-5, p, true, &gen);
+              } else {
+                r = add_and_layer_norm(x, dd, wt, bt, 1e-5, p, true, &gen);
+              }
+              Tensor loss = use == SumOnly ? sum(mul(r.sum, dz)) : sum(mul(r.norm, dy));
+              if (use == Both) loss = loss + sum(mul(r.sum, dz));
+              loss.backward();
+              std::vector<Tensor> out{r.norm, x.grad()};
+              if (use != PostNorm) out.push_back(r.sum);
+              if (!same) out.push_back(d.grad());
+              if (affine && use != SumOnly) {
+                out.push_back(w.grad());
+                out.push_back(b.grad());
+              }
+              return out;
+            };
+            const auto fused = run(true), unfused = run(false);
+            const double tol = dtype == DType::Float64 ? 1e-12 : 2e-5;
+            for (size_t i = 0; i < fused.size(); ++i) {
+              INFO("tensor " << i);
+              require_values(fused[i], unfused[i].to_vector<double>(), tol);
             }
-            return out;
-          };
-          const auto fused = run(true), unfused = run(false);
-          const double tol = dtype == DType::Float64 ? 1e-12 : 2e-5;
-          for (size_t i = 0; i < fused.size(); ++i) {
-            INFO("tensor " << i);
-            require_values(fused[i], unfused[i].to_vector<double>(), tol);
           }
         }
       }
@@ -97,20 +113,27 @@ TEST_CASE("add_layer_norm is layer_norm(x + dropout(d))", "[autograd]") {
   }
 }
 
-TEST_CASE("add_layer_norm gradcheck, and its gradient's gradient", "[autograd][gradcheck]") {
-  for (const double p : {0.0, 0.4}) {
-    INFO("p " << p);
-    // the same mask at every evaluation, from a fresh generator
-    const GradcheckFn f = [=](const std::vector<Tensor>& in) {
-      Generator gen(6);
-      return add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, p, true, &gen);
-    };
-    const std::vector<Tensor> inputs = {random_leaf({2, 3, 5}, 71), random_leaf({2, 3, 5}, 72),
-                                        random_leaf({5}, 73, 0.5, 1.5), random_leaf({5}, 74)};
-    require_gradcheck(f, inputs);
-    const GradcheckResult second = gradgradcheck(f, inputs);
-    INFO("gradgradcheck: " << second.message());
-    REQUIRE(second.ok);
+// add_and_layer_norm's two outputs are checked as one function of them, norm + 0.7 sum, and
+// each alone.
+TEST_CASE("add_layer_norm and add_and_layer_norm gradcheck, and their gradient's gradient",
+          "[autograd][gradcheck]") {
+  for (const int use : {0, 1, 2, 3}) {
+    for (const double p : {0.0, 0.4}) {
+      INFO("use " << use << " p " << p);
+      // the same mask at every evaluation, from a fresh generator
+      const GradcheckFn f = [=](const std::vector<Tensor>& in) {
+        Generator gen(6);
+        if (use == 0) return add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, p, true, &gen);
+        const SumNorm r = add_and_layer_norm(in[0], in[1], in[2], in[3], 1e-5, p, true, &gen);
+        return use == 1 ? r.norm + mul(r.sum, 0.7) : use == 2 ? r.sum : r.norm;
+      };
+      const std::vector<Tensor> inputs = {random_leaf({2, 3, 5}, 71), random_leaf({2, 3, 5}, 72),
+                                          random_leaf({5}, 73, 0.5, 1.5), random_leaf({5}, 74)};
+      require_gradcheck(f, inputs);
+      const GradcheckResult second = gradgradcheck(f, inputs);
+      INFO("gradgradcheck: " << second.message());
+      REQUIRE(second.ok);
+    }
   }
 }
 
@@ -122,6 +145,9 @@ TEST_CASE("add_layer_norm errors", "[autograd][errors]") {
                     "add_layer_norm: weight has shape [3], expected [4] for input [2, 4]");
   CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5, 1.5),
                     "add_layer_norm: dropout must be in [0, 1], got 1.5");
+  CHECK_THROWS_WITH(add_and_layer_norm(ones({2, 4}), ones({2, 5}), Tensor(), Tensor()),
+                    "add_and_layer_norm: x float32 [2, 4] and d float32 [2, 5] must have one shape "
+                    "and dtype");
   CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5, 0.1, true),
                     "add_layer_norm: dropout 0.1 in training needs a generator");
 }

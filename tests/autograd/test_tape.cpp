@@ -181,6 +181,86 @@ TEST_CASE("custom ops can be recorded through the public tape API", "[autograd]"
   require_values(x.grad(), {3, 3});
 }
 
+// An op with two outputs, (2x, x^2), written as a user would: one entry whose backward runs once,
+// after every reader of either output, with each output's gradient (undefined when none came).
+TEST_CASE("an op with two outputs runs its backward once, with both gradients", "[autograd]") {
+  struct Pair {
+    Tensor twice, square;
+    int* runs;
+  };
+  auto op = [](const Tensor& x, int* runs) {
+    Pair r{mul(x.detach(), 2.0), mul(x.detach(), x.detach()), runs};
+    record(
+        "pair", {x}, {&r.twice, &r.square},
+        [x = x.detach(), runs](const Tensor& dtwice, Grads& g) {
+          ++*runs;
+          const Tensor& dsquare = g.dout(1);
+          Tensor dx = zeros_like(x);
+          if (dtwice.defined()) dx = dx + mul(dtwice, 2.0);
+          if (dsquare.defined()) dx = dx + mul(dsquare, mul(x, 2.0));
+          g.pass(0, dx);
+        },
+        [x, runs](const Tensor& dtwice, Grads& g) {
+          ++*runs;
+          const Tensor& dsquare = g.dout(1);
+          Tensor dx = zeros_like(x);
+          if (dtwice.defined()) dx = dx + mul(dtwice, 2.0);
+          if (dsquare.defined()) dx = dx + mul(dsquare, mul(x, 2.0));
+          g.pass(0, dx);
+        });
+    return r;
+  };
+  int runs = 0;
+  {  // both used, through ops after it: d/dx (3 * 2x + x^2) = 6 + 2x
+    Tensor x = leaf({1, 3});
+    const Pair r = op(x, &runs);
+    CHECK(fmt::format("{}", r.square).find("grad_fn=<pair>") != std::string::npos);
+    sum(mul(r.twice, 3.0) + r.square).backward();
+    require_values(x.grad(), {8, 12});
+    CHECK(runs == 1);
+    CHECK(tape_size() == 0);
+  }
+  {  // one output used: the other's gradient is undefined
+    Tensor x = leaf({1, 3});
+    const Pair r = op(x, &runs);
+    sum(r.square).backward();
+    require_values(x.grad(), {2, 6});
+    Tensor x2 = leaf({1, 3});
+    sum(op(x2, &runs).twice).backward();
+    require_values(x2.grad(), {2, 2});
+  }
+  {  // the first output dropped before backward: the entry lives on in the second
+    Tensor x = leaf({2});
+    Tensor square;
+    {
+      Pair r = op(x, &runs);
+      square = r.square;
+    }
+    sum(square).backward();
+    require_values(x.grad(), {4});
+  }
+  {  // the formula: d/dx of (dy/dx) for y = sum(2x + x^2) is 2 per element; hooks on each output
+    Tensor x = leaf({1, 3});
+    const Pair r = op(x, &runs);
+    int hooked = 0;
+    r.twice.register_hook([&](const Tensor&) {
+      ++hooked;
+      return Tensor();
+    });
+    r.square.register_hook([&](const Tensor&) {
+      ++hooked;
+      return Tensor();
+    });
+    const auto dx = grad({sum(r.twice + r.square)}, {x}, {}, {.create_graph = true});
+    require_values(dx[0], {4, 8});
+    CHECK(hooked == 2);
+    sum(dx[0]).backward();
+    require_values(x.grad(), {2, 2});
+  }
+  CHECK(runs == 5);  // the second order walks the formula's ops, not the entry
+  CHECK(tape_size() == 0);
+}
+
 TEST_CASE("anomaly mode names the first op that makes a NaN or Inf", "[autograd][errors]") {
   Tensor x = leaf({1, 0});
   CHECK_NOTHROW(log(x - 2.0));  // off: NaN passes silently

@@ -51,10 +51,10 @@ TEST_CASE("the drawing captures ops in order, shapes, constants and saved buffer
   CHECK(v[matmul_step.inputs[0]].shape == Shape{2, 2});
   CHECK(v[matmul_step.inputs[1]].label == "w");
   CHECK(v[matmul_step.inputs[1]].leaf);
-  CHECK(v[matmul_step.output].shape == Shape{2, 3});
-  CHECK(v[d.steps()[2].output].label == "h");
-  CHECK(v[d.steps()[3].output].label == "y");
-  CHECK(v[d.steps()[3].output].shape == Shape{});
+  CHECK(v[matmul_step.outputs.front()].shape == Shape{2, 3});
+  CHECK(v[d.steps()[2].outputs.front()].label == "h");
+  CHECK(v[d.steps()[3].outputs.front()].label == "y");
+  CHECK(v[d.steps()[3].outputs.front()].shape == Shape{});
 
   // matmul keeps both operands, add nothing, tanh its output, sum nothing
   REQUIRE(matmul_step.saved.size() == 2);
@@ -64,6 +64,24 @@ TEST_CASE("the drawing captures ops in order, shapes, constants and saved buffer
   REQUIRE(d.steps()[2].saved.size() == 1);
   CHECK(d.steps()[2].saved[0].name == "y");
   CHECK(d.saved_bytes() == (4 + 6 + 6) * sizeof(double));
+}
+
+TEST_CASE("an op with two outputs is drawn writing both", "[viz]") {
+  Tensor x = tensor({1, 2, 3, 4}, {2, 2}, DType::Float64).set_requires_grad(true);
+  Tensor d = tensor({0.5, -1, 2, 0}, {2, 2}, DType::Float64).set_requires_grad(true);
+  const SumNorm r = add_and_layer_norm(x, d, Tensor(), Tensor());
+  const Tensor y = sum(mul(r.norm, r.sum));
+  viz::TapeDrawing drawing({{"y", y}, {"sum", r.sum}, {"norm", r.norm}});
+  REQUIRE(drawing.steps().size() == 3);
+  const auto& fused = drawing.steps()[0];
+  CHECK(fused.op == "add_and_layer_norm");
+  REQUIRE(fused.outputs.size() == 2);
+  CHECK(drawing.values()[fused.outputs[0]].label == "norm");
+  CHECK(drawing.values()[fused.outputs[1]].label == "sum");
+  const std::string dot = drawing.dot();
+  CHECK(count(dot, "s0 -> v") == 2);
+  // the SVG: an arrow from the op down to each output's row
+  CHECK(count(drawing.svg(), "<line ") == 4);
 }
 
 TEST_CASE("after backward the drawing shows every gradient's norm", "[viz]") {

@@ -6,6 +6,7 @@
 // Glossary: N rows (all leading dims flattened), C features per row.
 #include "tapegrad/autograd/ops/layernorm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tapegrad/autograd/ops/dropout.h"
@@ -228,32 +229,33 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   return out;
 }
 
-// s = x + dropout(d) row by row, each row normalised by the forward kernel while it is in
-// cache; s is kept: it is layer norm's input, which backward reads.
-Tensor add_layer_norm(const Tensor& x_in, const Tensor& d_in, const Tensor& weight,
-                      const Tensor& bias, double eps, double dropout, bool training,
-                      Generator* gen) {
-  const profile::Scope profile_scope("add_layer_norm");
-  check_norm("add_layer_norm", x_in, weight, bias, eps);
+namespace {
+
+// add_layer_norm and add_and_layer_norm under the name `op`: s = x + dropout(d) row by row, each
+// row normalised by the forward kernel while it is in cache; s is kept, as layer norm's input,
+// which backward reads, and with `keep_sum` it is the op's second output as well.
+SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const Tensor& weight,
+                 const Tensor& bias, double eps, double dropout, bool training, Generator* gen,
+                 bool keep_sum) {
+  const profile::Scope profile_scope(op);
+  check_norm(op, x_in, weight, bias, eps);
   TG_CHECK(x_in.shape() == d_in.shape() && x_in.dtype() == d_in.dtype(),
-           "add_layer_norm: x {} {} and d {} {} must have one shape and dtype", x_in.dtype(),
-           x_in.shape(), d_in.dtype(), d_in.shape());
-  TG_CHECK(dropout >= 0 && dropout <= 1, "add_layer_norm: dropout must be in [0, 1], got {}",
-           dropout);
+           "{}: x {} {} and d {} {} must have one shape and dtype", op, x_in.dtype(), x_in.shape(),
+           d_in.dtype(), d_in.shape());
+  TG_CHECK(dropout >= 0 && dropout <= 1, "{}: dropout must be in [0, 1], got {}", op, dropout);
   const bool drop = training && dropout > 0;
-  TG_CHECK(!drop || gen != nullptr, "add_layer_norm: dropout {} in training needs a generator",
-           dropout);
+  TG_CHECK(!drop || gen != nullptr, "{}: dropout {} in training needs a generator", op, dropout);
   const Tensor x = x_in.contiguous(), d = d_in.contiguous();
   const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
   const DropoutMask mask(dropout, drop ? gen->next_u64() : 0);
   const double scale = drop ? dropout_scale(dropout) : 1.0;
-  Tensor sum = empty(x.shape(), x.dtype()), out = empty(x.shape(), x.dtype());
+  SumNorm r{empty(x.shape(), x.dtype()), empty(x.shape(), x.dtype())};
   Tensor mean = empty({N}, x.dtype()), rstd = empty({N}, x.dtype());
-  dispatch_floating("add_layer_norm", x.dtype(), [&](auto tag) {
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T *ps = sum.data<T>(), *po = out.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
+    T *ps = r.sum.data<T>(), *po = r.norm.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
     const T *px = x.data<T>(), *pd = d.data<T>();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
     const T* pb = b.defined() ? b.data<T>() : nullptr;
@@ -271,83 +273,122 @@ Tensor add_layer_norm(const Tensor& x_in, const Tensor& d_in, const Tensor& weig
   std::vector<Tensor> inputs{x, d};
   if (with_w) inputs.push_back(w);
   if (with_b) inputs.push_back(b);
-  if (recording(inputs)) {
-    record(
-        "add_layer_norm", inputs, out,
-        [s = sum, w = with_w ? w.detach() : Tensor(), mean, rstd, mask, scale, drop, with_w, with_b,
-         N, C](const Tensor& dout, Grads& g) {
-          dispatch_floating("add_layer_norm", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const size_t iw = 2, ib = with_w ? 3 : 2;
-            T* dw = with_w && g.wants(iw) ? g.write(iw, Writes::Some).grad.data<T>() : nullptr;
-            T* db = with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
-            const T *dy = dout.data<T>(), *ps = s.data<T>(), *pm = mean.data<T>(),
-                    *pr = rstd.data<T>();
-            const T* pw = with_w ? w.data<T>() : nullptr;
-            // the buffers in the order x, d: when x and d are one tensor, x's writer is first
-            T* dx = nullptr;
-            T* dd = nullptr;
-            bool first_x = false, first_d = false;
-            if (g.wants(0)) {
-              const auto [grad, first] = g.write(0, Writes::Every);
-              dx = grad.data<T>();
-              first_x = first;
+  if (!recording(inputs)) return r;
+  // the entry keeps the sum's buffer, not its handle: an output's handle would own the entry
+  const Tensor saved_sum = r.sum.detach();
+  // The sum's gradient in a walk: the norm's through layer norm (dn) plus, with keep_sum, the
+  // sum's own (dsum); either may be missing when only one output was used.
+  BackwardFn backward = [s = saved_sum, w = with_w ? w.detach() : Tensor(), mean, rstd, mask, scale,
+                         drop, with_w, with_b, keep_sum, N, C, op](const Tensor& dn_in, Grads& g) {
+    const Tensor dsum_in = keep_sum ? g.dout(1) : Tensor();
+    dispatch_floating(op, s.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const size_t iw = 2, ib = with_w ? 3 : 2;
+      const T* dy = dn_in.defined() ? dn_in.data<T>() : nullptr;
+      const T* dsum = dsum_in.defined() ? dsum_in.data<T>() : nullptr;
+      T* dw = dy && with_w && g.wants(iw) ? g.write(iw, Writes::Some).grad.data<T>() : nullptr;
+      T* db = dy && with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
+      const T *ps = s.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
+      const T* pw = with_w ? w.data<T>() : nullptr;
+      // the buffers in the order x, d: when x and d are one tensor, x's writer is first
+      T* dx = nullptr;
+      T* dd = nullptr;
+      bool first_x = false, first_d = false;
+      if (g.wants(0)) {
+        const auto [grad, first] = g.write(0, Writes::Every);
+        dx = grad.data<T>();
+        first_x = first;
+      }
+      if (g.wants(1)) {
+        const auto [grad, first] = g.write(1, Writes::Every);
+        dd = grad.data<T>();
+        first_d = first;
+      }
+      if (dx || dd) {
+        const auto sc = static_cast<T>(scale);
+        parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+          std::vector<T> ds(dy ? C : 0);  // the sum's gradient, a row at a time
+          const auto assign = [](T& dst, T v) { dst = v; };
+          const auto add = [](T& dst, T v) { dst += v; };
+          for (int64_t n = n0; n < n1; ++n) {
+            const T* row = dsum ? dsum + n * C : nullptr;
+            if (dy) {
+              if (row) {
+                std::copy(row, row + C, ds.data());
+                layernorm_backward_input<T>(add, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
+                                            pr + n, 1, C);
+              } else {
+                layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
+                                            pr + n, 1, C);
+              }
+              row = ds.data();
             }
-            if (g.wants(1)) {
-              const auto [grad, first] = g.write(1, Writes::Every);
-              dd = grad.data<T>();
-              first_d = first;
-            }
-            if (dx || dd) {
-              const auto sc = static_cast<T>(scale);
-              parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                std::vector<T> ds(C);  // the sum's gradient, a row at a time
-                const auto assign = [](T& dst, T v) { dst = v; };
-                for (int64_t n = n0; n < n1; ++n) {
-                  layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
-                                              pr + n, 1, C);
-                  // x's row first: when x and d are one tensor, d's then adds to it
-                  const auto at = static_cast<uint64_t>(n * C);
-                  if (dx) put_row<T>(dx + n * C, ds.data(), first_x, nullptr, at, C, T{1});
-                  if (dd)
-                    put_row<T>(dd + n * C, ds.data(), first_d, drop ? &mask : nullptr, at, C, sc);
-                }
-              });
-            }
-            if (dw || db) {
-              parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
-                layernorm_backward_params<T>(dw, db, dy, ps, pm, pr, N, C, c0, c1);
-              });
-            }
-          });
-        },
-        [x, s = sum, w, with_w, with_b, eps, mask, scale, drop](const Tensor& dout, Grads& g) {
-          // The sum as a function of x and d, through the same mask, then layer norm's gradients
-          // at it; the gradient goes to x as it is and to d through the dropout. d itself is not
-          // kept (one more [.., C] a layer until backward): what the sum reads of it, s - x on
-          // the kept elements, is rebuilt from the saved sum and joined to d's place in the graph.
-          const Tensor keep = drop ? keep_mask(s.shape(), mask) : Tensor();
-          auto dropped = [&](const Tensor& t) {
-            return drop ? where(keep, mul(t, scale), zeros_like(t)) : t;
-          };
-          const Tensor rest = sub(s, x.detach());
-          const Tensor d =
-              g.input(1, drop ? where(keep, div(rest, scale), zeros_like(rest)) : rest);
-          const size_t iw = 2, ib = with_w ? 3 : 2;
-          const NormGrads n = norm_grads(dout, add(x, dropped(d)), w, eps, g.wants(0) || g.wants(1),
-                                         with_w && g.wants(iw), with_b && g.wants(ib));
-          if (g.wants(0)) g.pass(0, n.dx);
-          if (g.wants(1)) g.pass(1, dropped(n.dx));
-          if (n.dw.defined()) g.pass(iw, n.dw);
-          if (n.db.defined()) g.pass(ib, n.db);
+            // x's row first: when x and d are one tensor, d's then adds to it
+            const auto at = static_cast<uint64_t>(n * C);
+            if (dx) put_row<T>(dx + n * C, row, first_x, nullptr, at, C, T{1});
+            if (dd) put_row<T>(dd + n * C, row, first_d, drop ? &mask : nullptr, at, C, sc);
+          }
         });
-    if (tape_details()) {
-      std::vector<SavedBuffer> saved{{"sum", sum}, {"mean", mean}, {"rstd", rstd}};
-      if (with_w) saved.emplace_back("w", w);
-      note_saved(out, std::move(saved));
+      }
+      if (dw || db) {
+        parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
+          layernorm_backward_params<T>(dw, db, dy, ps, pm, pr, N, C, c0, c1);
+        });
+      }
+    });
+  };
+  BackwardFn formula = [x, s = saved_sum, w, with_w, with_b, eps, mask, scale, drop, keep_sum](
+                           const Tensor& dn, Grads& g) {
+    // The sum as a function of x and d, through the same mask, then layer norm's gradients at
+    // it; the sum's gradient goes to x as it is and to d through the dropout. d itself is not
+    // kept (one more [.., C] a layer until backward): what the sum reads of it, s - x on the
+    // kept elements, is rebuilt from the saved sum and joined to d's place in the graph.
+    const Tensor keep = drop ? keep_mask(s.shape(), mask) : Tensor();
+    auto dropped = [&](const Tensor& t) {
+      return drop ? where(keep, mul(t, scale), zeros_like(t)) : t;
+    };
+    const Tensor rest = sub(s, x.detach());
+    const Tensor d = g.input(1, drop ? where(keep, div(rest, scale), zeros_like(rest)) : rest);
+    const size_t iw = 2, ib = with_w ? 3 : 2;
+    const bool want_s = g.wants(0) || g.wants(1);
+    NormGrads n;
+    if (dn.defined()) {
+      n = norm_grads(dn, add(x, dropped(d)), w, eps, want_s, with_w && g.wants(iw),
+                     with_b && g.wants(ib));
     }
+    Tensor ds = n.dx;
+    if (const Tensor& dsum = keep_sum ? g.dout(1) : Tensor(); dsum.defined() && want_s) {
+      ds = ds.defined() ? add(ds, dsum) : dsum;
+    }
+    if (g.wants(0)) g.pass(0, ds);
+    if (g.wants(1)) g.pass(1, dropped(ds));
+    if (n.dw.defined()) g.pass(iw, n.dw);
+    if (n.db.defined()) g.pass(ib, n.db);
+  };
+  if (keep_sum) {
+    record(op, inputs, {&r.norm, &r.sum}, std::move(backward), std::move(formula));
+  } else {
+    record(op, inputs, r.norm, std::move(backward), std::move(formula));
   }
-  return out;
+  if (tape_details()) {
+    std::vector<SavedBuffer> saved{{"sum", r.sum}, {"mean", mean}, {"rstd", rstd}};
+    if (with_w) saved.emplace_back("w", w);
+    note_saved(r.norm, std::move(saved));
+  }
+  return r;
+}
+
+}  // namespace
+
+Tensor add_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight, const Tensor& bias,
+                      double eps, double dropout, bool training, Generator* gen) {
+  return add_norm("add_layer_norm", x, d, weight, bias, eps, dropout, training, gen, false).norm;
+}
+
+SumNorm add_and_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight,
+                           const Tensor& bias, double eps, double dropout, bool training,
+                           Generator* gen) {
+  return add_norm("add_and_layer_norm", x, d, weight, bias, eps, dropout, training, gen, true);
 }
 
 }  // namespace tapegrad

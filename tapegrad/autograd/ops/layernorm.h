@@ -21,4 +21,15 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight, co
                       double eps = 1e-5, double dropout = 0, bool training = false,
                       Generator* gen = nullptr);
 
+// The same op with the sum as a second output: sum = x + dropout(d) and norm = layer_norm(sum),
+// a pre-norm transformer's residual add (the stream goes on as `sum`) and the next sublayer's
+// norm of it. One tape entry with two outputs: its backward runs once both gradients are in,
+// and takes the sum's and the norm's gradient in the same pass per row.
+struct SumNorm {
+  Tensor sum, norm;
+};
+SumNorm add_and_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight,
+                           const Tensor& bias, double eps = 1e-5, double dropout = 0,
+                           bool training = false, Generator* gen = nullptr);
+
 }  // namespace tapegrad
