@@ -82,21 +82,22 @@ void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64
 }
 
 // c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= MR rows and n <= NR
-// columns of the tile. The A tile is a packed panel (kPackedA: MR values per k, so every read
-// is one base register plus a constant; lda is unused) or a row-major A itself, rows lda
-// apart; rows past m then repeat row m - 1 and their sums are dropped. bp holds NR values of op(B)
-// per k, b_k apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never
-// reads c (it may be uninitialised).
-template <bool kPackedA>
+// columns of the tile, kVecs of its two vectors of columns computed: a ragged last panel no
+// wider than one vector (N = 200 is six panels of 32 and one of 8) takes half the work. The A tile
+// is a packed panel (kPackedA: MR values per k, so every read is one base register plus a constant;
+// lda is unused) or a row-major A itself, rows lda apart; rows past m then repeat row m - 1 and
+// their sums are dropped. bp holds NR values of op(B) per k, b_k apart: a packed panel (b_k = NR)
+// or a row-major B itself (b_k = ldb). beta == 0 never reads c (it may be uninitialised).
+template <bool kPackedA, int64_t kVecs>
 void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
                   float* c, int64_t ldc, int64_t m, int64_t n, const Finish& finish) {
   const float* rows[MR];
   if constexpr (!kPackedA) {
     for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * lda;
   }
-  Vec acc[MR][2] = {};
+  Vec acc[MR][kVecs] = {};
   for (int64_t k = 0; k < kc; ++k, bp += b_k) {
-    const Vec b0 = load(bp), b1 = load(bp + kLanes);
+    const Vec b0 = load(bp), b1 = kVecs == 2 ? load(bp + kLanes) : Vec{};
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
       // A scalar times a vector broadcasts straight from memory; `Vec{} + x` cost a scalar add
@@ -108,13 +109,13 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
         ai = rows[i][k];
       }
       acc[i][0] += ai * b0;
-      acc[i][1] += ai * b1;
+      if constexpr (kVecs == 2) acc[i][kVecs - 1] += ai * b1;
     }
   }
-  if (m == MR && n == NR) {
+  if (kVecs == 2 && m == MR && n == NR) {
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
-      for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t h = 0; h < kVecs; ++h) {
         float* p = c + i * ldc + h * kLanes;
         store(p, beta == 0 ? acc[i][h] : beta * load(p) + acc[i][h]);
       }
@@ -128,7 +129,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i) {
     store(tile[i], acc[i][0]);
-    store(tile[i] + kLanes, acc[i][1]);
+    if constexpr (kVecs == 2) store(tile[i] + kLanes, acc[i][kVecs - 1]);
   }
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
@@ -363,12 +364,20 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             const int64_t b_k = in_place ? ldb : NR;
             const Finish finish{&epilogue, pc + kc == K, ic + ir, jc + jr};
-            if (packed_a) {
-              micro_kernel<true>(kc, ap + ir * kc, MR, panel, b_k, block_beta, c, ldc, m, n,
-                                 finish);
+            const float* a_tile = packed_a ? ap + ir * kc : a + ir * lda;
+            const int64_t a_step = packed_a ? MR : lda;
+            if (packed_a && n > kLanes) {
+              micro_kernel<true, 2>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
+                                    finish);
+            } else if (packed_a) {
+              micro_kernel<true, 1>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
+                                    finish);
+            } else if (n > kLanes) {
+              micro_kernel<false, 2>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
+                                     finish);
             } else {
-              micro_kernel<false>(kc, a + ir * lda, lda, panel, b_k, block_beta, c, ldc, m, n,
-                                  finish);
+              micro_kernel<false, 1>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
+                                     finish);
             }
           }
         }
