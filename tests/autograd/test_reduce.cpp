@@ -22,6 +22,54 @@ TEST_CASE("sum and mean over dims with and without keepdim", "[autograd]") {
   CHECK(sum(y, {0, 2}, true).shape() == Shape{1, 3, 1});
 }
 
+// Reductions over the last dims of a contiguous tensor sum runs in lanes and split long runs
+// into chunks between threads: against a sum in order, the same bits on one thread and two,
+// and the backward spreading each output's gradient over its run.
+TEST_CASE("sums over the last dims: long runs, chunks, threads", "[autograd]") {
+  Generator gen(5);
+  const Tensor x = uniform({3, 7, 40001}, -1, 1, gen, DType::Float32);
+  const std::vector<float> v = x.to_vector<float>();
+  auto in_order = [&](int64_t begin, int64_t count) {
+    double total = 0;
+    for (int64_t i = begin; i < begin + count; ++i) total += v[i];
+    return total;
+  };
+  std::vector<double> rows, blocks;
+  for (int64_t r = 0; r < 21; ++r) rows.push_back(in_order(r * 40001, 40001));
+  for (int64_t b = 0; b < 3; ++b)
+    blocks.push_back(in_order(b * 7 * 40001, 7 * 40001) / (7 * 40001));
+  const int threads = num_threads();
+  std::vector<std::vector<float>> results;
+  for (const int t : {1, 2}) {
+    set_num_threads(t);
+    const Tensor all = sum(x), row = sum(x, {-1}), block = mean(x, {1, 2});
+    require_values(all, {in_order(0, 21 * 40001)}, 1e-2);
+    require_values(row, rows, 1e-3);
+    require_values(block, blocks, 1e-6);
+    std::vector<float> got = all.to_vector<float>();
+    for (const Tensor& r : {row, block}) {
+      const auto more = r.to_vector<float>();
+      got.insert(got.end(), more.begin(), more.end());
+    }
+    results.push_back(got);
+  }
+  set_num_threads(threads);
+  CHECK(results[0] == results[1]);
+
+  // a size-1 dim between reduced ones still leaves a run; a kept dim after a reduced one does not
+  const Tensor y = reshape(arange(0.0, 20.0, 1.0, DType::Float64), {4, 1, 5});
+  require_values(sum(y, {0, 2}), {190});
+  require_values(sum(reshape(y, {4, 5}), {0}), {30, 34, 38, 42, 46});
+
+  Tensor z = uniform({5, 30000}, -1, 1, gen, DType::Float64).set_requires_grad(true);
+  sum(mul(mean(z, {1}), tensor({1, 2, 3, 4, 5}, DType::Float64))).backward();
+  const std::vector<double> dz = z.grad().to_vector<double>();
+  for (int64_t r = 0; r < 5; ++r) {
+    INFO("row " << r);
+    for (const int64_t j : {0, 12345, 29999}) CHECK(dz[r * 30000 + j] == Approx((r + 1) / 30000.0));
+  }
+}
+
 TEST_CASE("max and argmax", "[autograd]") {
   const Tensor x = tensor({1, 5, 3, 9, 2, 9}, {2, 3});
   require_values(max(x), {9});

@@ -12,6 +12,8 @@
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/autograd/vmath.h"
 
 namespace tapegrad {
 
@@ -21,6 +23,9 @@ struct Plan {
   Shape out_shape;    // the result's shape (reduced dims dropped unless keepdim)
   Shape map_strides;  // x's shape -> offset in the (contiguous) output
   int64_t count;      // input elements folded into each output element
+  // The reduced dims are the last ones (a full sum, a mean over the last dim): in a contiguous
+  // x, each output element then folds a contiguous run of `count` elements.
+  bool suffix;
 };
 
 Plan plan(const char* op, const Shape& shape, const std::vector<int64_t>& dims, bool keepdim) {
@@ -34,7 +39,13 @@ Plan plan(const char* op, const Shape& shape, const std::vector<int64_t>& dims, 
   Shape kept = shape;
   Plan p;
   p.count = 1;
+  p.suffix = true;
+  bool reduced_before = false;  // a reduced dim of more than one element came already
   for (int64_t d = 0; d < rank; ++d) {
+    if (shape[d] > 1) {
+      if (!reduced[d] && reduced_before) p.suffix = false;
+      reduced_before = reduced_before || reduced[d];
+    }
     if (reduced[d]) {
       p.count *= shape[d];
       kept[d] = 1;
@@ -54,24 +65,58 @@ Shape kept_shape(const Shape& shape, const Plan& p) {
   return kept;
 }
 
+// Elements a task of a contiguous sum folds: a long run (a full sum) splits into chunks of this
+// size between threads, and the chunks' sums are added in order, so the result does not depend
+// on the thread count.
+constexpr int64_t kSumChunk = 1 << 14;
+
+// acc[i] = the sum of the contiguous run x[i * count, (i + 1) * count), in double lanes.
+template <class T>
+void contiguous_sums(const T* x, int64_t outer, int64_t count, double* acc) {
+  const int64_t chunks = std::max<int64_t>(1, (count + kSumChunk - 1) / kSumChunk);
+  std::vector<double> partial(static_cast<size_t>(outer * chunks));
+  parallel_for(
+      outer * chunks, grain_of_items(std::min(count, kSumChunk)), [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t i = t / chunks, c0 = (t % chunks) * kSumChunk;
+          const T* run = x + i * count + c0;
+          partial[t] = lane_sum_of<double>(std::min(kSumChunk, count - c0), [run](int64_t j) {
+            return static_cast<double>(run[j]);
+          });
+        }
+      });
+  for (int64_t i = 0; i < outer; ++i) {
+    double total = 0;
+    for (int64_t c = 0; c < chunks; ++c) total += partial[i * chunks + c];
+    acc[i] = total;
+  }
+}
+
 // out = scale * sum of x over the plan; backward: dx += scale * dout broadcast back.
 Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) {
   const profile::Scope profile_scope(op);
   Tensor out = empty(p.out_shape, x.dtype());
+  // the reduced dims last, in a contiguous x: runs of `count`, summed in lanes and in parallel
+  const bool runs = p.suffix && x.is_contiguous() && p.count > 0;
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // Accumulate in double so float32 sums over long rows keep their precision.
     std::vector<double> acc(out.numel(), 0.0);
     const T* px = x.data<T>();
-    for_each_offset<2>(x.shape(), {&p.map_strides, &x.strides()},
-                       [&](const auto& o) { acc[o[0]] += px[o[1]]; });
+    if (runs) {
+      contiguous_sums<T>(px, out.numel(), p.count, acc.data());
+    } else {
+      for_each_offset<2>(x.shape(), {&p.map_strides, &x.strides()},
+                         [&](const auto& o) { acc[o[0]] += px[o[1]]; });
+    }
     T* po = out.data<T>();
     for (size_t i = 0; i < acc.size(); ++i) po[i] = static_cast<T>(acc[i] * scale);
   });
   if (recording(x)) {
     record(
         op, {x}, out,
-        [op, map = p.map_strides, scale](const Tensor& dout, Grads& g) {
+        [op, map = p.map_strides, scale, suffix = p.suffix, count = p.count](const Tensor& dout,
+                                                                             Grads& g) {
           dispatch_floating(op, dout.dtype(), [&](auto tag) {
             using T = decltype(tag);
             const Grads::Buffer gx = g.write(0, Writes::Every);
@@ -79,6 +124,16 @@ Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) 
             const T* d = dout.data<T>();
             const auto s = static_cast<T>(scale);
             assign_or_add(gx.first, [&](auto store) {
+              if (suffix && count > 0) {  // each dout element over its run of `count`
+                parallel_for(dout.numel() * count, kGrainElements, [&](int64_t e0, int64_t e1) {
+                  for (int64_t e = e0; e < e1;) {
+                    const int64_t i = e / count, end = std::min(e1, (i + 1) * count);
+                    const T v = s * d[i];
+                    for (; e < end; ++e) store(dx[e], v);
+                  }
+                });
+                return;
+              }
               for_each_offset<2>(gx.grad.shape(), {&gx.grad.strides(), &map},
                                  [&](const auto& o) { store(dx[o[0]], s * d[o[1]]); });
             });
