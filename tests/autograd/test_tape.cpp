@@ -186,28 +186,22 @@ TEST_CASE("custom ops can be recorded through the public tape API", "[autograd]"
 TEST_CASE("an op with two outputs runs its backward once, with both gradients", "[autograd]") {
   struct Pair {
     Tensor twice, square;
-    int* runs;
   };
-  auto op = [](const Tensor& x, int* runs) {
-    Pair r{mul(x.detach(), 2.0), mul(x.detach(), x.detach()), runs};
-    record(
-        "pair", {x}, {&r.twice, &r.square},
-        [x = x.detach(), runs](const Tensor& dtwice, Grads& g) {
-          ++*runs;
-          const Tensor& dsquare = g.dout(1);
-          Tensor dx = zeros_like(x);
-          if (dtwice.defined()) dx = dx + mul(dtwice, 2.0);
-          if (dsquare.defined()) dx = dx + mul(dsquare, mul(x, 2.0));
-          g.pass(0, dx);
-        },
-        [x, runs](const Tensor& dtwice, Grads& g) {
-          ++*runs;
-          const Tensor& dsquare = g.dout(1);
-          Tensor dx = zeros_like(x);
-          if (dtwice.defined()) dx = dx + mul(dtwice, 2.0);
-          if (dsquare.defined()) dx = dx + mul(dsquare, mul(x, 2.0));
-          g.pass(0, dx);
-        });
+  // dx = 2 dtwice + 2x dsquare, each term only when its output was used; the kernel gets x
+  // detached, the formula x itself, so its gradient can be differentiated again
+  auto gradient = [](const Tensor& x, int* runs) -> BackwardFn {
+    return [x, runs](const Tensor& dtwice, Grads& g) {
+      ++*runs;
+      const Tensor& dsquare = g.dout(1);
+      Tensor dx = zeros_like(x);
+      if (dtwice.defined()) dx = dx + mul(dtwice, 2.0);
+      if (dsquare.defined()) dx = dx + mul(dsquare, mul(x, 2.0));
+      g.pass(0, dx);
+    };
+  };
+  auto op = [&](const Tensor& x, int* runs) {
+    Pair r{mul(x.detach(), 2.0), mul(x.detach(), x.detach())};
+    record("pair", {x}, {&r.twice, &r.square}, gradient(x.detach(), runs), gradient(x, runs));
     return r;
   };
   int runs = 0;
