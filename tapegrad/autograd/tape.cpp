@@ -256,6 +256,7 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
 
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
             BackwardFn backward, BackwardFn formula, bool allow_inf) {
+  TG_CHECK(!outs.empty(), "{}: an op records at least one output", op);
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly || t_details) [[unlikely]] {
     for (const Tensor& in : inputs)

@@ -4,9 +4,9 @@
 // it appends one TapeEntry (op name, input nodes, backward function) to this thread's tape and
 // makes its output a non-leaf whose GradNode owns that entry (an op may have several outputs,
 // each owning the one entry). backward() walks the tape in reverse from the root's entry: an
-// entry whose output received a gradient calls its backward
-// function, which accumulates (+=) into its inputs' gradients; then the entry is released,
-// freeing every buffer its backward function saved. No recursion, so depth is not a limit.
+// entry whose output received a gradient calls its backward function, which accumulates (+=)
+// into its inputs' gradients; then the entry is released, freeing every buffer its backward
+// function saved. No recursion, so depth is not a limit.
 //
 // Each entry carries the op's gradient twice: a kernel (fast, writing buffers directly) and a
 // formula written in differentiable ops (da = dout @ b^T). backward() runs the kernels under a
@@ -249,8 +249,8 @@ bool recording(const std::vector<Tensor>& inputs);
 // allow_inf exempts an intended infinity in `out` from anomaly detection (masked_fill with -inf).
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
             BackwardFn formula = nullptr, bool allow_inf = false);
-// The same for an op with several outputs (add_layer_norm's normalised sum and the sum itself):
-// one entry, whose backward runs once, after every op that read any of them.
+// The same for an op with several outputs (add_and_layer_norm's normalised sum and the sum
+// itself): one entry, whose backward runs once, after every op that read any of them.
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
             BackwardFn backward, BackwardFn formula = nullptr, bool allow_inf = false);
 
