@@ -143,17 +143,22 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   profile::note_flops(2 * product_flops);
 
   Tensor out = empty({B, T, C}, q.dtype());
-  Tensor weights = empty(wshape, q.dtype());  // the softmax weights, which backward keeps
+  // The softmax weights, which backward keeps; when nothing keeps them (no graph, no caller
+  // asking), each thread's tile is scratch that stays in cache instead of [B, H, T, S] written
+  // out to memory.
+  const bool keep_weights = recording(q, k, v) || weights_out != nullptr;
+  Tensor weights = keep_weights ? empty(wshape, q.dtype()) : Tensor();
   dispatch_floating("attention", q.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
     const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
-    F *pw = weights.data<F>(), *po = out.data<F>();
+    F* pw = keep_weights ? weights.data<F>() : nullptr;
+    F* po = out.data<F>();
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
-      std::vector<F> dropped(drop ? T * S : 0);
+      std::vector<F> dropped(drop ? T * S : 0), tile(keep_weights ? 0 : T * S);
       std::vector<int64_t> rows;
       for (int64_t n = n0; n < n1; ++n) {
-        F* p = pw + n * T * S;
+        F* p = keep_weights ? pw + n * T * S : tile.data();
         // scores (T, S) = q_bh (T, D) k_bh^T, then weights p = softmax(scale * scores | blocked)
         if (T == 1) {
           one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
