@@ -55,8 +55,8 @@ TEST_CASE("layer_norm errors", "[autograd][errors]") {
 // same key, so the same mask): values and every gradient, with and without the affine
 // parameters, at p 0, 0.3 and 1, in float32 and float64, and with x and d one tensor (the
 // gradient of both written into one buffer). add_and_layer_norm (the sum a second output) with
-// both outputs used, only the sum and only the norm: its one entry runs with the other
-// output's gradient missing.
+// both outputs used (and x read again after it), only the sum and only the norm: its one entry runs
+// with the other output's gradient missing.
 TEST_CASE("add_layer_norm is layer_norm(x + dropout(d)), add_and_layer_norm both", "[autograd]") {
   enum Use { PostNorm, Both, SumOnly, NormOnly };
   for (const Use use : {PostNorm, Both, SumOnly, NormOnly}) {
@@ -89,7 +89,8 @@ TEST_CASE("add_layer_norm is layer_norm(x + dropout(d)), add_and_layer_norm both
                 r = add_and_layer_norm(x, dd, wt, bt, 1e-5, p, true, &gen);
               }
               Tensor loss = use == SumOnly ? sum(mul(r.sum, dz)) : sum(mul(r.norm, dy));
-              if (use == Both) loss = loss + sum(mul(r.sum, dz));
+              // x read again after the op: its gradient is begun when the op's backward runs
+              if (use == Both) loss = loss + sum(mul(r.sum, dz)) + sum(mul(x, dz));
               loss.backward();
               std::vector<Tensor> out{r.norm, x.grad()};
               if (use != PostNorm) out.push_back(r.sum);

@@ -100,20 +100,41 @@ void add_row(T* __restrict s, const T* __restrict x, const T* __restrict d, cons
 }
 
 // dst = or += (kept ? g * scale : 0), every element kept when mask is null: a gradient row of
-// add_layer_norm's x (no mask, scale 1) or d.
-template <class T>
-void put_row(T* __restrict dst, const T* __restrict g, bool first, const DropoutMask* mask,
-             uint64_t start, int64_t n, T scale) {
+// add_layer_norm's x (no mask, scale 1) or d. The loops are in this function itself, the
+// arguments restrict: through assign_or_add's lambda they lost restrict and, where the call was
+// not inlined, ran scalar (the dropout hash included).
+template <bool kAssign, class T>
+void put_row_as(T* __restrict dst, const T* __restrict g, const DropoutMask* mask, uint64_t start,
+                int64_t n, T scale) {
   if (mask == nullptr) {
-    assign_or_add(first, [&](auto store) {
-      for (int64_t i = 0; i < n; ++i) store(dst[i], g[i] * scale);
-    });
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (kAssign) {
+        dst[i] = g[i] * scale;
+      } else {
+        dst[i] += g[i] * scale;
+      }
+    }
     return;
   }
   const DropoutMask m = *mask;
-  assign_or_add(first, [&](auto store) {
-    for (int64_t i = 0; i < n; ++i) store(dst[i], m.keeps(start + i) ? g[i] * scale : T{0});
-  });
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = m.keeps(start + i) ? g[i] * scale : T{0};
+    if constexpr (kAssign) {
+      dst[i] = v;
+    } else {
+      dst[i] += v;
+    }
+  }
+}
+
+template <class T>
+void put_row(T* dst, const T* g, bool first, const DropoutMask* mask, uint64_t start, int64_t n,
+             T scale) {
+  if (first) {
+    put_row_as<true>(dst, g, mask, start, n, scale);
+  } else {
+    put_row_as<false>(dst, g, mask, start, n, scale);
+  }
 }
 
 // The checks layer_norm and add_layer_norm share, their messages prefixed by `op`.
@@ -290,6 +311,11 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
       T* db = dy && with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
       const T *ps = s.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
       const T* pw = with_w ? w.data<T>() : nullptr;
+      // With both gradients in, x takes the sum's gradient as its own (as add hands its own on;
+      // added to what x holds already, if anything), and layer norm's part is added into it row
+      // by row below, after d's row has read the sum's row.
+      const bool adopt = dy && dsum && g.wants(0);
+      if (adopt) g.pass(0, dsum_in);
       // the buffers in the order x, d: when x and d are one tensor, x's writer is first
       T* dx = nullptr;
       T* dd = nullptr;
@@ -307,11 +333,22 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
       if (dx || dd) {
         const auto sc = static_cast<T>(scale);
         parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-          std::vector<T> ds(dy ? C : 0);  // the sum's gradient, a row at a time
+          std::vector<T> ds(dy ? C : 0);       // the sum's gradient, a row at a time
+          std::vector<T> part(adopt ? C : 0);  // layer norm's part of it, when x took the sum's
           const auto assign = [](T& dst, T v) { dst = v; };
           const auto add = [](T& dst, T v) { dst += v; };
           for (int64_t n = n0; n < n1; ++n) {
+            const auto at = static_cast<uint64_t>(n * C);
             const T* row = dsum ? dsum + n * C : nullptr;
+            if (adopt) {
+              layernorm_backward_input<T>(assign, part.data(), dy + n * C, ps + n * C, pw, pm + n,
+                                          pr + n, 1, C);
+              for (int64_t c = 0; c < C; ++c) ds[c] = part[c] + row[c];
+              // d's row first: the sum's row may be x's, which the next line changes
+              if (dd) put_row<T>(dd + n * C, ds.data(), first_d, drop ? &mask : nullptr, at, C, sc);
+              put_row<T>(dx + n * C, part.data(), false, nullptr, at, C, T{1});
+              continue;
+            }
             if (dy) {
               if (row) {
                 std::copy(row, row + C, ds.data());
@@ -324,7 +361,6 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
               row = ds.data();
             }
             // x's row first: when x and d are one tensor, d's then adds to it
-            const auto at = static_cast<uint64_t>(n * C);
             if (dx) put_row<T>(dx + n * C, row, first_x, nullptr, at, C, T{1});
             if (dd) put_row<T>(dd + n * C, row, first_d, drop ? &mask : nullptr, at, C, sc);
           }
