@@ -131,6 +131,8 @@ TEST_CASE("add_layer_norm and add_and_layer_norm gradcheck, and their gradient's
       const std::vector<Tensor> inputs = {random_leaf({2, 3, 5}, 71), random_leaf({2, 3, 5}, 72),
                                           random_leaf({5}, 73, 0.5, 1.5), random_leaf({5}, 74)};
       require_gradcheck(f, inputs);
+      // x without a gradient: d's from both outputs' alone
+      require_gradcheck(f, {inputs[0].detach(), inputs[1], inputs[2], inputs[3]});
       const GradcheckResult second = gradgradcheck(f, inputs);
       INFO("gradgradcheck: " << second.message());
       REQUIRE(second.ok);

@@ -6,7 +6,6 @@
 // Glossary: N rows (all leading dims flattened), C features per row.
 #include "tapegrad/autograd/ops/layernorm.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "tapegrad/autograd/ops/dropout.h"
@@ -314,8 +313,8 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
       // With both gradients in, x takes the sum's gradient as its own (as add hands its own on;
       // added to what x holds already, if anything), and layer norm's part is added into it row
       // by row below, after d's row has read the sum's row.
-      const bool adopt = dy && dsum && g.wants(0);
-      if (adopt) g.pass(0, dsum_in);
+      const bool both = dy && dsum;
+      if (both && g.wants(0)) g.pass(0, dsum_in);
       // the buffers in the order x, d: when x and d are one tensor, x's writer is first
       T* dx = nullptr;
       T* dd = nullptr;
@@ -333,31 +332,24 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
       if (dx || dd) {
         const auto sc = static_cast<T>(scale);
         parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-          std::vector<T> ds(dy ? C : 0);       // the sum's gradient, a row at a time
-          std::vector<T> part(adopt ? C : 0);  // layer norm's part of it, when x took the sum's
+          std::vector<T> ds(dy ? C : 0);      // the sum's gradient, a row at a time
+          std::vector<T> part(both ? C : 0);  // layer norm's part of it, when both came
           const auto assign = [](T& dst, T v) { dst = v; };
-          const auto add = [](T& dst, T v) { dst += v; };
           for (int64_t n = n0; n < n1; ++n) {
             const auto at = static_cast<uint64_t>(n * C);
             const T* row = dsum ? dsum + n * C : nullptr;
-            if (adopt) {
+            if (both) {
               layernorm_backward_input<T>(assign, part.data(), dy + n * C, ps + n * C, pw, pm + n,
                                           pr + n, 1, C);
               for (int64_t c = 0; c < C; ++c) ds[c] = part[c] + row[c];
               // d's row first: the sum's row may be x's, which the next line changes
               if (dd) put_row<T>(dd + n * C, ds.data(), first_d, drop ? &mask : nullptr, at, C, sc);
-              put_row<T>(dx + n * C, part.data(), false, nullptr, at, C, T{1});
+              if (dx) put_row<T>(dx + n * C, part.data(), false, nullptr, at, C, T{1});
               continue;
             }
             if (dy) {
-              if (row) {
-                std::copy(row, row + C, ds.data());
-                layernorm_backward_input<T>(add, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
-                                            pr + n, 1, C);
-              } else {
-                layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
-                                            pr + n, 1, C);
-              }
+              layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
+                                          pr + n, 1, C);
               row = ds.data();
             }
             // x's row first: when x and d are one tensor, d's then adds to it
