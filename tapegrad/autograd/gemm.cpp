@@ -364,21 +364,11 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             const int64_t b_k = in_place ? ldb : NR;
             const Finish finish{&epilogue, pc + kc == K, ic + ir, jc + jr};
-            const float* a_tile = packed_a ? ap + ir * kc : a + ir * lda;
-            const int64_t a_step = packed_a ? MR : lda;
-            if (packed_a && n > kLanes) {
-              micro_kernel<true, 2>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
-                                    finish);
-            } else if (packed_a) {
-              micro_kernel<true, 1>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
-                                    finish);
-            } else if (n > kLanes) {
-              micro_kernel<false, 2>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
-                                     finish);
-            } else {
-              micro_kernel<false, 1>(kc, a_tile, a_step, panel, b_k, block_beta, c, ldc, m, n,
-                                     finish);
-            }
+            const bool two = n > kLanes;  // else one vector of columns: a narrow ragged panel
+            const auto kernel = packed_a ? (two ? micro_kernel<true, 2> : micro_kernel<true, 1>)
+                                         : (two ? micro_kernel<false, 2> : micro_kernel<false, 1>);
+            kernel(kc, packed_a ? ap + ir * kc : a + ir * lda, packed_a ? MR : lda, panel, b_k,
+                   block_beta, c, ldc, m, n, finish);
           }
         }
       }

@@ -129,8 +129,9 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   }
   // k and v rows packed at stride C with the same batch stride can be read where they are
   const Shape& ks = k_in.strides();
-  const bool in_place = !recording(q_in, k_in, v_in) && ks == v_in.strides() && ks[2] == 1 &&
-                        (S == 1 || ks[1] == C) && (B == 1 || ks[0] >= S * C);
+  const bool graph = recording(q_in, k_in, v_in);
+  const bool in_place = !graph && ks == v_in.strides() && ks[2] == 1 && (S == 1 || ks[1] == C) &&
+                        (B == 1 || ks[0] >= S * C);
   const Tensor q = q_in.contiguous();
   const Tensor k = in_place ? k_in : k_in.contiguous(), v = in_place ? v_in : v_in.contiguous();
   if (in_place && B > 1) x.kv_batch = ks[0];
@@ -146,7 +147,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   // The softmax weights, which backward keeps; when nothing keeps them (no graph, no caller
   // asking), each thread's tile is scratch that stays in cache instead of [B, H, T, S] written
   // out to memory.
-  const bool keep_weights = recording(q, k, v) || weights_out != nullptr;
+  const bool keep_weights = graph || weights_out != nullptr;
   Tensor weights = keep_weights ? empty(wshape, q.dtype()) : Tensor();
   dispatch_floating("attention", q.dtype(), [&](auto tag) {
     using F = decltype(tag);
@@ -175,7 +176,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   });
   if (weights_out) *weights_out = weights;
 
-  if (recording(q, k, v)) {
+  if (graph) {
     record(
         "attention", {q, k, v}, out,
         [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout, product_flops](
