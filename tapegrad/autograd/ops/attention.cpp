@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "tapegrad/autograd/gemm.h"
@@ -18,6 +19,7 @@
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/autograd/vmath.h"
 
 namespace tapegrad {
 
@@ -29,6 +31,7 @@ namespace {
 // buffer, as an incremental decoder's cache is (read in place when nothing is recorded).
 struct Heads {
   int64_t B, H, T, S, D, C, kv_batch;
+  int64_t TP;          // a tile's row length (below): T rounded up to whole vectors
   Shape mask_strides;  // the blocked mask's strides over [B, H, T, S]; empty when none
   int64_t q_at(int64_t n) const { return (n / H) * T * C + (n % H) * D; }
   int64_t kv_at(int64_t n) const { return (n / H) * kv_batch + (n % H) * D; }
@@ -42,29 +45,118 @@ struct Heads {
   }
 };
 
-// p (T, S) = the attention weights of item n from its scores, in place: scale, blocked
-// positions to -inf, softmax. `rows` is scratch for T mask offsets.
-template <class T>
-void softmax_tile(T* p, const Heads& x, int64_t n, const uint8_t* blocked, T scale,
-                  std::vector<int64_t>& rows) {
-  static constexpr uint8_t kNothingBlocked = 0;
-  const uint8_t* mask = blocked ? blocked + x.mask_at(n) : &kNothingBlocked;
-  const int64_t row_step = blocked ? x.mask_strides[2] : 0;
-  const int64_t col_step = blocked ? x.mask_strides[3] : 0;
-  rows.resize(x.T);
-  for (int64_t i = 0; i < x.T; ++i) rows[i] = i * row_step;
-  detail::masked_softmax_forward<T>(p, p, mask, rows.data(), col_step, x.S, scale, 0, x.T);
+// Item n's tile is kept transposed, [S, TP]: key j's row holds its score with every query, so
+// the softmax over a query's keys runs down a column, and each of its steps is one vector op
+// across queries. In the [T, S] layout a row is as short as S (12 keys in the small model),
+// shorter than a vector, and every step of a row's softmax had run scalar. The rows are
+// padded to TP, a whole number of vectors (16 lanes), so no loop over a row has a scalar
+// remainder; the pad lanes hold finite values nothing reads. A single query (T = 1, a decoding
+// step) is one row of S instead, and its softmax runs along it.
+constexpr int64_t kTileLanes = 16;
+int64_t tile_row(int64_t T) { return T == 1 ? 1 : (T + kTileLanes - 1) / kTileLanes * kTileLanes; }
+
+// bias (S, TP) = item n's blocked mask as a term of its scores: -inf where query i may not
+// attend key j, else 0 (pad lanes too). Read from the mask's bytes one by one, so it is made
+// once for the heads that share it (the mask does not depend on the head, as a rule), not once
+// a head.
+template <class F>
+void mask_tile(F* bias, const Heads& x, int64_t n, const uint8_t* blocked) {
+  const uint8_t* m = blocked + x.mask_at(n);
+  const int64_t row_step = x.mask_strides[2], col_step = x.mask_strides[3];
+  std::fill_n(bias, x.S * x.TP, F{0});
+  for (int64_t j = 0; j < x.S; ++j) {
+    for (int64_t i = 0; i < x.T; ++i) {
+      if (m[i * row_step + j * col_step]) bias[j * x.TP + i] = -std::numeric_limits<F>::infinity();
+    }
+  }
 }
 
-// dropped (T, S) = dropout of item n's weights p: p * dropout_scale where the mask keeps, else 0.
-// The mask element of (n, i, j) is its flat index in [B, H, T, S], as the dropout op's would be.
-template <class T>
-void dropout_tile(T* dropped, const T* p, const Heads& x, int64_t n, const DropoutMask& mask,
-                  double dropout) {
-  const auto scale = static_cast<T>(dropout_scale(dropout));
-  const int64_t tile = x.T * x.S;
-  const auto first = static_cast<uint64_t>(n * tile);
-  for (int64_t i = 0; i < tile; ++i) dropped[i] = mask.keeps(first + i) ? p[i] * scale : T{0};
+// A tile's vectors: kTileLanes columns of a row, loaded and stored whole.
+template <class F>
+struct Lanes {
+  typedef F Vec __attribute__((vector_size(kTileLanes * sizeof(F))));
+  static Vec load(const F* p) {
+    Vec v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(F* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+};
+
+// p (S, TP) = the attention weights of item n from its scores, in place: scale, add the
+// mask's bias (null: none), softmax down each column. A query with every key blocked gets zero
+// weights. The columns go kTileLanes at a time, in vectors of GCC's vector extension (plain
+// loops over 16 lanes had come out scalar where a bias was in them), so each one's running max
+// and sum stay in a register from row to row.
+template <class F>
+void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
+  using V = Lanes<F>;
+  using Vec = typename V::Vec;
+  constexpr F kNegInf = -std::numeric_limits<F>::infinity();
+  const int64_t S = x.S, TP = x.TP;
+  for (int64_t c = 0; c < TP; c += kTileLanes) {
+    Vec top = Vec{} + kNegInf;
+    for (int64_t j = 0; j < S; ++j) {
+      F* row = p + j * TP + c;
+      Vec v = V::load(row) * scale;
+      if (bias) v += V::load(bias + j * TP + c);
+      V::store(row, v);
+      top = v > top ? v : top;
+    }
+    top = top == kNegInf ? Vec{} : top;  // a fully blocked column: exp(-inf - 0) zeros it
+    for (int64_t j = 0; j < S; ++j) V::store(p + j * TP + c, V::load(p + j * TP + c) - top);
+  }
+  for (int64_t e = 0; e < S * TP; ++e) p[e] = vexp(p[e]);
+  for (int64_t c = 0; c < TP; c += kTileLanes) {
+    Vec sum{};
+    for (int64_t j = 0; j < S; ++j) sum += V::load(p + j * TP + c);
+    const Vec inv = sum == 0 ? Vec{} : 1 / sum;
+    for (int64_t j = 0; j < S; ++j) V::store(p + j * TP + c, V::load(p + j * TP + c) * inv);
+  }
+}
+
+// ds (S, TP) = the gradient of item n's scores from the weights' gradient dp (S, TP), in
+// place, with p (S, TP) the weights: scale * p * (dp - the column's sum of dp * p), kTileLanes
+// columns at a time. A fully blocked column has p all zero, so its gradient is zero.
+template <class F>
+void softmax_columns_backward(F* ds, const F* p, int64_t S, int64_t TP, F scale) {
+  using V = Lanes<F>;
+  for (int64_t c = 0; c < TP; c += kTileLanes) {
+    typename V::Vec dot{};
+    for (int64_t j = 0; j < S; ++j) dot += V::load(ds + j * TP + c) * V::load(p + j * TP + c);
+    for (int64_t j = 0; j < S; ++j) {
+      F* d = ds + j * TP + c;
+      const auto y = V::load(p + j * TP + c);
+      V::store(d, scale * y * (V::load(d) - dot));
+    }
+  }
+}
+
+// factor (S, TP) = what dropout multiplies item n's weights by: dropout_scale where the mask
+// keeps, else 0. The mask element of (n, i, j) is its flat index in [B, H, T, S], as the
+// dropout op's would be, so a row of the tile reads counters S apart; the pad lanes' counters
+// run past the item's, and multiply pad lanes.
+template <class F>
+void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& mask,
+                     double dropout) {
+  const auto scale = static_cast<F>(dropout_scale(dropout));
+  const int64_t S = x.S, TP = x.TP;
+  const auto first = static_cast<uint64_t>(n * x.T * S);
+  for (int64_t j = 0; j < S; ++j) {
+    for (int64_t i = 0; i < TP; ++i) {
+      factor[j * TP + i] = mask.keeps(first + static_cast<uint64_t>(i * S + j)) ? scale : F{0};
+    }
+  }
+}
+
+// out (D, TP) = the transpose of a head's block in (T, D) (rows C apart): the right operand of
+// the tile's products with a head's rows, whole vectors of queries wide. Its pad columns are
+// never written: the caller's buffer starts as zeros, so products with it give zero pad lanes.
+template <class F>
+void transpose_head(F* out, const F* in, const Heads& x) {
+  for (int64_t i = 0; i < x.T; ++i) {
+    for (int64_t d = 0; d < x.D; ++d) out[d * x.TP + i] = in[i * x.C + d];
+  }
 }
 
 // scores (1, S) of a single query row (a decoding step): q . k_j for the S keys, rows C apart.
@@ -117,7 +209,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   TG_CHECK(!drop || options.gen != nullptr,
            "attention: dropout {} in training needs a generator (options.gen)", options.dropout);
   const Shape wshape{B, heads, T, S};
-  Heads x{B, heads, T, S, C / heads, C, S * C, {}};
+  Heads x{B, heads, T, S, C / heads, C, S * C, tile_row(T), {}};
   const Tensor& blocked = options.blocked;
   if (blocked.defined()) {
     TG_CHECK(blocked.dtype() == DType::Bool, "attention: blocked mask must be bool, got {}",
@@ -144,11 +236,12 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   profile::note_flops(2 * product_flops);
 
   Tensor out = empty({B, T, C}, q.dtype());
-  // The softmax weights, which backward keeps; when nothing keeps them (no graph, no caller
-  // asking), each thread's tile is scratch that stays in cache instead of [B, H, T, S] written
-  // out to memory.
+  // The softmax weights, [B, H, S, TP] (each tile transposed), which backward keeps; when
+  // nothing keeps them (no graph, no caller asking), each thread's tile is scratch that stays
+  // in cache instead of being written out to memory.
   const bool keep_weights = graph || weights_out != nullptr;
-  Tensor weights = keep_weights ? empty(wshape, q.dtype()) : Tensor();
+  const int64_t TP = x.TP, tile = S * TP;
+  Tensor weights = keep_weights ? empty({B, heads, S, TP}, q.dtype()) : Tensor();
   dispatch_floating("attention", q.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
@@ -156,25 +249,39 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
     F* pw = keep_weights ? weights.data<F>() : nullptr;
     F* po = out.data<F>();
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
-      std::vector<F> dropped(drop ? T * S : 0), tile(keep_weights ? 0 : T * S);
-      std::vector<int64_t> rows;
+      std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop ? tile : 0);
+      std::vector<F> factor(drop ? tile : 0), transposed(x.D * TP);
+      std::vector<F> bias(pm ? tile : 0);
+      int64_t bias_of = -1;  // the mask offset bias was made for
+      const int64_t row_zero = 0;
       for (int64_t n = n0; n < n1; ++n) {
-        F* p = keep_weights ? pw + n * T * S : tile.data();
-        // scores (T, S) = q_bh (T, D) k_bh^T, then weights p = softmax(scale * scores | blocked)
+        F* p = keep_weights ? pw + n * tile : scratch.data();
+        // scores^T (S, T) = k_bh (S, D) q_bh^T, then p = softmax(scale * scores | blocked)^T
         if (T == 1) {
           one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
+          static constexpr uint8_t kNothingBlocked = 0;
+          detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
+                                            &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
         } else {
-          gemm<F>(false, true, T, S, x.D, pq + x.q_at(n), C, pk + x.kv_at(n), C, F{0}, p, S);
+          transpose_head<F>(transposed.data(), pq + x.q_at(n), x);
+          gemm<F>(false, false, S, TP, x.D, pk + x.kv_at(n), C, transposed.data(), TP, F{0}, p, TP);
+          if (pm && x.mask_at(n) != bias_of) {
+            mask_tile<F>(bias.data(), x, n, pm);
+            bias_of = x.mask_at(n);
+          }
+          softmax_columns<F>(p, x, pm ? bias.data() : nullptr, scale);
         }
-        softmax_tile<F>(p, x, n, pm, scale, rows);
-        if (drop) dropout_tile<F>(dropped.data(), p, x, n, mask, dropout);
+        if (drop) {
+          dropout_factors<F>(factor.data(), x, n, mask, dropout);
+          for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
+        }
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
-        gemm<F>(false, false, T, x.D, S, drop ? dropped.data() : p, S, pv + x.kv_at(n), C, F{0},
+        gemm<F>(true, false, T, x.D, S, drop ? dropped.data() : p, TP, pv + x.kv_at(n), C, F{0},
                 po + x.q_at(n), C);
       }
     });
   });
-  if (weights_out) *weights_out = weights;
+  if (weights_out) *weights_out = transpose(slice(weights, 3, 0, T), 2, 3);
 
   if (graph) {
     record(
@@ -207,35 +314,43 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
             const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
             const auto assign = [](F& dst, F value) { dst = value; };
             parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
-              std::vector<F> ds(T * S), dropped(dropout > 0 ? T * S : 0);
+              const int64_t TP = x.TP, tile = S * TP;
+              std::vector<F> ds(tile), dropped(dropout > 0 ? tile : 0);
+              std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
               for (int64_t n = n0; n < n1; ++n) {
-                const F* p = pw + n * T * S;
+                const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
                 const F* dout_bh = pd + x.q_at(n);
+                if (dropout > 0) dropout_factors<F>(factor.data(), x, n, mask, dropout);
                 if (dgrad[0] || dgrad[1]) {
-                  // dP' (T, S) = dout_bh (T, D) v_bh^T, through the dropout, then the softmax
-                  gemm<F>(false, true, T, S, D, dout_bh, C, pv + x.kv_at(n), C, F{0}, ds.data(), S);
+                  // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the softmax
+                  transpose_head<F>(transposed.data(), dout_bh, x);
+                  gemm<F>(false, false, S, TP, D, pv + x.kv_at(n), C, transposed.data(), TP, F{0},
+                          ds.data(), TP);
                   if (dropout > 0) {
-                    dropout_tile<F>(dropped.data(), ds.data(), x, n, mask, dropout);
-                    ds.swap(dropped);
+                    for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
                   }
-                  detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
-                                              detail::Rows{T, S, 1}, false, 0, T, scale);
+                  if (T == 1) {  // one row of S, as the forward's softmax ran
+                    detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
+                                                detail::Rows{1, S, 1}, false, 0, 1, scale);
+                  } else {
+                    softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
+                  }
                 }
                 if (dgrad[0]) {
-                  gemm<F>(false, false, T, D, S, ds.data(), S, pk + x.kv_at(n), C, beta[0],
+                  gemm<F>(true, false, T, D, S, ds.data(), TP, pk + x.kv_at(n), C, beta[0],
                           dgrad[0] + x.q_at(n), C);
                 }
                 if (dgrad[1]) {
-                  gemm<F>(true, false, S, D, T, ds.data(), S, pq + x.q_at(n), C, beta[1],
+                  gemm<F>(false, false, S, D, T, ds.data(), TP, pq + x.q_at(n), C, beta[1],
                           dgrad[1] + x.kv_at(n), C);
                 }
                 if (dgrad[2]) {
                   const F* pdrop = p;
                   if (dropout > 0) {
-                    dropout_tile<F>(dropped.data(), p, x, n, mask, dropout);
+                    for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
                     pdrop = dropped.data();
                   }
-                  gemm<F>(true, false, S, D, T, pdrop, S, dout_bh, C, beta[2],
+                  gemm<F>(false, false, S, D, T, pdrop, TP, dout_bh, C, beta[2],
                           dgrad[2] + x.kv_at(n), C);
                 }
               }
