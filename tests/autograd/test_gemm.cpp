@@ -52,8 +52,9 @@ std::vector<double> reference(const Case& c, const Stored& a, const Stored& b, c
 using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                       int64_t, float, float*, int64_t, const tapegrad::Epilogue<float>&);
 
-// An epilogue that notes each element it is given (how often, and its value then) and adds 1
-// to it, so the product's elements must each be seen once, final, and the 1 kept.
+// An epilogue that notes each element it is given (how often, and its value then, the bias
+// added) and adds 1 to it, so the product's elements must each be seen once, final, and the 1
+// kept.
 struct Visits {
   int64_t N;
   std::vector<int> count;
@@ -80,8 +81,14 @@ void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
   const std::vector<double> want = reference(c, a, b, out, beta);
   const std::vector<float> before = out.v;
   Visits visits{c.N, std::vector<int>(c.M * c.N), std::vector<float>(c.M * c.N)};
+  // a column bias with beta != 1, none with beta == 1
+  std::vector<float> bias(c.N, 0.0f);
+  if (beta != 1) {
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float& x : bias) x = u(rng);
+  }
   product(c.ta, c.tb, c.M, c.N, c.K, a.v.data(), a.ld, b.v.data(), b.ld, beta, out.v.data(), out.ld,
-          {&Visits::note, &visits});
+          {&Visits::note, &visits, beta != 1 ? bias.data() : nullptr});
   const double tol = 1e-6 * static_cast<double>(c.K + 4);
   for (int64_t i = 0; i < c.M; ++i) {
     for (int64_t j = 0; j < out.ld; ++j) {
@@ -92,8 +99,8 @@ void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
       }
       INFO("element " << i << ", " << j);
       REQUIRE(visits.count[i * c.N + j] == 1);
-      REQUIRE(std::abs(visits.value[i * c.N + j] - want[i * c.N + j]) <= tol);
-      REQUIRE(std::abs(got - (want[i * c.N + j] + 1)) <= tol);
+      REQUIRE(std::abs(visits.value[i * c.N + j] - (want[i * c.N + j] + bias[j])) <= tol);
+      REQUIRE(std::abs(got - (want[i * c.N + j] + bias[j] + 1)) <= tol);
     }
   }
 }

@@ -202,13 +202,12 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
   }
 }
 
-// linear's epilogue over its output [N, OC], applied by gemm to the row pieces of
-// one share's product, whose corner is at (row0, col0) of the output: + bias, the
-// pre-activation kept for GELU's backward, the activation, the dropout of element
-// (row, col) by its flat index.
+// linear's epilogue over its output [N, OC] after the bias (which gemm adds), applied by gemm
+// to the row pieces of one share's product, whose corner is at (row0, col0) of the output: the
+// pre-activation kept for GELU's backward, the activation, the dropout of element (row, col) by
+// its flat index.
 template <class T>
 struct LinearTail {
-  const T* bias;
   T* pre;  // [N, OC], or null
   LinearEpilogue::Activation activation;
   const DropoutMask* mask;  // null without dropout
@@ -219,10 +218,6 @@ struct LinearTail {
     const LinearTail t = *static_cast<const LinearTail*>(ctx);  // a local: c's stores can't alias
     T* __restrict c = c_in;
     const int64_t r = t.row0 + row, j0 = t.col0 + col;
-    if (t.bias) {
-      const T* __restrict bias = t.bias + j0;
-      for (int64_t j = 0; j < n; ++j) c[j] += bias[j];
-    }
     if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
     if (t.activation == LinearEpilogue::ReLU) {
       for (int64_t j = 0; j < n; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
@@ -319,15 +314,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
         const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
         const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
         if (n1 == n0 || c1 == c0) continue;
-        const LinearTail<T> tail_of_share{pb,
-                                          keep_pre ? pre.data<T>() : nullptr,
+        const LinearTail<T> tail_of_share{keep_pre ? pre.data<T>() : nullptr,
                                           epilogue.activation,
                                           drop ? &mask : nullptr,
                                           static_cast<T>(scale),
                                           OC,
                                           n0,
                                           c0};
-        const Epilogue<T> finish{pb || tail ? &LinearTail<T>::apply : nullptr, &tail_of_share};
+        const Epilogue<T> finish{tail ? &LinearTail<T>::apply : nullptr, &tail_of_share,
+                                 pb ? pb + c0 : nullptr};
         // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
         gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
                 po + n0 * OC + c0, OC, finish);
