@@ -32,6 +32,9 @@ import subprocess
 import sys
 import time
 
+# Every timed run warms up for at least this long first: a step of a few milliseconds timed
+# right after the other side's runs had kept both cores busy ran at up to 1.5x its steady time.
+WARMUP_SECONDS = 0.25
 WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base"]
 # Decoding (--decode): the date model of examples/train, 500 sources of 24 tokens in batches of
 # 64, 11 tokens each, greedy and beam 4; the base model, 32 sources of 64 tokens, 16 and 128
@@ -198,8 +201,12 @@ def torch_worker(workload, iterations):
         return step
 
     def timed(step, warmup, n):
-        for _ in range(warmup):
+        # as bench's median_seconds: warm-up steps, and at least WARMUP_SECONDS of them
+        start = time.perf_counter()
+        done = 0
+        while done < warmup or time.perf_counter() - start < WARMUP_SECONDS:
             step()
+            done += 1
         times = []
         for _ in range(n):
             t0 = time.perf_counter()
