@@ -1,5 +1,6 @@
 // layer_norm: closed-form values, gradchecks with and without the affine parameters, errors.
 #include <cmath>
+#include <vector>
 
 #include "helpers.h"
 #include "tapegrad/autograd/autograd.h"
@@ -24,6 +25,43 @@ TEST_CASE("layer_norm normalises each row", "[autograd]") {
       {-0.4730154737159826, -0.5419495714716908, -0.1378681955114161, 3.1380928422958956}, 1e-13);
   // eps matters for a constant row: 0 / sqrt(0 + eps) = 0, no NaN
   require_values(layer_norm(tensor({5, 5}, {1, 2}), Tensor(), Tensor(), 1e-5), {0, 0});
+}
+
+// Rows go through the kernels in blocks of about 4096 elements (statistics, then the rstds,
+// then the rows), split between threads: many rows, a ragged last block, against the formula
+// in ops, values and gradients, with and without the affine parameters.
+TEST_CASE("layer_norm of many rows matches its formula", "[autograd]") {
+  for (const Shape& shape : {Shape{500, 20}, Shape{7, 13, 96}}) {
+    for (const bool affine : {false, true}) {
+      INFO("shape " << fmt::format("{}", shape) << " affine " << affine);
+      const int64_t C = shape.back();
+      const Tensor x0 = random_leaf(shape, 66), dy = random_leaf(shape, 67).detach();
+      const Tensor w0 = random_leaf({C}, 68, 0.5, 1.5), b0 = random_leaf({C}, 69);
+      auto run = [&](bool fused) {
+        Tensor x = x0.detach().clone(), w = w0.detach().clone(), b = b0.detach().clone();
+        for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+        const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
+        Tensor y;
+        if (fused) {
+          y = layer_norm(x, wt, bt, 1e-5);
+        } else {
+          const Tensor centred = sub(x, mean(x, {-1}, true));
+          const Tensor var = mean(mul(centred, centred), {-1}, true);
+          y = div(centred, sqrt(add(var, 1e-5)));
+          if (affine) y = add(mul(y, w), b);
+        }
+        y.backward(dy);
+        std::vector<Tensor> r{y.detach(), x.grad()};
+        if (affine) r.insert(r.end(), {w.grad(), b.grad()});
+        return r;
+      };
+      const std::vector<Tensor> fused = run(true), formula = run(false);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        INFO("y, dx, dw, db: " << i);
+        require_values(fused[i], formula[i].to_vector<double>(), 1e-10);
+      }
+    }
+  }
 }
 
 TEST_CASE("layer_norm gradcheck", "[autograd][gradcheck]") {

@@ -20,25 +20,43 @@ namespace tapegrad {
 
 namespace {
 
-// inp (N,C), weight (C) or null, bias (C) or null -> out (N,C), mean (N), rstd (N)
+// Rows are normalised a block at a time, a block small enough to stay in cache between passes.
+constexpr int64_t kNormBlock = 4096;  // elements
+
+// The rows in a block of layer norm's forward: at least one, about kNormBlock elements.
+int64_t norm_block(int64_t C) { return std::max<int64_t>(1, kNormBlock / std::max<int64_t>(C, 1)); }
+
+// inp (N,C), weight (C) or null, bias (C) or null -> out (N,C), mean (N), rstd (N). A block's
+// means and variances first, then its rstds in one loop, then its rows normalised: a row's
+// square root and division are a chain of latency its normalisation waits on, and a row at a
+// time they had been most of a short row's time (add_layer_norm of [384, 64], one thread: 11.1
+// -> 7.6 us).
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
                        int64_t N, int64_t C, double eps) {
-  for (int64_t n = 0; n < N; ++n) {
-    const T* x = inp + n * C;
-    const T m = lane_sum(x, C) / static_cast<T>(C);
-    const T v = lane_sum_of<T>(C, [&](int64_t c) { return (x[c] - m) * (x[c] - m); });
-    const T s =
-        static_cast<T>(1 / std::sqrt(static_cast<double>(v) / static_cast<double>(C) + eps));
-    T* y = out + n * C;
-    for (int64_t c = 0; c < C; ++c) {
-      T norm = (x[c] - m) * s;
-      if (weight) norm *= weight[c];
-      if (bias) norm += bias[c];
-      y[c] = norm;
+  for (int64_t b0 = 0; b0 < N; b0 += norm_block(C)) {
+    const int64_t b1 = std::min(N, b0 + norm_block(C));
+    for (int64_t n = b0; n < b1; ++n) {
+      const T* x = inp + n * C;
+      const T m = lane_sum(x, C) / static_cast<T>(C);
+      mean[n] = m;
+      rstd[n] = lane_sum_of<T>(C, [&](int64_t c) { return (x[c] - m) * (x[c] - m); });
     }
-    mean[n] = m;
-    rstd[n] = s;
+    for (int64_t n = b0; n < b1; ++n) {  // the variance becomes rstd
+      const double var = static_cast<double>(rstd[n]) / static_cast<double>(C);
+      rstd[n] = static_cast<T>(1 / std::sqrt(var + eps));
+    }
+    for (int64_t n = b0; n < b1; ++n) {
+      const T* x = inp + n * C;
+      const T m = mean[n], s = rstd[n];
+      T* y = out + n * C;
+      for (int64_t c = 0; c < C; ++c) {
+        T norm = (x[c] - m) * s;
+        if (weight) norm *= weight[c];
+        if (bias) norm += bias[c];
+        y[c] = norm;
+      }
+    }
   }
 }
 
@@ -54,13 +72,22 @@ void layernorm_backward_input(Store store, T* dinp, const T* dout, const T* inp,
     const T* dy = dout + n * C;
     const T* x = inp + n * C;
     const T m = mean[n], s = rstd[n];
-    auto dxhat = [&](int64_t c) { return weight ? dy[c] * weight[c] : dy[c]; };
-    const T dnorm_mean = lane_sum_of<T>(C, dxhat) / static_cast<T>(C);
-    const T dnorm_norm_mean =
-        lane_sum_of<T>(C, [&](int64_t c) { return dxhat(c) * (x[c] - m) * s; }) / static_cast<T>(C);
-    for (int64_t c = 0; c < C; ++c) {
-      const T xhat = (x[c] - m) * s;
-      store(dinp[n * C + c], s * (dxhat(c) - dnorm_mean - xhat * dnorm_norm_mean));
+    // one body for each dxhat, with weight or without: a choice inside the sums' lanes had kept
+    // them from vectorising
+    const auto row = [&](auto dxhat) {
+      const T dnorm_mean = lane_sum_of<T>(C, dxhat) / static_cast<T>(C);
+      const T dnorm_norm_mean =
+          lane_sum_of<T>(C, [&](int64_t c) { return dxhat(c) * (x[c] - m) * s; }) /
+          static_cast<T>(C);
+      for (int64_t c = 0; c < C; ++c) {
+        const T xhat = (x[c] - m) * s;
+        store(dinp[n * C + c], s * (dxhat(c) - dnorm_mean - xhat * dnorm_norm_mean));
+      }
+    };
+    if (weight) {
+      row([&](int64_t c) { return dy[c] * weight[c]; });
+    } else {
+      row([&](int64_t c) { return dy[c]; });
     }
   }
 }
@@ -281,11 +308,13 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
     const T* pb = b.defined() ? b.data<T>() : nullptr;
     const auto sc = static_cast<T>(scale);
     parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-      for (int64_t n = n0; n < n1; ++n) {
-        T* s = ps + n * C;
-        add_row<T>(s, px + n * C, pd + n * C, drop ? &mask : nullptr, static_cast<uint64_t>(n * C),
-                   C, sc);
-        layernorm_forward<T>(po + n * C, pm + n, pr + n, s, pw, pb, 1, C, eps);
+      for (int64_t b0 = n0; b0 < n1; b0 += norm_block(C)) {  // summed, normalised in cache
+        const int64_t b1 = std::min(n1, b0 + norm_block(C));
+        for (int64_t n = b0; n < b1; ++n) {
+          add_row<T>(ps + n * C, px + n * C, pd + n * C, drop ? &mask : nullptr,
+                     static_cast<uint64_t>(n * C), C, sc);
+        }
+        layernorm_forward<T>(po + b0 * C, pm + b0, pr + b0, ps + b0 * C, pw, pb, b1 - b0, C, eps);
       }
     });
   });
