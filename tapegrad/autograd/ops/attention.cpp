@@ -87,7 +87,9 @@ struct Lanes {
 // mask's bias (null: none), softmax down each column. A query with every key blocked gets zero
 // weights. The columns go kTileLanes at a time, in vectors of GCC's vector extension (plain
 // loops over 16 lanes had come out scalar where a bias was in them), so each one's running max
-// and sum stay in a register from row to row.
+// and sum stay in a register from row to row, and the strip (S rows of 64 bytes) stays in L1
+// through its three passes: scale, mask and max; exp and sum; normalise. (The exp as a pass
+// over the whole tile of its own, [200, 208] out of L1, took 4% more of attention's time.)
 template <class F>
 void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
   using V = Lanes<F>;
@@ -104,12 +106,14 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
       top = v > top ? v : top;
     }
     top = top == kNegInf ? Vec{} : top;  // a fully blocked column: exp(-inf - 0) zeros it
-    for (int64_t j = 0; j < S; ++j) V::store(p + j * TP + c, V::load(p + j * TP + c) - top);
-  }
-  for (int64_t e = 0; e < S * TP; ++e) p[e] = vexp(p[e]);
-  for (int64_t c = 0; c < TP; c += kTileLanes) {
+    F shift[kTileLanes];
+    V::store(shift, top);
     Vec sum{};
-    for (int64_t j = 0; j < S; ++j) sum += V::load(p + j * TP + c);
+    for (int64_t j = 0; j < S; ++j) {
+      F* row = p + j * TP + c;
+      for (int64_t l = 0; l < kTileLanes; ++l) row[l] = vexp(row[l] - shift[l]);
+      sum += V::load(row);
+    }
     const Vec inv = sum == 0 ? Vec{} : 1 / sum;
     for (int64_t j = 0; j < S; ++j) V::store(p + j * TP + c, V::load(p + j * TP + c) * inv);
   }
@@ -152,10 +156,14 @@ void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& ma
 // out (D, TP) = the transpose of a head's block in (T, D) (rows C apart): the right operand of
 // the tile's products with a head's rows, whole vectors of queries wide. Its pad columns are
 // never written: the caller's buffer starts as zeros, so products with it give zero pad lanes.
+// kTileLanes queries at a time, so the rows written stay few while their lines fill.
 template <class F>
 void transpose_head(F* out, const F* in, const Heads& x) {
-  for (int64_t i = 0; i < x.T; ++i) {
-    for (int64_t d = 0; d < x.D; ++d) out[d * x.TP + i] = in[i * x.C + d];
+  for (int64_t i0 = 0; i0 < x.T; i0 += kTileLanes) {
+    const int64_t i1 = std::min(x.T, i0 + kTileLanes);
+    for (int64_t d = 0; d < x.D; ++d) {
+      for (int64_t i = i0; i < i1; ++i) out[d * x.TP + i] = in[i * x.C + d];
+    }
   }
 }
 
