@@ -63,14 +63,15 @@ void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
 // The epilogue of a tile of C, at (row, col) from C's corner: applied to the tile's m rows of n
 // once they are final, that is after the last block of k (`last`), else nothing. The kernel
-// adds the bias as it stores (a call a row had cost a fifth of a K = 64 product); rows() runs
-// the rest.
+// adds the bias and applies the relu as it stores (the bias by a call a row had cost a fifth of
+// a K = 64 product); rows() runs the rest.
 struct Finish {
   const Epilogue<float>* epilogue;
   bool last;
   int64_t row, col;
   // the tile's columns of the bias, or null: none, or not the last block of k
   const float* bias() const { return last && epilogue->bias ? epilogue->bias + col : nullptr; }
+  bool relu() const { return last && epilogue->relu; }
   void rows(float* c, int64_t ldc, int64_t m, int64_t n) const {
     if (!last || epilogue->fn == nullptr) return;
     for (int64_t i = 0; i < m; ++i) (*epilogue)(c + i * ldc, row + i, col, n);
@@ -81,10 +82,10 @@ struct Finish {
 // product, whose C is in cache anyway; float64).
 template <class T>
 void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64_t N) {
-  if (epilogue.bias) {
-    for (int64_t i = 0; i < M; ++i) {
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] += epilogue.bias[j];
-    }
+  for (int64_t i = 0; i < M && (epilogue.bias || epilogue.relu); ++i) {
+    T* c = C + i * ldc;
+    for (int64_t j = 0; j < N && epilogue.bias; ++j) c[j] += epilogue.bias[j];
+    for (int64_t j = 0; j < N && epilogue.relu; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
   }
   if (epilogue.fn == nullptr) return;
   for (int64_t i = 0; i < M; ++i) epilogue(C + i * ldc, i, 0, N);
@@ -122,6 +123,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     }
   }
   const float* bias = finish.bias();
+  const bool relu = finish.relu();
   if (kVecs == 2 && m == MR && n == NR) {
     Vec bias_v[kVecs] = {};
     for (int64_t h = 0; h < kVecs && bias; ++h) bias_v[h] = load(bias + h * kLanes);
@@ -129,8 +131,9 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     for (int64_t i = 0; i < MR; ++i) {
       for (int64_t h = 0; h < kVecs; ++h) {
         float* p = c + i * ldc + h * kLanes;
-        const Vec sum = beta == 0 ? acc[i][h] : beta * load(p) + acc[i][h];
-        store(p, bias ? sum + bias_v[h] : sum);
+        Vec sum = beta == 0 ? acc[i][h] : beta * load(p) + acc[i][h];
+        if (bias) sum += bias_v[h];
+        store(p, relu ? (sum > 0 ? sum : Vec{}) : sum);
       }
     }
     finish.rows(c, ldc, m, n);
@@ -148,6 +151,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     float* row = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) row[j] = beta == 0 ? tile[i][j] : beta * row[j] + tile[i][j];
     for (int64_t j = 0; j < n && bias; ++j) row[j] += bias[j];
+    for (int64_t j = 0; j < n && relu; ++j) row[j] = row[j] > 0 ? row[j] : 0;
   }
   finish.rows(c, ldc, m, n);
 }

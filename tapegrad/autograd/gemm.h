@@ -14,16 +14,17 @@
 namespace tapegrad {
 
 // Work done on C's elements once they are final, in the kernel's output pass while they are
-// still in cache, instead of in a loop of its own over C: first bias[j] added to every element
-// of column j (bias null: none), as the kernel stores its registers; then fn(ctx, c, row, col, n)
-// for the row pieces c[0, n) = C[row, col : col + n) (row and col counted from C's corner), each
-// piece once. linear applies its bias, activation and dropout this way. Empty (both null) does
-// nothing.
+// still in cache, instead of in a loop of its own over C. As the kernel stores its registers:
+// bias[j] added to every element of column j (bias null: none), then, with relu, max(c, 0)
+// (0 for NaN). Then fn(ctx, c, row, col, n) for the row pieces c[0, n) = C[row, col : col + n)
+// (row and col counted from C's corner), each piece once. linear applies its bias, activation
+// and dropout this way. Empty (no bias, no relu, fn null) does nothing.
 template <class T>
 struct Epilogue {
   void (*fn)(const void* ctx, T* c, int64_t row, int64_t col, int64_t n) = nullptr;
   const void* ctx = nullptr;
   const T* bias = nullptr;  // [N]
+  bool relu = false;
   void operator()(T* c, int64_t row, int64_t col, int64_t n) const { fn(ctx, c, row, col, n); }
 };
 

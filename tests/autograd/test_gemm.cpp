@@ -3,6 +3,7 @@
 // operand both packed and read in place, padded leading dimensions and each kind of beta; and
 // the small kernel under gemm<float> the same way, on the tiny shapes it takes.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -81,14 +82,15 @@ void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
   const std::vector<double> want = reference(c, a, b, out, beta);
   const std::vector<float> before = out.v;
   Visits visits{c.N, std::vector<int>(c.M * c.N), std::vector<float>(c.M * c.N)};
-  // a column bias with beta != 1, none with beta == 1
+  // a column bias with beta != 1, none with beta == 1; a relu with beta == 0.5
   std::vector<float> bias(c.N, 0.0f);
   if (beta != 1) {
     std::uniform_real_distribution<float> u(-1, 1);
     for (float& x : bias) x = u(rng);
   }
+  const bool relu = beta == 0.5f;
   product(c.ta, c.tb, c.M, c.N, c.K, a.v.data(), a.ld, b.v.data(), b.ld, beta, out.v.data(), out.ld,
-          {&Visits::note, &visits, beta != 1 ? bias.data() : nullptr});
+          {&Visits::note, &visits, beta != 1 ? bias.data() : nullptr, relu});
   const double tol = 1e-6 * static_cast<double>(c.K + 4);
   for (int64_t i = 0; i < c.M; ++i) {
     for (int64_t j = 0; j < out.ld; ++j) {
@@ -99,8 +101,9 @@ void check(const Case& c, float beta, std::mt19937& rng, Gemm product = sgemm) {
       }
       INFO("element " << i << ", " << j);
       REQUIRE(visits.count[i * c.N + j] == 1);
-      REQUIRE(std::abs(visits.value[i * c.N + j] - (want[i * c.N + j] + bias[j])) <= tol);
-      REQUIRE(std::abs(got - (want[i * c.N + j] + bias[j] + 1)) <= tol);
+      const double pre = want[i * c.N + j] + bias[j], fn_saw = relu ? std::max(pre, 0.0) : pre;
+      REQUIRE(std::abs(visits.value[i * c.N + j] - fn_saw) <= tol);
+      REQUIRE(std::abs(got - (fn_saw + 1)) <= tol);
     }
   }
 }

@@ -1,5 +1,6 @@
 // Fused attention: one pass per (batch item, head), each its own small problem: two gemms on
-// the head's strided columns, the masked softmax and the dropout in between on a [T, S] tile.
+// the head's strided columns, the masked softmax and the dropout in between on a tile of the
+// scores, kept transposed ([S, T]: see below).
 #include "tapegrad/autograd/ops/attention.h"
 
 #include <algorithm>

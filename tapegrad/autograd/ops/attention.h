@@ -30,7 +30,8 @@ struct AttentionOptions {
 };
 
 // q [B, T, C], k and v [B, S, C] -> [B, T, C], with C = heads * D. When `weights` is given it
-// receives the softmax weights [B, H, T, S] (before dropout, not recorded), for plotting.
+// receives the softmax weights [B, H, T, S] (before dropout, not recorded), for plotting: a
+// strided view of the op's own [B, H, S, T] buffer (padded), which at() and the ops read.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                  const AttentionOptions& options = {}, Tensor* weights = nullptr);
 

@@ -202,10 +202,10 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
   }
 }
 
-// linear's epilogue over its output [N, OC] after the bias (which gemm adds), applied by gemm
-// to the row pieces of one share's product, whose corner is at (row0, col0) of the output: the
-// pre-activation kept for GELU's backward, the activation, the dropout of element (row, col) by
-// its flat index.
+// linear's epilogue over its output [N, OC] after the bias and a ReLU (which gemm applies),
+// applied by gemm to the row pieces of one share's product, whose corner is at (row0, col0) of
+// the output: the pre-activation kept for GELU's backward, GELU, the dropout of element
+// (row, col) by its flat index.
 template <class T>
 struct LinearTail {
   T* pre;  // [N, OC], or null
@@ -219,9 +219,7 @@ struct LinearTail {
     T* __restrict c = c_in;
     const int64_t r = t.row0 + row, j0 = t.col0 + col;
     if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
-    if (t.activation == LinearEpilogue::ReLU) {
-      for (int64_t j = 0; j < n; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
-    } else if (t.activation == LinearEpilogue::GELU) {
+    if (t.activation == LinearEpilogue::GELU) {
       for (int64_t j = 0; j < n; ++j) c[j] = detail::gelu_of(c[j]);
     }
     if (t.mask) {
@@ -321,8 +319,11 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                                           OC,
                                           n0,
                                           c0};
-        const Epilogue<T> finish{tail ? &LinearTail<T>::apply : nullptr, &tail_of_share,
-                                 pb ? pb + c0 : nullptr};
+        // gemm adds the bias and applies a ReLU; the tail function runs for GELU or dropout
+        const bool relu = epilogue.activation == LinearEpilogue::ReLU;
+        const bool gelu = epilogue.activation == LinearEpilogue::GELU;
+        const Epilogue<T> finish{gelu || drop ? &LinearTail<T>::apply : nullptr, &tail_of_share,
+                                 pb ? pb + c0 : nullptr, relu};
         // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
         gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
                 po + n0 * OC + c0, OC, finish);
