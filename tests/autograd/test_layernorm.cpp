@@ -154,6 +154,20 @@ TEST_CASE("add_layer_norm is layer_norm(x + dropout(d)), add_and_layer_norm both
 
 // add_and_layer_norm's two outputs are checked as one function of them, norm + 0.7 sum, and
 // each alone.
+// Without a graph add_layer_norm keeps no sum: each block of it is a thread's scratch. The norm
+// must be the one a recorded call gives (many rows: several blocks a thread, a ragged one).
+TEST_CASE("add_layer_norm without a graph gives the recorded call's norm", "[autograd]") {
+  for (const double p : {0.0, 0.3}) {
+    INFO("p " << p);
+    const Tensor x = random_leaf({300, 40}, 71), d = random_leaf({300, 40}, 72);
+    const Tensor w = random_leaf({40}, 73, 0.5, 1.5), b = random_leaf({40}, 74);
+    Generator g1(5), g2(5);
+    const Tensor recorded = add_layer_norm(x, d, w, b, 1e-5, p, true, &g1);
+    const NoGradGuard no_grad;
+    require_values(add_layer_norm(x, d, w, b, 1e-5, p, true, &g2), recorded.to_vector<double>(), 0);
+  }
+}
+
 TEST_CASE("add_layer_norm and add_and_layer_norm gradcheck, and their gradient's gradient",
           "[autograd][gradcheck]") {
   for (const int use : {0, 1, 2, 3}) {

@@ -298,31 +298,38 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
   const DropoutMask mask(dropout, drop ? gen->next_u64() : 0);
   const double scale = drop ? dropout_scale(dropout) : 1.0;
-  SumNorm r{empty(x.shape(), x.dtype()), empty(x.shape(), x.dtype())};
+  const bool with_w = w.defined(), with_b = b.defined();
+  std::vector<Tensor> inputs{x, d};
+  if (with_w) inputs.push_back(w);
+  if (with_b) inputs.push_back(b);
+  const bool record_it = recording(inputs);
+  // The sum is written out when it is an output or backward reads it; else (add_layer_norm in
+  // evaluation) each block of it is a thread's scratch, in cache, and never reaches memory.
+  const bool sum_out = keep_sum || record_it;
+  SumNorm r{sum_out ? empty(x.shape(), x.dtype()) : Tensor(), empty(x.shape(), x.dtype())};
   Tensor mean = empty({N}, x.dtype()), rstd = empty({N}, x.dtype());
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T *ps = r.sum.data<T>(), *po = r.norm.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
+    T *po = r.norm.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
+    T* ps = sum_out ? r.sum.data<T>() : nullptr;
     const T *px = x.data<T>(), *pd = d.data<T>();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
     const T* pb = b.defined() ? b.data<T>() : nullptr;
     const auto sc = static_cast<T>(scale);
     parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+      std::vector<T> scratch(sum_out ? 0 : norm_block(C) * C);
       for (int64_t b0 = n0; b0 < n1; b0 += norm_block(C)) {  // summed, normalised in cache
         const int64_t b1 = std::min(n1, b0 + norm_block(C));
+        T* s = ps ? ps + b0 * C : scratch.data();  // the block's rows of the sum
         for (int64_t n = b0; n < b1; ++n) {
-          add_row<T>(ps + n * C, px + n * C, pd + n * C, drop ? &mask : nullptr,
+          add_row<T>(s + (n - b0) * C, px + n * C, pd + n * C, drop ? &mask : nullptr,
                      static_cast<uint64_t>(n * C), C, sc);
         }
-        layernorm_forward<T>(po + b0 * C, pm + b0, pr + b0, ps + b0 * C, pw, pb, b1 - b0, C, eps);
+        layernorm_forward<T>(po + b0 * C, pm + b0, pr + b0, s, pw, pb, b1 - b0, C, eps);
       }
     });
   });
-  const bool with_w = w.defined(), with_b = b.defined();
-  std::vector<Tensor> inputs{x, d};
-  if (with_w) inputs.push_back(w);
-  if (with_b) inputs.push_back(b);
-  if (!recording(inputs)) return r;
+  if (!record_it) return r;
   // the entry keeps the sum's buffer, not its handle: an output's handle would own the entry
   const Tensor saved_sum = r.sum.detach();
   // The sum's gradient in a walk: the norm's through layer norm (dn) plus, with keep_sum, the
