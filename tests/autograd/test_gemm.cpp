@@ -2,8 +2,8 @@
 // cross every block edge (register tile, MC rows, KC steps, NC columns), all four layouts, each
 // operand both packed and read in place, padded leading dimensions and each kind of beta; and
 // the small kernel under gemm<float> the same way, on the tiny shapes it takes.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
