@@ -1,6 +1,6 @@
 // Row kernels of softmax, shared by the softmax ops (softmax.cpp) and fused attention
-// (attention.cpp): the masked forward over blocks of short rows, the plain forward and, next
-// to it, the backward.
+// (attention.cpp, for a single query's row; its tiles of many queries run down columns): the
+// masked forward over blocks of short rows, the plain forward and, next to it, the backward.
 #pragma once
 
 #include <algorithm>
@@ -19,7 +19,7 @@ struct Rows {
   int64_t outer, D, inner;
 };
 
-// Rows of attention scores are short (D = 12 in the small model), shorter than a vector
+// Rows of attention scores are short (S = 12 keys in the small model), shorter than a vector
 // register, so a row-at-a-time exp runs scalar. The masked kernel therefore works on blocks of
 // rows in three passes: shift each row by its max (blocked positions to -inf), exp the whole
 // block as one contiguous vector loop (exp(-inf) = 0), then scale each row by 1 / its sum.
