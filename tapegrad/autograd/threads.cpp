@@ -1,5 +1,6 @@
 // The thread pool behind parallel_for: workers that spin, yield, then sleep between loops,
-// chunked ranges, exceptions carried back to the caller, and a refused thread as an Error.
+// chunked ranges taken by whichever thread is ready, exceptions carried back to the caller,
+// and a refused thread as an Error.
 #include "tapegrad/autograd/threads.h"
 
 #include <cblas.h>
@@ -26,7 +27,7 @@ thread_local bool t_in_chunk = false;
 // Chunk i of n items split c ways: [n i / c, n (i + 1) / c).
 int64_t chunk_begin(int64_t n, int chunks, int i) { return n * i / chunks; }
 
-// threads - 1 workers; the thread that calls run() does chunk 0 itself.
+// threads - 1 workers; the thread that calls run() takes chunks with them.
 class Pool {
  public:
   // A thread the system refuses (a memory or process limit) is a tapegrad Error, after the
@@ -34,7 +35,7 @@ class Pool {
   explicit Pool(int threads) {
     for (int i = 1; i < threads; ++i) {
       try {
-        workers_.emplace_back([this, i] { work(i); });
+        workers_.emplace_back([this] { work(); });
       } catch (const std::system_error& e) {
         stop();
         throw Error(fmt::format("set_num_threads: cannot start thread {} of {}: {}", i + 1, threads,
@@ -58,11 +59,13 @@ class Pool {
     fn_ = fn;
     ctx_ = ctx;
     error_ = nullptr;
-    remaining_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    done_.store(0, std::memory_order_relaxed);
+    const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+    claims_.store(Claim{generation, chunks, 0}.word(), std::memory_order_release);
+    generation_.store(generation, std::memory_order_release);
     generation_.notify_all();
-    run_chunk(0);
-    wait_while([&] { return remaining_.load(std::memory_order_acquire) != 0; },
+    run_claimed(generation);
+    wait_while([&] { return done_.load(std::memory_order_acquire) != chunks; },
                [] { std::this_thread::yield(); });
     if (error_) std::rethrow_exception(error_);
   }
@@ -82,16 +85,46 @@ class Pool {
     t_in_chunk = outer;
   }
 
-  void run_chunk(int i) {
-    if (i >= chunks_) return;
-    t_in_chunk = true;
-    try {
-      fn_(ctx_, chunk_begin(n_, chunks_, i), chunk_begin(n_, chunks_, i + 1));
-    } catch (...) {
-      std::lock_guard guard(error_mutex_);
-      if (!error_) error_ = std::current_exception();
+  // The claim word: the loop's generation, its chunk count and the next unclaimed chunk, in
+  // one atomic so a thread that wakes late for a loop finished since cannot take a chunk of
+  // the next one.
+  struct Claim {
+    uint32_t generation;
+    int chunks;
+    int next;
+    uint64_t word() const {
+      return uint64_t{generation} << 32 | uint64_t(chunks) << 16 | uint64_t(next);
     }
-    t_in_chunk = false;
+    static Claim of(uint64_t w) {
+      return {static_cast<uint32_t>(w >> 32), static_cast<int>(w >> 16 & 0xffff),
+              static_cast<int>(w & 0xffff)};
+    }
+  };
+
+  // Takes and runs chunks of loop `generation` until none is left: whichever thread is
+  // ready first takes the next chunk, so a worker slow to wake (a busy or descheduled core)
+  // leaves its chunk to the caller instead of holding the loop up. Which thread runs a chunk
+  // changes nothing in its result.
+  void run_claimed(uint32_t generation) {
+    uint64_t word = claims_.load(std::memory_order_acquire);
+    while (true) {
+      const Claim c = Claim::of(word);
+      if (c.generation != generation || c.next >= c.chunks) return;
+      if (!claims_.compare_exchange_weak(word, Claim{c.generation, c.chunks, c.next + 1}.word(),
+                                         std::memory_order_acquire)) {
+        continue;
+      }
+      t_in_chunk = true;
+      try {
+        fn_(ctx_, chunk_begin(n_, c.chunks, c.next), chunk_begin(n_, c.chunks, c.next + 1));
+      } catch (...) {
+        std::lock_guard guard(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      t_in_chunk = false;
+      done_.fetch_add(1, std::memory_order_release);
+      word = claims_.load(std::memory_order_acquire);
+    }
   }
 
   // Waits for the next loop: spins on the generation counter for kSpin, then keeps checking
@@ -101,15 +134,14 @@ class Pool {
   // test processes of two threads each run 3x slower. The spin is plain loads, without the
   // x86 `pause` hint: under KVM a vCPU that pauses in a loop is descheduled (pause-loop
   // exiting), and waking it took 70 us.
-  void work(int index) {
+  void work() {
     uint32_t seen = 0;
     while (true) {
       wait_while([&] { return generation_.load(std::memory_order_acquire) == seen; },
                  [&] { generation_.wait(seen, std::memory_order_acquire); });
       seen = generation_.load(std::memory_order_acquire);
       if (stop_.load()) return;
-      run_chunk(index);
-      remaining_.fetch_sub(1, std::memory_order_release);
+      run_claimed(seen);
     }
   }
 
@@ -148,7 +180,8 @@ class Pool {
   std::exception_ptr error_;
   std::mutex error_mutex_;
   std::atomic<uint32_t> generation_{0};
-  std::atomic<int> remaining_{0};
+  std::atomic<uint64_t> claims_{0};
+  std::atomic<int> done_{0};  // chunks of the current loop finished
   std::atomic<bool> stop_{false};
 };
 

@@ -40,8 +40,9 @@ inline int64_t grain_of_items(int64_t elements) {
 }
 
 // Runs f(begin, end) over contiguous ranges covering [0, n), each of at least `grain` items
-// (the work that pays for waking a thread, about 10^5 flops), one range per thread; returns
-// when all are done. Ranges never overlap, so f may write its own range without locks. An
+// (the work that pays for waking a thread, about 10^5 flops), at most one range per thread;
+// whichever thread is ready takes the next range (the caller may run several); returns when
+// all are done. Ranges never overlap, so f may write its own range without locks. An
 // exception thrown by f is rethrown here. A parallel_for inside f runs serially.
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {

@@ -75,6 +75,29 @@ TEST_CASE("an exception thrown in a worker's range reaches the caller", "[autogr
                     "set_num_threads: thread count must be in [1, 1024], got 0");
 }
 
+TEST_CASE("loops back to back: each range runs once, whichever thread is late", "[autograd]") {
+  // A worker still taking chunks of one loop as the next begins must neither take a range
+  // of the new loop from the old loop's size nor miss one, and the caller must not return
+  // before the last range is done: loops of changing sizes, with ranges so short (a
+  // microsecond) that the threads race for every one.
+  ThreadCount threads(3);
+  std::vector<std::atomic<int>> hits(7);
+  int wrong = 0;
+  for (int loop = 0; loop < 100000; ++loop) {
+    const int64_t n = 2 + loop % 6;
+    for (auto& h : hits) h.store(0);
+    parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        for (volatile int spin = 0; spin < 200; ++spin) {
+        }
+        ++hits[i];
+      }
+    });
+    for (int64_t i = 0; i < 7; ++i) wrong += hits[i].load() != (i < n ? 1 : 0);
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("results and gradients are reproducible and agree across thread counts", "[autograd]") {
   // One pass through every op that splits its work: big (BLAS, rows split) and small (own
   // kernel, batch split) matmuls, a batched matmul whose weight gradient sums over the batch,
