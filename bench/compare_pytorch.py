@@ -18,9 +18,12 @@ A machine whose speed drifts over minutes (a shared VM) moves both sides' times;
 alternates the two sides N times per workload and reports each side's median time, and as the
 speedup the median of the N paired ratios, which such drift moves least.
 
-The matmul floor is the workload's matmul flops at the best sgemm rate measured in the same
-run: the issue's floor uses OpenBLAS's rate (two threads); tapegrad's own kernel is faster,
-so the table also gives each workload against the floor at that rate.
+The matmul floor is the workload's matmul flops at the best sgemm rate on the workloads'
+shapes: the issue's floor uses OpenBLAS's rate (two threads); tapegrad's own kernel is faster,
+so the table also gives each workload against the floor at that rate. The rates are measured
+again in every round, just before the workload, and each ratio to the floor is the median of
+the rounds' ratios, each against its own round's rate: a rate measured in a fast minute and a
+workload timed in a slow one would make a ratio the code does not have.
 """
 import argparse
 import math
@@ -321,16 +324,20 @@ def main():
         decode_table(args, avx512)
         return
 
-    sgemm = run([args.bench, "--workload", "sgemm"])
-    print(sgemm, end="")
-    peak = max(float(g) for g in re.findall(r"openblas_gflops=([\d.]+)", sgemm))
-    own_peak = max(float(g) for g in re.findall(r"tapegrad_gflops=([\d.]+)", sgemm))
+    def sgemm_peaks():
+        """The best sgemm rate on the workloads' shapes now: (OpenBLAS's, tapegrad's)."""
+        out = run([args.bench, "--workload", "sgemm"])
+        return tuple(max(float(g) for g in re.findall(rf"{side}_gflops=([\d.]+)", out))
+                     for side in ("openblas", "tapegrad"))
+
     rows = []
+    all_peaks = []
     for w in args.workloads.split(","):
         if w not in WORKLOADS:
             sys.exit(f"--workloads: unknown workload '{w}'")
-        rounds = []  # (ours, PyTorch's best) per round
+        rounds = []  # (sgemm peaks, ours, PyTorch's best) per round
         for _ in range(max(1, args.rounds)):
+            peaks = sgemm_peaks()
             ours = dict(kv.split("=") for kv in run(
                 [args.bench, "--workload", w, "--iterations", str(args.iterations)]).split()[1:])
             best = None
@@ -347,25 +354,30 @@ def main():
                     res["setting"] = f"{torch_threads}{', built-in' if variant == 'builtin' else ''}"
                     if best is None or float(res["seconds"]) < float(best["seconds"]):
                         best = res
-            rounds.append((ours, best))
-        ours_s = statistics.median(float(o["seconds"]) for o, _ in rounds)
-        theirs_s = statistics.median(float(t["seconds"]) for _, t in rounds)
-        speedup = statistics.median(float(t["seconds"]) / float(o["seconds"]) for o, t in rounds)
-        setting = statistics.mode(t["setting"] for _, t in rounds)
-        ours = rounds[0][0]
-        flops = float(ours["gflops"]) * float(ours["seconds"])  # GFLOP per iteration
-        rows.append((w, ours_s, theirs_s, setting, speedup, flops / peak, flops / own_peak,
-                     max(int(o["peak_rss_mb"]) for o, _ in rounds),
-                     max(int(t["peak_rss_mb"]) for _, t in rounds)))
+            rounds.append((peaks, ours, best))
+            all_peaks.append(peaks)
+        # GFLOP per iteration: the same in every round
+        flops = float(rounds[0][1]["gflops"]) * float(rounds[0][1]["seconds"])
+        med = lambda f: statistics.median(f(*r) for r in rounds)
+        rows.append((w, med(lambda p, o, t: float(o["seconds"])),
+                     med(lambda p, o, t: float(t["seconds"])),
+                     statistics.mode(t["setting"] for _, _, t in rounds),
+                     med(lambda p, o, t: float(t["seconds"]) / float(o["seconds"])),
+                     flops / med(lambda p, o, t: p[0]),
+                     med(lambda p, o, t: float(o["seconds"]) * p[0] / flops),
+                     med(lambda p, o, t: float(t["seconds"]) * p[0] / flops),
+                     med(lambda p, o, t: float(o["seconds"]) * p[1] / flops),
+                     max(int(o["peak_rss_mb"]) for _, o, _ in rounds),
+                     max(int(t["peak_rss_mb"]) for _, _, t in rounds)))
         print(f"done {w}", file=sys.stderr)
-    print(f"\nsgemm peak on these shapes: OpenBLAS {peak:.1f} GFLOP/s, tapegrad {own_peak:.1f}\n")
+    span = lambda i: f"{min(p[i] for p in all_peaks):.1f}-{max(p[i] for p in all_peaks):.1f}"
+    print(f"\nsgemm peak on these shapes, measured before each round: OpenBLAS {span(0)} GFLOP/s, "
+          f"tapegrad {span(1)}\n")
     print("| workload | tapegrad s/iter | PyTorch s/iter (torch threads, model) | speedup | matmul floor s (OpenBLAS rate) | tapegrad / floor | PyTorch / floor | tapegrad / floor at its own sgemm rate | peak RSS MB tapegrad / PyTorch |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for w, ours, theirs, th, speedup, floor, own_floor, rss_ours, rss_theirs in rows:
+    for w, ours, theirs, th, speedup, floor, ratio, their_ratio, own_ratio, rss_ours, rss_theirs in rows:
         print(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {speedup:.2f}x | {floor:.4f} | "
-              f"{ours / floor:.2f} | {theirs / floor:.2f} | {ours / own_floor:.2f} | "
-              f"{rss_ours} / {rss_theirs} |")
-
+              f"{ratio:.2f} | {their_ratio:.2f} | {own_ratio:.2f} | {rss_ours} / {rss_theirs} |")
 
 if __name__ == "__main__":
     main()
