@@ -379,5 +379,6 @@ def main():
         print(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {speedup:.2f}x | {floor:.4f} | "
               f"{ratio:.2f} | {their_ratio:.2f} | {own_ratio:.2f} | {rss_ours} / {rss_theirs} |")
 
+
 if __name__ == "__main__":
     main()

@@ -88,8 +88,8 @@ TEST_CASE("loops back to back: each range runs once, whichever thread is late", 
     for (auto& h : hits) h.store(0);
     parallel_for(n, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        for (volatile int spin = 0; spin < 200; ++spin) {
-        }
+        volatile int work = 0;
+        for (int spin = 0; spin < 200; ++spin) work = work + spin;
         ++hits[i];
       }
     });
