@@ -130,11 +130,14 @@ TEST_CASE("sgemm agrees with a float64 product across block edges", "[autograd]"
 
 TEST_CASE("the small kernel agrees with a float64 product", "[autograd]") {
   std::mt19937 rng(11);
-  // attention heads (12x12x8, 12x8x12), B read in place (N a multiple of 8) or padded, ragged
-  // row blocks, a single row, the widest N
+  // attention heads (12x12x8, 12x8x12, a transposed tile's 12x16x8), B read in place (N a
+  // multiple of 8) or padded, 16 columns at a time where vectors are 16 wide, ragged row
+  // blocks, a single row, the widest N
   const std::vector<Case> shapes = {{false, false, 1, 1, 1},
                                     {false, false, 12, 12, 8},
                                     {false, false, 12, 8, 12},
+                                    {false, false, 12, 16, 8},
+                                    {false, false, 30, 48, 5},
                                     {false, false, 13, 16, 3},
                                     {false, false, 25, 8, 40},
                                     {false, false, 3, 64, 4},
