@@ -123,6 +123,12 @@ TEST_CASE("linear gradcheck with and without a bias", "[autograd][gradcheck]") {
                     {random_leaf({2, 3, 4}, 31), random_leaf({5, 4}, 32), random_leaf({5}, 33)});
   require_gradcheck([](auto& in) { return linear(in[0], in[1], Tensor()); },
                     {random_leaf({4}, 34), random_leaf({3, 4}, 35)});
+  // one weight and bias in two linears: the second's bias gradient adds to the first's (20
+  // columns: whole vectors of them and a remainder)
+  require_gradcheck(
+      [](auto& in) { return linear(in[0], in[1], in[2]) + linear(in[3], in[1], in[2]); },
+      {random_leaf({3, 4}, 39), random_leaf({20, 4}, 40), random_leaf({20}, 41),
+       random_leaf({3, 4}, 42)});
   // big enough for BLAS, and (with 2 or more threads) to split the rows and bias columns
   require_gradcheck(
       [](auto& in) { return linear(in[0], in[1], in[2]); },

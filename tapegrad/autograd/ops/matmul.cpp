@@ -196,9 +196,21 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
 // dbias[c] += sum_n dout[n, c] for the columns c0..c1, each summed over the rows in order.
 template <class T>
 void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, int64_t c1) {
+  // A vector of columns at a time, its sums kept in registers down all N rows (summed into
+  // dbias row by row, each row's add had waited on the store before it), in the same order.
+  constexpr int64_t W = 64 / sizeof(T);
+  int64_t c = c0;
+  for (; c + W <= c1; c += W) {
+    T acc[W];
+    std::copy(dbias + c, dbias + c + W, acc);
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = dout + n * OC + c;
+      for (int64_t l = 0; l < W; ++l) acc[l] += row[l];
+    }
+    std::copy(acc, acc + W, dbias + c);
+  }
   for (int64_t n = 0; n < N; ++n) {
-    const T* row = dout + n * OC;
-    for (int64_t c = c0; c < c1; ++c) dbias[c] += row[c];
+    for (int64_t j = c; j < c1; ++j) dbias[j] += dout[n * OC + j];
   }
 }
 
@@ -240,7 +252,12 @@ void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restri
                    const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n0, int64_t n1) {
   const int64_t i0 = n0 * OC, i1 = n1 * OC;
   if (activation == LinearEpilogue::ReLU) {
-    for (int64_t i = i0; i < i1; ++i) dh[i] = y[i] > 0 ? dout[i] * scale : T{0};
+    // every dout read, then a select: a read under the condition became a masked load whose
+    // merge went through the stack each element
+    for (int64_t i = i0; i < i1; ++i) {
+      const T g = dout[i] * scale;
+      dh[i] = y[i] > 0 ? g : T{0};
+    }
     return;
   }
   const bool gelu = activation == LinearEpilogue::GELU;
