@@ -62,6 +62,14 @@ Vec load(const float* p) {
 
 void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
+// A row piece c[0, n) of C, final: the bias's columns added (null: none), then max(c, 0) with
+// relu; what the kernel does to whole vectors as it stores them, for ragged tiles and whole Cs.
+template <class T>
+void bias_relu(T* c, int64_t n, const T* bias, bool relu) {
+  for (int64_t j = 0; j < n && bias; ++j) c[j] += bias[j];
+  for (int64_t j = 0; j < n && relu; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
+}
+
 // The epilogue of a tile of C, at (row, col) from C's corner: applied to the tile's m rows of n
 // once they are final, that is after the last block of k (`last`), else nothing. The kernel
 // adds the bias and applies the relu as it stores (the bias by a call a row had cost a fifth of
@@ -84,9 +92,7 @@ struct Finish {
 template <class T>
 void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64_t N) {
   for (int64_t i = 0; i < M && (epilogue.bias || epilogue.relu); ++i) {
-    T* c = C + i * ldc;
-    for (int64_t j = 0; j < N && epilogue.bias; ++j) c[j] += epilogue.bias[j];
-    for (int64_t j = 0; j < N && epilogue.relu; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
+    bias_relu(C + i * ldc, N, epilogue.bias, epilogue.relu);
   }
   if (epilogue.fn == nullptr) return;
   for (int64_t i = 0; i < M; ++i) epilogue(C + i * ldc, i, 0, N);
@@ -158,8 +164,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) row[j] = beta == 0 ? tile[i][j] : beta * row[j] + tile[i][j];
-    for (int64_t j = 0; j < n && bias; ++j) row[j] += bias[j];
-    for (int64_t j = 0; j < n && relu; ++j) row[j] = row[j] > 0 ? row[j] : 0;
+    bias_relu(row, n, bias, relu);
   }
   finish.rows(c, ldc, m, n);
 }

@@ -34,8 +34,9 @@ int64_t norm_block(int64_t C) { return std::max<int64_t>(1, kNormBlock / std::ma
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
                        int64_t N, int64_t C, double eps) {
-  for (int64_t b0 = 0; b0 < N; b0 += norm_block(C)) {
-    const int64_t b1 = std::min(N, b0 + norm_block(C));
+  const int64_t block = norm_block(C);
+  for (int64_t b0 = 0; b0 < N; b0 += block) {
+    const int64_t b1 = std::min(N, b0 + block);
     for (int64_t n = b0; n < b1; ++n) {
       const T* x = inp + n * C;
       const T m = lane_sum(x, C) / static_cast<T>(C);
@@ -316,10 +317,11 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
     const T* pw = w.defined() ? w.data<T>() : nullptr;
     const T* pb = b.defined() ? b.data<T>() : nullptr;
     const auto sc = static_cast<T>(scale);
+    const int64_t block = norm_block(C);
     parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-      std::vector<T> scratch(sum_out ? 0 : norm_block(C) * C);
-      for (int64_t b0 = n0; b0 < n1; b0 += norm_block(C)) {  // summed, normalised in cache
-        const int64_t b1 = std::min(n1, b0 + norm_block(C));
+      std::vector<T> scratch(sum_out ? 0 : block * C);
+      for (int64_t b0 = n0; b0 < n1; b0 += block) {  // summed, normalised in cache
+        const int64_t b1 = std::min(n1, b0 + block);
         T* s = ps ? ps + b0 * C : scratch.data();  // the block's rows of the sum
         for (int64_t n = b0; n < b1; ++n) {
           add_row<T>(s + (n - b0) * C, px + n * C, pd + n * C, drop ? &mask : nullptr,
