@@ -3,6 +3,7 @@
 #include "examples/cli.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,12 +21,16 @@ Flags::Flags(int argc, char** argv, std::string usage) : usage_(std::move(usage)
     }
     arg = arg.substr(2);
     const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
     if (eq != std::string::npos) {
-      values_[arg.substr(0, eq)] = arg.substr(eq + 1);
+      values_[name] = arg.substr(eq + 1);
+      inline_.insert(name);  // the last one given counts, as with argparse
     } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
-      values_[arg] = argv[++i];
+      values_[name] = argv[++i];
+      inline_.erase(name);
     } else {
-      values_[arg] = "";
+      values_[name] = "";
+      inline_.erase(name);
     }
   }
   for (const auto& [name, value] : values_) given_.insert(name);
@@ -109,6 +114,7 @@ bool Flags::boolean(const std::string& name, const std::string& help) {
   help_.push_back(fmt::format("  --{:<18} {}", name, help));
   auto it = values_.find(name);
   if (it == values_.end()) return false;
+  if (inline_.contains(name)) throw FlagError(fmt::format("--{}: takes no value", name));
   if (!it->second.empty()) {
     // "--flag value" took the next argument: give it back as positional
     positional_.insert(positional_.begin(), it->second);
@@ -124,7 +130,10 @@ bool Flags::finish() {
   }
   for (const auto& [name, value] : values_) {
     if (std::find(known_.begin(), known_.end(), name) == known_.end()) {
-      throw FlagError(fmt::format("--{}: unknown flag (see --help)", name));
+      std::vector<std::string> flags;
+      for (const std::string& k : known_) flags.push_back("--" + k);
+      throw FlagError(fmt::format("--{}: unknown flag; the flags are {} (--help explains them)",
+                                  name, fmt::join(flags, " ")));
     }
   }
   return true;

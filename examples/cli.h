@@ -47,6 +47,7 @@ class Flags {
   std::string usage_;
   std::map<std::string, std::string> values_;
   std::set<std::string> given_;
+  std::set<std::string> inline_;  // given as --name=value
   std::string fallback_source_;
   std::string label(const std::string& name) const;  // "--name", and where a fallback came from
   std::vector<std::string> positional_;

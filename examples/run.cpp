@@ -4,10 +4,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -189,10 +191,77 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   return s;
 }
 
-RunDirectory::RunDirectory(const std::string& dir, bool fresh,
-                           const std::vector<std::string>& inputs)
-    : dir_(dir) {
-  std::error_code ec;
+namespace {
+
+// Whether DIR carries train's marker; a link or special file in its place is an error.
+bool is_marked(const std::string& dir) {
+  const std::string path = dir + "/" + kMarker;
+  const fs::file_status st = fs::symlink_status(path);
+  if (!fs::exists(st)) return false;
+  if (!fs::is_regular_file(st)) fail(path, "is not the file train writes (a link or special file)");
+  return true;
+}
+
+// Opens and locks DIR/.lock (a second train on DIR is refused); the descriptor holds the lock.
+int lock_run(const std::string& dir) {
+  const std::string path = dir + "/.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "is not a regular file");
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    fail(dir, "another train process is writing this run");
+  }
+  return fd;
+}
+
+// DIR without a trailing slash, so that its name and parent are its own.
+fs::path normal(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  return p.has_filename() ? p : p.parent_path();
+}
+
+// The sibling folder a --replace of DIR builds its run in, before the exchange.
+std::string staging_prefix(const fs::path& dir) {
+  return fmt::format(".{}.replace.", dir.filename().string());
+}
+
+// Staging folders of DIR that a killed --replace left (its new run before the exchange, or the
+// old run after it): each carries the marker and nobody holds its lock.
+void remove_stale_replacements(const fs::path& dir) {
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent)) return;
+  for (const auto& entry : fs::directory_iterator(parent)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(staging_prefix(dir), 0) != 0 || entry.is_symlink() || !entry.is_directory())
+      continue;
+    int fd = -1;
+    try {
+      if (!is_marked(entry.path().string())) continue;
+      fd = lock_run(entry.path().string());
+    } catch (const RunError&) {
+      continue;  // not train's, or a live process's
+    }
+    remove_path(entry.path());
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+std::string describe_run(const std::string& dir) {
+  if (!fs::is_directory(dir) || !is_marked(dir)) return "";
+  const std::string name = latest_name(dir);
+  return name.empty() ? "a run with no checkpoint yet"
+                      : fmt::format("a run at step {}", step_of(name));
+}
+
+RunDirectory::RunDirectory(const std::string& dir, Start start,
+                           const std::vector<std::string>& inputs) {
   if (fs::exists(fs::symlink_status(dir)) && !fs::is_directory(dir)) fail(dir, "not a directory");
   const fs::path root = fs::weakly_canonical(dir);
   for (const std::string& input : inputs) {
@@ -204,8 +273,7 @@ RunDirectory::RunDirectory(const std::string& dir, bool fresh,
                               dir));
     }
   }
-
-  const bool marked = fs::exists(fs::symlink_status(file(kMarker)));
+  const bool marked = fs::is_directory(dir) && is_marked(dir);
   if (fs::is_directory(dir) && !marked) {
     for (const auto& entry : fs::directory_iterator(dir)) {
       if (is_own_name(entry.path().filename().string())) {
@@ -213,38 +281,79 @@ RunDirectory::RunDirectory(const std::string& dir, bool fresh,
       }
     }
   }
-  fs::create_directories(dir, ec);
-  if (ec) fail(dir, fmt::format("cannot create: {}", ec.message()));
-  lock_fd_ = ::open(file(".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) fail(file(".lock"), "cannot open");
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    ::close(lock_fd_);
-    fail(dir, "another train process is writing this run");
+  const fs::path name = normal(dir);
+  remove_stale_replacements(name);
+  if (start == Start::New && marked) {
+    fail(dir, fmt::format("holds {}: --resume continues it, --replace starts a new run in its "
+                          "place (the old one is kept until the new one saves its first "
+                          "checkpoint), or choose another --out",
+                          describe_run(dir)));
   }
+  if (start == Start::Resume && !marked) fail(dir, "holds no run to resume");
+  if (start != Start::Replace || !marked) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) fail(dir, fmt::format("cannot create: {}", ec.message()));
+    take(dir, marked);
+    return;
+  }
+  if (name.filename() == "." || name.filename() == "..") {
+    fail(dir, "--replace needs the run folder by its name, not '.' or '..'");
+  }
+  old_lock_fd_ = lock_run(dir);
+  const fs::path staging = name.parent_path() / (staging_prefix(name) + std::to_string(::getpid()));
+  remove_path(staging);  // a leftover of an earlier process with this pid
+  if (::mkdir(staging.c_str(), 0755) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(old_lock_fd_);
+    fail(staging.string(), fmt::format("cannot create: {}", why));
+  }
+  replaces_ = dir;
+  take(staging.string(), false);
+}
+
+void RunDirectory::take(const std::string& dir, bool marked) {
+  dir_ = dir;
+  lock_fd_ = lock_run(dir);
   if (!marked) io::write_atomic(file(kMarker), "a tapegrad run directory\n");
 
-  // what a killed process left: temporaries, and checkpoints newer than `latest`
-  const std::string latest = fresh ? "" : latest_name(dir);
+  // what a killed process left: temporaries, and checkpoints newer than `latest`; every file
+  // train will write must be one it can replace (not a link, nor a special file)
+  const std::string latest = latest_name(dir);
   for (const auto& entry : fs::directory_iterator(dir)) {
-    if (io::is_temporary_name(entry.path().filename().string())) remove_path(entry.path());
+    const std::string name = entry.path().filename().string();
+    if (io::is_temporary_name(name)) {
+      remove_path(entry.path());
+    } else if (is_own_name(name) && name != kCheckpoints) {
+      try {
+        io::check_writable(entry.path().string());
+      } catch (const io::FileError& e) {
+        throw RunError(e.what());
+      }
+    }
   }
-  if (fresh) {
-    if (fs::exists(file(kLatest))) remove_path(file(kLatest));
-    remove_path(file(kCheckpoints));
-  }
-  if (fs::is_directory(file(kCheckpoints))) {
-    for (const auto& entry : fs::directory_iterator(file(kCheckpoints))) {
+  const std::string folder = file(kCheckpoints);
+  const fs::file_status st = fs::symlink_status(folder);
+  if (fs::exists(st) && !fs::is_directory(st))
+    fail(folder, "is not the folder train makes (a link or a file); refusing to write in it");
+  if (fs::is_directory(st)) {
+    for (const auto& entry : fs::directory_iterator(folder)) {
       const std::string name = entry.path().filename().string();
       if (io::is_temporary_name(name) || (step_of(name) >= 0 && name > latest)) {
         remove_path(entry.path());
       }
     }
   }
-  fs::create_directories(file(kCheckpoints));
+  fs::create_directories(folder);
 }
 
 RunDirectory::~RunDirectory() {
+  if (!replaces_.empty()) {  // the new run never committed: the old one stays as it was
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+  if (old_lock_fd_ >= 0) ::close(old_lock_fd_);
 }
 
 void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& optimizer,
@@ -261,7 +370,8 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   const std::string folder = file(kCheckpoints);
   const std::string tmp = fmt::format("{}/.{}.tmp.{}", folder, name, ::getpid());
   remove_path(tmp);
-  fs::create_directory(tmp);
+  if (::mkdir(tmp.c_str(), 0755) != 0)
+    fail(tmp, fmt::format("cannot create: {}", std::strerror(errno)));
 
   nlohmann::json trainer = {{"step", state.step},
                             {"epoch_index", state.epoch_index},
@@ -282,6 +392,14 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string other = entry.path().filename().string();
     if (step_of(other) >= 0 && other != name && other != previous) remove_path(entry.path());
+  }
+  if (!replaces_.empty()) {
+    io::exchange_directories(dir_, replaces_);
+    remove_path(dir_);  // the old run, now under the staging name
+    ::close(old_lock_fd_);
+    old_lock_fd_ = -1;
+    dir_ = replaces_;
+    replaces_.clear();
   }
 }
 

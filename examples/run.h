@@ -22,6 +22,13 @@
 // that is the checkpoint before the previous one removed, so two complete ones remain.
 // Start-up removes what a killed process left: temporaries, and checkpoints newer than
 // `latest` that were never pointed to.
+//
+// A run is never lost to a new one. A new run refuses a DIR that holds a run; --resume
+// continues it, and --replace builds the new run in a sibling folder, .NAME.replace.PID, which
+// is exchanged with DIR in one rename (renameat2) once it has committed its first checkpoint:
+// until then DIR is the old run, whole, and a process killed before the exchange leaves it so.
+// Every file train writes is one it created: a link or a special file at one of its names is
+// refused (io::check_writable), never written through.
 #pragma once
 
 #include <memory>
@@ -66,24 +73,37 @@ struct TrainerState {
   std::map<std::string, std::string> flags;  // the flags that define the run, canonical text
 };
 
+// Whether `dir` holds a run (the marker train writes), and where it stands, for messages:
+// "a run at step 300", "a run with no checkpoint yet"; "" when it holds none.
+std::string describe_run(const std::string& dir);
+
+// How a train process takes hold of its run directory.
+enum class Start {
+  New,      // DIR must not hold a run
+  Resume,   // DIR holds the run to continue
+  Replace,  // a new run takes the place of the one in DIR at its first checkpoint
+};
+
 // The train process's hold on a run directory: locks it (a second train on the same DIR is
 // an error), removes what a killed process left behind, and commits checkpoints.
 class RunDirectory {
  public:
   // Opens `dir` for writing, creating it if needed. A directory that is not marked as a run
   // must not hold any of the names train writes (it would write over the user's files), and
-  // no file in `inputs` (the user's data) may lie inside it. fresh = true discards an earlier
-  // run kept there.
-  RunDirectory(const std::string& dir, bool fresh, const std::vector<std::string>& inputs);
+  // no file in `inputs` (the user's data) may lie inside it.
+  RunDirectory(const std::string& dir, Start start, const std::vector<std::string>& inputs);
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
 
+  // Where the run's files are now: DIR, or with --replace the sibling folder until the first
+  // commit exchanges it with DIR.
   const std::string& path() const { return dir_; }
   std::string file(const std::string& name) const { return dir_ + "/" + name; }
 
-  // Writes and commits the checkpoint of state.step (see the protocol above). Refuses a state
-  // holding NaN or Inf. Committing the step `latest` already names does nothing.
+  // Writes and commits the checkpoint of state.step (see the protocol above); with --replace
+  // the first commit then exchanges the new run with the old and removes the old. Refuses a
+  // state holding NaN or Inf. Committing the step `latest` already names does nothing.
   void commit(nn::MiniTransformer& model, const optim::Optimizer& optimizer,
               const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
               const TrainerState& state);
@@ -100,8 +120,11 @@ class RunDirectory {
   static void resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed);
 
  private:
+  void take(const std::string& dir, bool marked);
   std::string dir_;
+  std::string replaces_;  // with --replace, until the first commit: the DIR of the old run
   int lock_fd_ = -1;
+  int old_lock_fd_ = -1;  // the old run's lock, held until it is replaced
 };
 
 // The trainer state of the newest checkpoint, validated field by field.

@@ -8,7 +8,8 @@
 //   ./build/examples/train --data pairs.tsv --level bpe --vocab-size 2000 --shared-vocab
 //   ./build/examples/train --out runs/dates --resume --steps 4000   # continue a run
 //
-// Output in --out (the layout and how checkpoints are committed: examples/run.h): checkpoints
+// Output in --out (the layout, how checkpoints are committed and how a run is never written
+// over: examples/run.h; the default folder is numbered past the ones that exist): checkpoints
 // every --save-every steps and at the end, loss.tsv (step, loss, learning rate), loss.svg,
 // one heatmap per sample (cross-attention per head), report.html, and the data split as
 // train.tsv / valid.tsv. Ctrl-C or SIGTERM saves a checkpoint and exits non-zero; kill -9 loses
@@ -71,13 +72,14 @@ class TrainingError : public std::runtime_error {
 
 struct Settings {
   std::string task, data, level, out, schedule;
-  bool strict, resume, reschedule, check_finite, shared_vocab;
+  bool strict, resume, replace, reschedule, check_finite, shared_vocab;
   int64_t processes, bucket_kb, vocab_size, steps, stop_after, save_every, batch, train_size,
       valid_size, eval_every, threads, warmup, max_len;
   double lr, label_smoothing, clip;
   uint64_t seed;
   nn::MiniTransformerConfig model;
   std::map<std::string, std::string> saved;  // with --resume: the run's flags (run_flags)
+  std::vector<std::string> notes;  // what was chosen for the user, said when the run starts
 };
 
 // The flags that define a run, as canonical text: saved with every checkpoint, compared with
@@ -124,10 +126,25 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
   Settings s;
   s.processes = world.size();
   s.resume = f.boolean("resume", "continue the run saved in --out, with its saved flags");
+  s.replace = f.boolean("replace",
+                        "start a new run in place of the one in --out (the old run is kept "
+                        "until the new one saves its first checkpoint)");
   const std::string default_out =
       "runs/" + (f.peek("data") ? fs::path(*f.peek("data")).stem().string()
                                 : f.peek("task").value_or("dates"));
-  s.out = f.text("out", default_out, "output directory (default: runs/<task or corpus name>)");
+  s.out = f.text("out", default_out,
+                 "output directory (default: runs/<task or corpus name>, numbered -2, -3, ... "
+                 "past the ones that exist)");
+  if (!f.given("out") && !s.resume && !s.replace && fs::exists(fs::symlink_status(s.out))) {
+    std::string next;
+    for (int n = 2; next.empty() || fs::exists(fs::symlink_status(next)); ++n)
+      next = fmt::format("{}-{}", default_out, n);
+    s.notes.push_back(
+        fmt::format("{} exists, so this run goes to {} (--out names the folder; "
+                    "--resume or --replace use {})",
+                    s.out, next, s.out));
+    s.out = next;
+  }
   if (s.resume && !f.peek("help")) {
     const std::string checkpoint = examples::latest_checkpoint(s.out);
     s.saved = examples::read_trainer_state(checkpoint).flags;
@@ -212,10 +229,23 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
         fmt::format("--d-model {} is not divisible by --heads {}", s.model.d_model, s.model.heads));
   }
   if (s.schedule == "cosine" && s.warmup >= s.steps) {
-    throw examples::FlagError(
-        fmt::format("--warmup {} must be below --steps {}", s.warmup, s.steps));
+    if (f.given("warmup") || s.resume) {
+      throw examples::FlagError(
+          fmt::format("--warmup {} must be below --steps {}", s.warmup, s.steps));
+    }
+    const int64_t fitted = s.steps / 10;
+    s.notes.push_back(fmt::format("--warmup: the default {} is not below --steps {}; using {}",
+                                  s.warmup, s.steps, fitted));
+    s.warmup = fitted;
   }
+  if (f.given("train-size") && !s.data.empty())
+    throw examples::FlagError("--train-size sizes a generated task; with --data it has no effect");
+  if (f.given("strict") && s.data.empty())
+    throw examples::FlagError("--strict has no effect without --data");
+  if (f.given("warmup") && s.schedule == "constant")
+    throw examples::FlagError("--warmup has no effect with --schedule constant");
   if (s.reschedule && !s.resume) throw examples::FlagError("--reschedule goes with --resume");
+  if (s.replace && s.resume) throw examples::FlagError("--replace and --resume exclude each other");
   if (s.batch < s.processes) {
     throw examples::FlagError(fmt::format(
         "--batch {} is the global batch, split over {} processes: give at least one example each",
@@ -501,12 +531,23 @@ int run(const Settings& s, const parallel::World& world) {
   }
   std::vector<std::string> inputs;
   if (!s.data.empty()) inputs.push_back(s.data);
-  if (root && !s.resume && fs::exists(s.out + "/latest")) {
-    fmt::print("replacing the earlier run in {} (--resume continues a run instead)\n", s.out);
+  for (const std::string& note : s.notes) {
+    if (root) fmt::print("{}\n", note);
+  }
+  if (root && s.replace && !examples::describe_run(s.out).empty()) {
+    fmt::print("replacing {} in {} once this run saves its first checkpoint\n",
+               examples::describe_run(s.out), s.out);
   }
   // process 0 holds the run and writes it; the others only read a checkpoint to resume from
   std::optional<examples::RunDirectory> run_dir;
-  if (root) run_dir.emplace(s.out, !s.resume, inputs);
+  if (root) {
+    run_dir.emplace(s.out,
+                    s.resume    ? examples::Start::Resume
+                    : s.replace ? examples::Start::Replace
+                                : examples::Start::New,
+                    inputs);
+  }
+  // what the run reads is in --out; what it writes goes where run_dir says (see --replace)
   const auto file = [&](const char* name) { return s.out + "/" + name; };
   std::unique_ptr<nn::MiniTransformer> model;
   examples::RunDirectory::Resumed resumed;  // with --resume: the checkpoint it continues
@@ -521,8 +562,8 @@ int run(const Settings& s, const parallel::World& world) {
     split.valid = data::load_tsv(file("valid.tsv"), {.strict = true}).examples;
   } else {
     if (root) {
-      data::write_tsv(file("train.tsv"), split.train);
-      data::write_tsv(file("valid.tsv"), split.valid);
+      data::write_tsv(run_dir->file("train.tsv"), split.train);
+      data::write_tsv(run_dir->file("valid.tsv"), split.valid);
     }
     nn::MiniTransformerConfig cfg = s.model;
     cfg.src_vocab = src_vocab.size();
@@ -538,24 +579,27 @@ int run(const Settings& s, const parallel::World& world) {
   const auto schedule = make_schedule(s.schedule, s.lr, s.warmup, s.steps, model->config().d_model);
 
   Generator data_gen(s.seed + 1);
-  Generator epoch_start = data_gen;  // batches of an epoch are rebuilt from here on resume
-  const std::string loss_path = file("loss.tsv");
+  Generator epoch_start = data_gen;        // batches of an epoch are rebuilt from here on resume
+  std::optional<io::AppendFile> loss_log;  // process 0's loss.tsv
   if (s.resume) {
     examples::RunDirectory::resume_optimizer(adam, resumed);
     examples::restore_generators(resumed.state.generators, resumed.loaded.checkpoint, epoch_start,
                                  *model);
   }
+  if (root) {
+    loss_log.emplace(run_dir->file("loss.tsv"),
+                     s.resume ? io::AppendFile::Mode::Existing : io::AppendFile::Mode::Create);
+  }
   if (s.resume && root) {
     // loss.tsv may hold lines of steps after the checkpoint: they will be run again
-    std::error_code ec;
-    const auto log_bytes = fs::file_size(loss_path, ec);
-    if (ec || log_bytes < static_cast<uint64_t>(resumed.state.loss_log_bytes)) {
+    const auto logged = static_cast<uint64_t>(resumed.state.loss_log_bytes);
+    if (loss_log->size() < logged) {
       throw examples::RunError(
           fmt::format("{}: shorter than the {} bytes the checkpoint of step {} "
                       "logged; it was changed or truncated",
-                      loss_path, resumed.state.loss_log_bytes, resumed.state.step));
+                      loss_log->path(), logged, resumed.state.step));
     }
-    fs::resize_file(loss_path, static_cast<uint64_t>(resumed.state.loss_log_bytes));
+    loss_log->truncate(logged);
     fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
   }
   if (root) {
@@ -587,20 +631,14 @@ int run(const Settings& s, const parallel::World& world) {
   int64_t tokens_seen = 0;
   double smoothed = 0;
   const int64_t first_step = adam.step_count() + 1;
-  std::ofstream loss_log;
-  if (root) {
-    loss_log.open(loss_path, s.resume ? std::ios::app : std::ios::trunc);
-    if (!loss_log) throw examples::RunError(fmt::format("{}: cannot open", loss_path));
-  }
   model->train();
   const auto flags = run_flags(s);
   auto save = [&] {
-    if (!loss_log.flush()) throw examples::RunError(fmt::format("{}: write failed", loss_path));
-    io::sync_file(loss_path);
+    loss_log->sync();
     run_dir->commit(*model, adam, src_vocab, tgt_vocab,
                     {.step = adam.step_count(),
                      .epoch_index = epoch_index,
-                     .loss_log_bytes = static_cast<int64_t>(loss_log.tellp()),
+                     .loss_log_bytes = static_cast<int64_t>(loss_log->size()),
                      .generators = examples::generator_states(epoch_start, *model),
                      .flags = flags});
   };
@@ -653,7 +691,7 @@ int run(const Settings& s, const parallel::World& world) {
                  static_cast<double>(tokens_seen) / elapsed,
                  duration(per_step * static_cast<double>(s.steps - step)), tty ? "  " : "\n");
     }
-    if (root) loss_log << fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l[0], adam.lr());
+    if (root) loss_log->write(fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l[0], adam.lr()));
     if (root && (step % s.eval_every == 0 || step == s.steps)) {
       last = evaluate(*model, valid_set, 100);
       valid_curve.push_back({step, last.loss});
@@ -671,7 +709,7 @@ int run(const Settings& s, const parallel::World& world) {
                  signal == SIGTERM ? "terminated"
                  : signal          ? "interrupted"
                                    : "stopped",
-                 step, s.out);
+                 step, run_dir->path());
       return signal != 0 ? 128 + signal : 0;
     }
   }
@@ -729,8 +767,8 @@ int run(const Settings& s, const parallel::World& world) {
     }
   }
   // the whole run's training curve, the steps before a resume included, from loss.tsv
-  if (!loss_log.flush()) throw examples::RunError(fmt::format("{}: write failed", loss_path));
-  viz::Curves curves{.train = examples::read_loss_curve(loss_path), .valid = valid_curve};
+  viz::Curves curves{.train = examples::read_loss_curve(run_dir->file("loss.tsv")),
+                     .valid = valid_curve};
   curves.train_label = fmt::format(
       "training loss (label smoothing {:g}; moving average, weight 0.95)", s.label_smoothing);
   curves.valid_label = first_step > 1 ? "validation loss (held-out data; since the resume)"
@@ -738,7 +776,9 @@ int run(const Settings& s, const parallel::World& world) {
   io::write_atomic(run_dir->file("loss.svg"), viz::loss_curve_svg(curves));
   report.loss_curve_file = "loss.svg";
   io::write_atomic(run_dir->file("report.html"), viz::report_html(report));
-  fmt::print("\ncheckpoint, loss curve, attention heatmaps and report.html in {}/\n", s.out);
+  fmt::print(
+      "\ncheckpoint, loss curve, attention heatmaps and report.html in {}/ (translate --run {})\n",
+      s.out, s.out);
   return 0;
 }
 
@@ -747,6 +787,7 @@ int run(const Settings& s, const parallel::World& world) {
 int main(int argc, char** argv) {
   bool ended = false;
   std::optional<parallel::World> world;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a pipe or a log file gets each line as it comes
   const int code = examples::run_main("train", [&] {
     world.emplace(argc, argv);
     const auto settings = parse(argc, argv, *world);

@@ -16,6 +16,7 @@
 #include "examples/cli.h"
 #include "examples/run.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/data/error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/nn/decoding.h"
 
@@ -24,7 +25,8 @@ using namespace tapegrad;
 namespace {
 
 constexpr size_t kMaxLineBytes = 1 << 16;
-constexpr size_t kBatch = 64;  // sources decoded together
+constexpr uint64_t kMaxInputBytes = uint64_t{1} << 30;  // standard input in all
+constexpr size_t kBatch = 64;                           // sources decoded together
 
 struct Source {
   std::string text, where;  // where: "argument 2", "stdin:3"
@@ -105,6 +107,12 @@ int main(int argc, char** argv) {
         "threads", 2, "threads for products and kernels (set_num_threads)", 1, kMaxThreads);
     if (!f.finish()) return 0;
     if (sample && beam > 1) throw examples::FlagError("--sample and --beam exclude each other");
+    for (const char* name : {"temperature", "top-k", "top-p", "seed"}) {
+      if (!sample && f.given(name))
+        throw examples::FlagError(fmt::format("--{} has no effect without --sample", name));
+    }
+    if (beam == 1 && f.given("length-penalty"))
+      throw examples::FlagError("--length-penalty has no effect without --beam N, N > 1");
     set_num_threads(static_cast<int>(threads));
     examples::LoadedModel run = examples::load_run(dir);
     const nn::GenerateOptions options{.max_len = std::min(max_len, run.model->config().max_len),
@@ -125,17 +133,15 @@ int main(int argc, char** argv) {
     } else {
       // a person typing at a terminal gets each answer at once
       const size_t batch_size = ::isatty(::fileno(stdin)) ? 1 : kBatch;
-      std::string line;
-      int64_t line_no = 0;
-      while (const auto length = data::read_line(std::cin, line, kMaxLineBytes)) {
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        batch.push_back({line, fmt::format("stdin:{}", line_no), ""});
-        if (*length > kMaxLineBytes) {
-          batch.back().error =
-              fmt::format("line of {} bytes, over the limit of {}", *length, kMaxLineBytes);
+      data::LineReader reader(std::cin, "stdin", kMaxLineBytes, kMaxInputBytes);
+      try {
+        while (const auto line = reader.next()) {
+          batch.push_back({*line, reader.where(), ""});
+          if (batch.size() == batch_size) failures += decode_batch(run, batch, options);
         }
-        if (batch.size() == batch_size) failures += decode_batch(run, batch, options);
+      } catch (const data::DataError&) {
+        decode_batch(run, batch, options);  // the lines before the one that stopped the input
+        throw;
       }
     }
     failures += decode_batch(run, batch, options);

@@ -2,6 +2,10 @@
 // bounded line reads.
 #include "tapegrad/data/text.h"
 
+#include <fmt/core.h>
+
+#include "tapegrad/data/error.h"
+
 namespace tapegrad::data {
 
 namespace {
@@ -55,6 +59,36 @@ std::optional<size_t> read_line(std::istream& in, std::string& line, size_t max_
   }
   if (length == 0) return std::nullopt;
   return length;
+}
+
+LineReader::LineReader(std::istream& in, std::string source, size_t max_line, uint64_t max_total)
+    : in_(in), source_(std::move(source)), max_line_(max_line), max_total_(max_total) {}
+
+std::string LineReader::where() const { return fmt::format("{}:{}", source_, line_no_); }
+
+std::optional<std::string> LineReader::next() {
+  std::string line;
+  std::streambuf* buf = in_.rdbuf();
+  int c = buf->sbumpc();
+  if (c == std::char_traits<char>::eof()) return std::nullopt;
+  ++line_no_;
+  for (; c != std::char_traits<char>::eof() && c != '\n'; c = buf->sbumpc()) {
+    if (++total_ > max_total_) {
+      throw DataError(
+          fmt::format("{}: more than {} bytes of input; stopping", where(), max_total_));
+    }
+    if (c == 0) {
+      throw DataError(fmt::format("{}: a NUL byte at byte {} of the line: binary input, not text",
+                                  where(), line.size() + 1));
+    }
+    if (line.size() == max_line_) {
+      throw DataError(fmt::format("{}: a line longer than {} bytes; stopping", where(), max_line_));
+    }
+    line += static_cast<char>(c);
+  }
+  ++total_;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
 }
 
 std::vector<std::string> split_words(std::string_view text) {

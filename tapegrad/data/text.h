@@ -18,6 +18,26 @@ std::vector<std::string> split_chars(std::string_view text);
 // enormous line cannot make us allocate its size. Returns the line's full length, or nullopt
 // at the end of the stream.
 std::optional<size_t> read_line(std::istream& in, std::string& line, size_t max_bytes);
+// The lines of a stream that may be endless or binary (standard input, a pipe). Bounded: a
+// NUL byte, a line over max_line bytes or more than max_total bytes in all is a DataError
+// naming the source and line, thrown as soon as the byte is read, so neither /dev/zero nor a
+// line that never ends holds a program up. A '\r' before the '\n' is dropped.
+class LineReader {
+ public:
+  LineReader(std::istream& in, std::string source, size_t max_line, uint64_t max_total);
+  // The next line, or nullopt at the end of the stream.
+  std::optional<std::string> next();
+  // "stdin:3": where the line next() returned last came from.
+  std::string where() const;
+
+ private:
+  std::istream& in_;
+  std::string source_;
+  size_t max_line_;
+  uint64_t max_total_, total_ = 0;
+  int64_t line_no_ = 0;
+};
+
 // Words separated by runs of spaces and tabs.
 std::vector<std::string> split_words(std::string_view text);
 

@@ -1,5 +1,6 @@
 // Regular-file opening with size bounds, atomic replacement (temporary, fsync, rename, fsync
-// of the folder), syncing, and the JSON nesting scan.
+// of the folder), the append-only log, the directory exchange, syncing, and the JSON nesting
+// scan.
 #include "tapegrad/io/files.h"
 
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -30,6 +32,7 @@ const char* kind_of(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
   return "not a plain file";
 }
 
@@ -77,24 +80,56 @@ bool is_temporary_name(std::string_view name) {
   return name.size() > 1 && name[0] == '.' && name.find(kTmpInfix) != std::string_view::npos;
 }
 
+namespace {
+// Why a file with this status is not one to write to, or "" for a regular file with one name.
+std::string refusal(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link; refusing to write through it";
+  if (!S_ISREG(st.st_mode))
+    return fmt::format("is {}, not a regular file; refusing to write to it", kind_of(st.st_mode));
+  if (st.st_nlink > 1) {
+    return fmt::format(
+        "has {} names (a hard link); refusing to write to it, which would change "
+        "the file behind the other names too",
+        st.st_nlink);
+  }
+  return "";
+}
+}  // namespace
+
+void check_writable(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    fail(path, fmt::format("cannot inspect: {}", errno_text()));
+  }
+  if (const std::string why = refusal(st); !why.empty()) fail(path, why);
+}
+
+namespace {
+// Writes all n bytes to fd, or throws FileError naming path.
+void write_all(int fd, const std::string& path, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail(path, fmt::format("write failed: {}", w < 0 ? errno_text() : "no progress"));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+}  // namespace
+
 void write_atomic(const std::string& path, const std::function<void(const Sink&)>& body) {
+  check_writable(path);
   const fs::path target(path);
   const std::string dir = target.parent_path().string();
   const std::string tmp = (target.parent_path() / fmt::format(".{}{}{}", target.filename().string(),
                                                               kTmpInfix, ::getpid()))
                               .string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(tmp.c_str());  // a leftover of an earlier process with this pid; a link is not followed
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) fail(tmp, fmt::format("cannot create: {}", errno_text()));
-  const Sink sink = [&](const void* data, size_t n) {
-    const auto* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail(path, fmt::format("write failed: {}", w < 0 ? errno_text() : "no progress"));
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  };
+  const Sink sink = [&](const void* data, size_t n) { write_all(fd, path, data, n); };
   try {
     body(sink);
     if (::fsync(fd) != 0) fail(path, fmt::format("fsync failed: {}", errno_text()));
@@ -114,6 +149,60 @@ void write_atomic(const std::string& path, const std::function<void(const Sink&)
     fail(path, fmt::format("cannot replace it: {}", why));
   }
   sync_directory(dir);
+}
+
+AppendFile::AppendFile(const std::string& path, Mode mode) : path_(path) {
+  const int create = mode == Mode::Create ? O_CREAT | O_EXCL : 0;
+  // O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | create,
+               0644);
+  if (fd_ < 0) {
+    const std::string why = errno_text();
+    check_writable(path);  // names a link or a special file
+    fail(path, fmt::format("cannot open to append: {}", why));
+  }
+  struct stat st {};
+  try {
+    if (::fstat(fd_, &st) != 0) fail(path, fmt::format("cannot inspect: {}", errno_text()));
+    if (const std::string why = refusal(st); !why.empty()) fail(path, why);
+    if (::fcntl(fd_, F_SETFL, O_APPEND) != 0) fail(path, fmt::format("fcntl: {}", errno_text()));
+    size_ = static_cast<uint64_t>(st.st_size);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+AppendFile::~AppendFile() { ::close(fd_); }
+
+void AppendFile::write(std::string_view text) {
+  write_all(fd_, path_, text.data(), text.size());
+  size_ += text.size();
+}
+
+void AppendFile::truncate(uint64_t size) {
+  if (size >= size_) return;
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0)
+    fail(path_, fmt::format("cannot truncate: {}", errno_text()));
+  size_ = size;
+}
+
+void AppendFile::sync() {
+  if (::fsync(fd_) != 0) fail(path_, fmt::format("fsync failed: {}", errno_text()));
+}
+
+void exchange_directories(const std::string& a, const std::string& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+      fail(b, fmt::format("cannot exchange it with {}: {}", a, errno_text()));
+    const std::string aside = b + fmt::format("{}{}", kTmpInfix, ::getpid());
+    if (::rename(b.c_str(), aside.c_str()) != 0 || ::rename(a.c_str(), b.c_str()) != 0 ||
+        ::rename(aside.c_str(), a.c_str()) != 0) {
+      fail(b, fmt::format("cannot exchange it with {}: {}", a, errno_text()));
+    }
+  }
+  sync_directory(fs::path(a).parent_path().string());
+  sync_directory(fs::path(b).parent_path().string());
 }
 
 int json_depth(std::string_view text, int limit) {

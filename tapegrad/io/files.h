@@ -2,7 +2,9 @@
 // /dev/zero or a directory given as a data file is an error, not a hang), and writers replace
 // a file atomically (a temporary in the same directory, written, synced, renamed over the
 // target, the directory synced), so a crash or a full disk leaves the old file or the new one,
-// never a mix. Errors are io::FileError and name the file.
+// never a mix. A writer never writes through a path it did not create: a target that is a
+// symbolic link, a hard link (a second name of some other file), a FIFO or a device is refused.
+// Errors are io::FileError and name the file.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +35,14 @@ std::string read_regular(const std::string& path, uint64_t max_bytes);
 // Receives the bytes of a file being written, in order.
 using Sink = std::function<void(const void* data, size_t n)>;
 
-// Replaces `path` with what `body` writes, atomically. The temporary is
-// "<dir>/.<name>.tmp.<pid>"; on any failure it is removed and FileError (or body's own
-// exception) propagates, leaving `path` as it was.
+// Throws FileError unless `path` is missing or a regular file with one name: "PATH: is a
+// symbolic link; refusing to write through it", "... has 2 names (a hard link) ...".
+void check_writable(const std::string& path);
+
+// Replaces `path` with what `body` writes, atomically (check_writable first). The temporary is
+// "<dir>/.<name>.tmp.<pid>", created exclusively (a link left at that name is removed, never
+// followed); on any failure it is removed and FileError (or body's own exception) propagates,
+// leaving `path` as it was.
 void write_atomic(const std::string& path, const std::function<void(const Sink&)>& body);
 void write_atomic(const std::string& path, std::string_view contents);
 
@@ -43,6 +50,38 @@ void write_atomic(const std::string& path, std::string_view contents);
 void sync_directory(const std::string& dir);
 // fsync on a file another handle appends to (a log), so that what was flushed is on disk.
 void sync_file(const std::string& path);
+
+// A log that grows by appends (a run's loss.tsv), opened without following a link and refused
+// unless it is a regular file with one name. Opening never blocks (a FIFO is refused, not
+// waited on). Writes go straight to the file; sync() makes them durable.
+class AppendFile {
+ public:
+  enum class Mode {
+    Create,   // a new file; an existing one is an error
+    Existing  // the file must exist
+  };
+  AppendFile(const std::string& path, Mode mode);
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+
+  void write(std::string_view text);
+  void truncate(uint64_t size);  // cuts the file to `size` bytes, when it is longer
+  void sync();
+  uint64_t size() const { return size_; }  // bytes in the file
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Swaps two directories in one step (renameat2 with RENAME_EXCHANGE), so that a reader finds
+// either the one or the other at each path, never nothing; both parents are synced. Where the
+// file system cannot exchange, `a` is moved aside first, which leaves an instant with nothing
+// at `b`.
+void exchange_directories(const std::string& a, const std::string& b);
 
 // True for the temporary names write_atomic uses, so a program can remove the ones a killed
 // process left behind.

@@ -20,7 +20,7 @@ expect() {  # expect EXIT_CODE MESSAGE -- ARGS...
 expect 2 "--steps: expected an integer, got 'many'" -- --steps many
 expect 2 "--lr: must be in [0, 10], got -1" -- --lr -1
 expect 2 "--task: unknown task 'poems'" -- --task poems
-expect 2 "--bogus: unknown flag (see --help)" -- --bogus 1
+expect 2 "--bogus: unknown flag; the flags are --resume --replace --out" -- --bogus 1
 expect 2 "--d-model 30 is not divisible by --heads 4" -- --d-model 30
 printf 'a\tb\nno tab\n' > "$dir/bad.tsv"
 expect 1 "$dir/bad.tsv:2: no tab between source and target" -- --data "$dir/bad.tsv" --strict

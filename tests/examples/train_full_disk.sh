@@ -63,7 +63,7 @@ for free in "${sweep[@]}" $((8 << 10)) $((24 << 10)) $((120 << 10)) $((300 << 10
       "$train" --out "$run" --resume --save-every 0 > /dev/null 2>&1
     fi
   else
-    "$train" "${args[@]}" --save-every 0 --out "$run" > /dev/null 2>&1
+    "$train" "${args[@]}" --save-every 0 --out "$run" --replace > /dev/null 2>&1
   fi
   for f in checkpoints/step-00000024/model.safetensors checkpoints/step-00000024/optimizer.safetensors loss.tsv; do
     cmp "$dir/straight/$f" "$run/$f"

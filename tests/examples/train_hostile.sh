@@ -122,6 +122,31 @@ expect 1 "holds NaN or Inf" -- "${resume[@]}"
 fresh; head -c 100 "$dir/good/loss.tsv" > "$dir/bad/loss.tsv"
 expect 1 "$dir/bad/loss.tsv: shorter than the" -- "${resume[@]}"
 
+# streams that never end or are not text: stopped at once, naming the line
+expect_stdin() {  # expect_stdin MESSAGE COMMAND_FOR_STDIN
+  local out got
+  timeout 20 bash -c "$2" 2> /dev/null | timeout 20 "$translate" --run "$dir/good" > /dev/null 2> "$dir/err"
+  got=${PIPESTATUS[1]}
+  out=$(cat "$dir/err")
+  [[ $got == 1 && $out == *"$1"* ]] || { echo "FAILED: stdin from '$2': exit $got: ${out:0:300}"; fails=$((fails + 1)); }
+}
+expect_stdin "stdin:1: a NUL byte at byte 1 of the line: binary input" "cat /dev/zero"
+expect_stdin "stdin:1: a line longer than 65536 bytes; stopping" "yes | tr -d '\n'"
+expect_stdin "stdin:3: a NUL byte at byte 2" "printf 'abc\ndef\nx\0y\n'"
+# flags: unknown ones list the flags; ones without effect are refused; a default that does not
+# fit the run adapts and says so
+expect 2 "--bogus: unknown flag; the flags are --run --beam" -- "$translate" --run "$dir/good" --bogus 1 abc
+expect 2 "--temperature has no effect without --sample" -- "$translate" --run "$dir/good" --temperature 0.5 abc
+expect 2 "--top-p has no effect without --sample" -- "$translate" --run "$dir/good" --top-p 0.5 abc
+expect 2 "--length-penalty has no effect without --beam" -- "$translate" --run "$dir/good" --length-penalty 1 abc
+expect 2 "--sample: takes no value" -- "$translate" --run "$dir/good" --sample=no abc
+expect 2 "--strict has no effect without --data" -- "$train" "${args[@]}" --strict --out "$dir/r"
+expect 2 "--train-size sizes a generated task" -- "$train" --data "$dir/corpus.tsv" --train-size 9 --out "$dir/r"
+expect 2 "--warmup has no effect with --schedule constant" -- "$train" "${args[@]}" --schedule constant --out "$dir/r"
+expect 2 "--warmup 8 must be below --steps 8" -- "$train" "${args[@]}" --warmup 8 --out "$dir/r"
+expect 0 "--warmup: the default 200 is not below --steps 8; using 0" -- "$train" --task copy --train-size 50 \
+  --valid-size 5 --d-model 16 --heads 2 --d-ff 32 --steps 8 --out "$dir/warm"
+
 # flags that conflict with the run, or a finished run
 fresh
 expect 2 "--batch: the run has 64, got 128" -- "$train" --out "$dir/bad" --resume --steps 12 --batch 128 --d-model 32
@@ -143,7 +168,7 @@ ls "$dir/bad/checkpoints" | tr '\n' ' ' | grep -qx "step-00000008 step-00000012 
 "$train" "${args[@]}" --steps 100000 --save-every 0 --out "$dir/busy" > /dev/null 2>&1 &
 busy=$!
 for _ in $(seq 1 100); do [[ -f $dir/busy/loss.tsv ]] && break; sleep 0.05; done
-expect 1 "$dir/busy: another train process is writing this run" -- "$train" "${args[@]}" --out "$dir/busy"
+expect 1 "$dir/busy: another train process is writing this run" -- "$train" "${args[@]}" --out "$dir/busy" --replace
 kill -TERM "$busy"
 wait "$busy"
 code=$?

@@ -212,10 +212,10 @@ TEST_CASE("a failed save leaves the previous checkpoint in place", "[nn]") {
   // the target's directory disappears: the temporary file cannot be created
   CHECK_THROWS_AS(save_safetensors(dir.file("missing/x.safetensors"), {{"w", ones({2})}}),
                   CheckpointError);
-  // renaming over a directory fails after the temporary file was fully written
+  // a directory in the target's place is refused before anything is written
   fs::create_directories(dir.file("dir.safetensors"));
   CHECK_THROWS_WITH(save_safetensors(dir.file("dir.safetensors"), {{"w", ones({2})}}),
-                    Catch::Contains("cannot replace it"));
+                    Catch::Contains("dir.safetensors: is a directory, not a regular file"));
   CHECK(fs::directory_iterator(dir.file("dir.safetensors")) == fs::directory_iterator());
   CHECK(load_safetensors(path).tensors[0].second.to_vector<float>() == std::vector<float>{1, 1});
   for (const auto& entry : fs::directory_iterator(dir.path)) {

@@ -1,0 +1,112 @@
+// tapegrad/io: writers refuse links and special files, never follow a planted temporary, and
+// an append-only log neither follows a link nor waits on a FIFO; directories exchange whole.
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "tapegrad/io/files.h"
+
+using namespace tapegrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tapegrad-io-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("write_atomic refuses links and special files and never writes through them",
+          "[io][errors]") {
+  TempDir d;
+  put(d / "mine", "mine");
+  fs::create_symlink(d / "mine", d / "link");
+  CHECK_THROWS_WITH(io::write_atomic(d / "link", "x"),
+                    Catch::Contains("link: is a symbolic link; refusing to write through it"));
+  fs::create_hard_link(d / "mine", d / "hard");
+  CHECK_THROWS_WITH(io::write_atomic(d / "hard", "x"),
+                    Catch::Contains("hard: has 2 names (a hard link)"));
+  REQUIRE(::mkfifo((d / "fifo").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(io::write_atomic(d / "fifo", "x"),
+                    Catch::Contains("fifo: is a fifo, not a regular file"));
+  fs::create_directory(d / "folder");
+  CHECK_THROWS_WITH(io::write_atomic(d / "folder", "x"), Catch::Contains("is a directory"));
+  CHECK(contents(d / "mine") == "mine");
+
+  // a link planted at the temporary's name is removed, not followed
+  fs::create_symlink(d / "mine", d / fmt::format(".new.tmp.{}", ::getpid()));
+  io::write_atomic(d / "new", "new");
+  CHECK(contents(d / "new") == "new");
+  CHECK(contents(d / "mine") == "mine");
+  CHECK(fs::is_regular_file(fs::symlink_status(d / "new")));
+}
+
+TEST_CASE("AppendFile opens only a plain file of its own, without blocking", "[io][errors]") {
+  TempDir d;
+  {
+    io::AppendFile log(d / "log", io::AppendFile::Mode::Create);
+    log.write("one\n");
+    log.write("two\n");
+    log.sync();
+    CHECK(log.size() == 8);
+  }
+  CHECK_THROWS_WITH(io::AppendFile(d / "log", io::AppendFile::Mode::Create),
+                    Catch::Contains("log: cannot open to append: File exists"));
+  {
+    io::AppendFile log(d / "log", io::AppendFile::Mode::Existing);
+    CHECK(log.size() == 8);
+    log.truncate(4);
+    log.write("three\n");
+  }
+  CHECK(contents(d / "log") == "one\nthree\n");
+
+  put(d / "mine", "mine");
+  fs::create_symlink(d / "mine", d / "link");
+  CHECK_THROWS_WITH(io::AppendFile(d / "link", io::AppendFile::Mode::Existing),
+                    Catch::Contains("link: is a symbolic link; refusing to write through it"));
+  fs::create_symlink(d / "nowhere", d / "dangling");
+  CHECK_THROWS_WITH(io::AppendFile(d / "dangling", io::AppendFile::Mode::Create),
+                    Catch::Contains("dangling: is a symbolic link"));
+  CHECK_FALSE(fs::exists(d / "nowhere"));
+  fs::create_hard_link(d / "mine", d / "hard");
+  CHECK_THROWS_WITH(io::AppendFile(d / "hard", io::AppendFile::Mode::Existing),
+                    Catch::Contains("hard: has 2 names"));
+  REQUIRE(::mkfifo((d / "fifo").c_str(), 0644) == 0);
+  // no reader: a blocking open would wait for ever; this one fails at once
+  CHECK_THROWS_WITH(io::AppendFile(d / "fifo", io::AppendFile::Mode::Existing),
+                    Catch::Contains("fifo: is a fifo, not a regular file"));
+  CHECK(contents(d / "mine") == "mine");
+}
+
+TEST_CASE("exchange_directories swaps two folders whole", "[io]") {
+  TempDir d;
+  fs::create_directory(d / "a");
+  fs::create_directory(d / "b");
+  put(d / "a/x", "from a");
+  put(d / "b/y", "from b");
+  io::exchange_directories(d / "a", d / "b");
+  CHECK(contents(d / "b/x") == "from a");
+  CHECK(contents(d / "a/y") == "from b");
+  CHECK_FALSE(fs::exists(d / "a/x"));
+  CHECK_THROWS_WITH(io::exchange_directories(d / "a", d / "missing"),
+                    Catch::Contains("missing: cannot exchange it with"));
+}
