@@ -230,8 +230,32 @@ std::string staging_prefix(const fs::path& dir) {
   return fmt::format(".{}.replace.", dir.filename().string());
 }
 
+// Whether a folder with a staging name is train's: it carries the marker, or holds nothing but
+// what train puts in first (the lock, temporaries), as a replace killed while making the folder
+// or while removing the old run leaves it.
+bool is_trains(const fs::path& folder) {
+  if (is_marked(folder.string())) return true;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name != ".lock" && !io::is_temporary_name(name)) return false;
+  }
+  return true;
+}
+
+// Removes a run folder with its marker and lock last, so that a removal cut short leaves a
+// folder is_trains still recognises.
+void remove_run(const fs::path& folder) {
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name != kMarker && name != ".lock") entries.push_back(entry.path());
+  }
+  for (const fs::path& p : entries) remove_path(p);
+  remove_path(folder);
+}
+
 // Staging folders of DIR that a killed --replace left (its new run before the exchange, or the
-// old run after it): each carries the marker and nobody holds its lock.
+// old run after it), when nobody holds their lock.
 void remove_stale_replacements(const fs::path& dir) {
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   if (!fs::is_directory(parent)) return;
@@ -241,12 +265,12 @@ void remove_stale_replacements(const fs::path& dir) {
       continue;
     int fd = -1;
     try {
-      if (!is_marked(entry.path().string())) continue;
+      if (!is_trains(entry.path())) continue;
       fd = lock_run(entry.path().string());
     } catch (const RunError&) {
       continue;  // not train's, or a live process's
     }
-    remove_path(entry.path());
+    remove_run(entry.path());
     ::close(fd);
   }
 }
@@ -395,7 +419,7 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   }
   if (!replaces_.empty()) {
     io::exchange_directories(dir_, replaces_);
-    remove_path(dir_);  // the old run, now under the staging name
+    remove_run(dir_);  // the old run, now under the staging name
     ::close(old_lock_fd_);
     old_lock_fd_ = -1;
     dir_ = replaces_;
