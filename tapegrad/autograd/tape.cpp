@@ -208,16 +208,29 @@ bool recording(const std::vector<Tensor>& inputs) {
 Grads::Grads(TapeEntry& entry, Walk& walk, const std::vector<Tensor>& douts)
     : entry_(entry), walk_(walk), douts_(douts) {}
 
-bool Grads::wants(size_t i) const { return entry_.inputs[i] != nullptr; }
+bool Grads::wants(size_t i) const {
+  check_index(i, "wants");
+  return entry_.inputs[i] != nullptr;
+}
 
-GradNode& Grads::node(size_t i) {
+void Grads::check_index(size_t i, const char* call) const {
+  TG_CHECK(i < entry_.inputs.size(), "backward of '{}': {}({}), but the op has {} input(s)",
+           entry_.op, call, i, entry_.inputs.size());
+}
+
+GradNode& Grads::node(size_t i, const char* call) {
+  check_index(i, call);
+  TG_CHECK(entry_.inputs[i] != nullptr,
+           "backward of '{}': {}({}) for an input that does not require grad (ask wants({}) "
+           "first)",
+           entry_.op, call, i, i);
   GradNode& node = *entry_.inputs[i];
   if (!node.pending.defined() && !node.grad_fn) walk_.leaves.push_back(entry_.inputs[i]);
   return node;
 }
 
 Grads::Buffer Grads::write(size_t i, Writes writes) {
-  GradNode& n = node(i);
+  GradNode& n = node(i, "write");
   if (n.pending.defined()) return {n.pending, false};
   walk_.hold(n, writes == Writes::Every ? empty(n.shape, n.dtype) : zeros(n.shape, n.dtype),
              entry_.op);
@@ -225,7 +238,13 @@ Grads::Buffer Grads::write(size_t i, Writes writes) {
 }
 
 void Grads::pass(size_t i, const Tensor& g) {
+  check_index(i, "pass");
+  TG_CHECK(entry_.inputs[i] != nullptr,
+           "backward of '{}': pass({}) for an input that does not require grad (ask wants({}) "
+           "first)",
+           entry_.op, i, i);
   const GradNode& n = *entry_.inputs[i];
+  TG_CHECK(g.defined(), "backward of '{}': pass({}) of an undefined tensor", entry_.op, i);
   TG_CHECK(
       g.shape() == n.shape && g.dtype() == n.dtype && (walk_.create_graph || g.is_contiguous()),
       "backward of '{}': a gradient of shape {} and dtype {} was passed to input {} of shape "
@@ -235,14 +254,21 @@ void Grads::pass(size_t i, const Tensor& g) {
 }
 
 Tensor Grads::output(const Tensor& saved, size_t k) const {
+  TG_CHECK(k < entry_.outputs.size(), "backward of '{}': output({}), but the op has {} output(s)",
+           entry_.op, k, entry_.outputs.size());
   auto impl = std::make_shared<TensorImpl>(saved.impl());
   impl->node = entry_.outputs.at(k).lock();
   return Tensor(std::move(impl));
 }
 
-const Tensor& Grads::dout(size_t k) const { return douts_.at(k); }
+const Tensor& Grads::dout(size_t k) const {
+  TG_CHECK(k < douts_.size(), "backward of '{}': dout({}), but the op has {} output(s)", entry_.op,
+           k, douts_.size());
+  return douts_[k];
+}
 
 Tensor Grads::input(size_t i, const Tensor& value) const {
+  check_index(i, "input");
   auto impl = std::make_shared<TensorImpl>(value.impl());
   impl->node = entry_.inputs.at(i);
   return Tensor(std::move(impl));
@@ -257,6 +283,14 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
             BackwardFn backward, BackwardFn formula, bool allow_inf) {
   TG_CHECK(!outs.empty(), "{}: an op records at least one output", op);
+  TG_CHECK(backward != nullptr, "{}: record() needs a backward function", op);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    TG_CHECK(outs[k] != nullptr && outs[k]->defined(), "{}: output {} is not a tensor", op, k);
+    TG_CHECK(!outs[k]->impl().node,
+             "{}: output {} already belongs to a graph (an input, or another op's output); an op "
+             "records a new tensor",
+             op, k);
+  }
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly || t_details) [[unlikely]] {
     for (const Tensor& in : inputs)

@@ -108,7 +108,10 @@ class Grads {
   Tensor input(size_t i, const Tensor& value) const;
 
  private:
-  GradNode& node(size_t i);
+  // Each call names itself in the error a wrong index gets: "backward of 'my_op': write(2),
+  // but the op has 2 input(s)".
+  void check_index(size_t i, const char* call) const;
+  GradNode& node(size_t i, const char* call);
   TapeEntry& entry_;
   Walk& walk_;
   const std::vector<Tensor>& douts_;

@@ -430,3 +430,51 @@ TEST_CASE("backward of a graph recorded on another thread throws instead of doin
   y.backward();  // on its own thread it works
   require_values(x.grad(), {2, 4});
 }
+
+// A user's op talks to the tape through Grads; whatever index, shape or dtype it delivers, the
+// walk refuses it with the op's name instead of writing past a buffer.
+TEST_CASE("a custom op's wrong gradient delivery is an error naming the op", "[autograd][errors]") {
+  using Deliver = std::function<void(const Tensor& dout, Grads& g)>;
+  auto run = [](const Deliver& deliver) {
+    Tensor x = leaf({1, 2});
+    Tensor c = tensor({1, 1}, DType::Float64);  // needs no grad
+    Tensor y = empty({2}, DType::Float64);
+    record("my_op", {x, c}, y, deliver);
+    sum(y).backward();
+  };
+  CHECK_THROWS_WITH(run([](const Tensor& dout, Grads& g) { g.pass(2, dout); }),
+                    "backward of 'my_op': pass(2), but the op has 2 input(s)");
+  CHECK_THROWS_WITH(run([](const Tensor&, Grads& g) { g.write(7, Writes::Every); }),
+                    "backward of 'my_op': write(7), but the op has 2 input(s)");
+  CHECK_THROWS_WITH(run([](const Tensor&, Grads& g) { (void)g.wants(2); }),
+                    "backward of 'my_op': wants(2), but the op has 2 input(s)");
+  CHECK_THROWS_WITH(run([](const Tensor& dout, Grads& g) { g.pass(1, dout); }),
+                    Catch::Contains("backward of 'my_op': pass(1) for an input that does not "
+                                    "require grad"));
+  CHECK_THROWS_WITH(run([](const Tensor&, Grads& g) { g.write(1, Writes::Some); }),
+                    Catch::Contains("write(1) for an input that does not require grad"));
+  CHECK_THROWS_WITH(run([](const Tensor&, Grads& g) { g.pass(0, zeros({3}, DType::Float64)); }),
+                    Catch::Contains("backward of 'my_op': a gradient of shape [3]"));
+  CHECK_THROWS_WITH(run([](const Tensor&, Grads& g) { g.pass(0, zeros({2}, DType::Float32)); }),
+                    Catch::Contains("dtype float32 was passed to input 0"));
+  CHECK_THROWS_WITH(run([](const Tensor&, Grads& g) { g.pass(0, Tensor()); }),
+                    "backward of 'my_op': pass(0) of an undefined tensor");
+  CHECK_THROWS_WITH(run([](const Tensor&, Grads& g) { (void)g.dout(1); }),
+                    "backward of 'my_op': dout(1), but the op has 1 output(s)");
+  CHECK_THROWS_WITH(run([](const Tensor& dout, Grads& g) { (void)g.output(dout, 3); }),
+                    "backward of 'my_op': output(3), but the op has 1 output(s)");
+  CHECK_THROWS_WITH(run([](const Tensor& dout, Grads& g) { (void)g.input(5, dout); }),
+                    "backward of 'my_op': input(5), but the op has 2 input(s)");
+  CHECK_NOTHROW(run([](const Tensor& dout, Grads& g) { g.pass(0, dout); }));
+
+  // record() itself: an output that already belongs to the graph, or none at all
+  Tensor x = leaf({1, 2});
+  CHECK_THROWS_WITH(record("my_op", {x}, x, [](const Tensor&, Grads&) {}),
+                    Catch::Contains("my_op: output 0 already belongs to a graph"));
+  CHECK(x.is_leaf());
+  Tensor none;
+  CHECK_THROWS_WITH(record("my_op", {x}, none, [](const Tensor&, Grads&) {}),
+                    "my_op: output 0 is not a tensor");
+  Tensor y = empty({2}, DType::Float64);
+  CHECK_THROWS_WITH(record("my_op", {x}, y, nullptr), "my_op: record() needs a backward function");
+}
