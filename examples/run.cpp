@@ -387,7 +387,7 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   const std::string previous = latest_name(dir_);
   if (previous == name) return;
   for (const nn::NamedTensors& tensors : {model.state(), optimizer.state()}) {
-    if (const auto bad = optim::find_nonfinite(tensors)) {
+    if (const auto bad = nn::find_nonfinite(tensors)) {
       fail(dir_, fmt::format("not saving step {}: '{}' holds NaN or Inf", state.step, *bad));
     }
   }

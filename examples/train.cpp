@@ -475,7 +475,7 @@ std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
   for (const auto& [name, p] : params) {
     if (p.grad().defined()) grads.emplace_back(name, p.grad());
   }
-  return optim::find_nonfinite(grads);
+  return nn::find_nonfinite(grads);
 }
 
 // Dropout's generators under mpirun: seeded anew each step from the seed, the process's rank,
@@ -633,6 +633,9 @@ int run(const Settings& s, const parallel::World& world) {
   const int64_t first_step = adam.step_count() + 1;
   model->train();
   const auto flags = run_flags(s);
+  // where a non-finite loss is reported from: the step, and the checkpoint a resume began at
+  const std::string since =
+      s.resume ? fmt::format(" (resumed from {})", resumed.loaded.checkpoint) : "";
   auto save = [&] {
     loss_log->sync();
     run_dir->commit(*model, adam, src_vocab, tgt_vocab,
@@ -663,7 +666,7 @@ int run(const Settings& s, const parallel::World& world) {
     const int signal = static_cast<int>(stop[0]);
     if (s.check_finite && !std::isfinite(l[0])) {
       throw TrainingError(
-          fmt::format("step {}: the loss is {} (--allow-nonfinite goes on)", step, l[0]));
+          fmt::format("step {}{}: the loss is {} (--allow-nonfinite goes on)", step, since, l[0]));
     }
     loss.backward();
     sync.finish();
@@ -671,7 +674,7 @@ int run(const Settings& s, const parallel::World& world) {
     if (s.check_finite && (s.clip == 0 || !std::isfinite(norm))) {
       if (const auto bad = nonfinite_gradient(model->named_parameters())) {
         throw TrainingError(
-            fmt::format("step {}: the gradient of '{}' holds NaN or Inf", step, *bad));
+            fmt::format("step {}{}: the gradient of '{}' holds NaN or Inf", step, since, *bad));
       }
     }
     adam.set_lr(schedule->lr(step));

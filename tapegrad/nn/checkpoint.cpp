@@ -225,12 +225,13 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
   save_safetensors(path, module.state(), metadata);
 }
 
-Metadata load(Module& module, const std::string& path, bool strict) {
-  return load(module, load_safetensors(path), path, strict);
+Metadata load(Module& module, const std::string& path, const LoadOptions& options) {
+  return load(module, load_safetensors(path), path, options);
 }
 
 Metadata load(Module& module, const SafetensorsContents& file, const std::string& path,
-              bool strict) {
+              const LoadOptions& options) {
+  const bool strict = options.strict;
   std::map<std::string, Tensor> found(file.tensors.begin(), file.tensors.end());
   std::vector<std::string> problems;
   std::vector<std::pair<std::string, Tensor>> matched;
@@ -256,6 +257,14 @@ Metadata load(Module& module, const SafetensorsContents& file, const std::string
   if (strict) {
     for (const auto& [name, t] : file.tensors) {
       if (!expected.contains(name)) problems.push_back(fmt::format("unexpected '{}'", clip(name)));
+    }
+  }
+  if (!options.allow_nonfinite) {
+    if (const auto bad = find_nonfinite(matched)) {
+      problems.push_back(
+          fmt::format("'{}' holds NaN or an infinity (LoadOptions::allow_nonfinite "
+                      "loads it anyway)",
+                      clip(*bad)));
     }
   }
   if (!problems.empty()) {

@@ -41,12 +41,18 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t size, const std:
 
 // Saves module.state() (parameters and buffers).
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
+
+struct LoadOptions {
+  // Missing and unexpected names are errors (shape and dtype mismatches always are).
+  bool strict = true;
+  // A tensor holding NaN or an infinity loads; by default it is refused, naming the tensor.
+  bool allow_nonfinite = false;
+};
 // Loads into module.state() and returns the file's metadata. Every missing, unexpected,
-// mis-shaped or mis-typed tensor is reported in one error; with strict = false missing and
-// unexpected names are tolerated (shape and dtype mismatches never are).
-Metadata load(Module& module, const std::string& path, bool strict = true);
+// mis-shaped or mis-typed tensor is reported in one error, and nothing is loaded then.
+Metadata load(Module& module, const std::string& path, const LoadOptions& options = {});
 // The same from a file already read (load_safetensors); `path` names it in errors.
 Metadata load(Module& module, const SafetensorsContents& file, const std::string& path,
-              bool strict = true);
+              const LoadOptions& options = {});
 
 }  // namespace tapegrad::nn

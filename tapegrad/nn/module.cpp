@@ -16,6 +16,22 @@ std::string join(const std::string& prefix, const std::string& name) {
 }
 }  // namespace
 
+std::optional<std::string> find_nonfinite(const NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) {
+    if (!is_floating(t.dtype())) continue;
+    const Tensor c = t.contiguous();
+    const bool finite = dispatch_floating("find_nonfinite", c.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* d = c.data<T>();
+      T acc = 0;  // 0 * x is NaN exactly when x is NaN or infinite
+      for (int64_t i = 0, n = c.numel(); i < n; ++i) acc += 0 * d[i];
+      return acc == 0;
+    });
+    if (!finite) return name;
+  }
+  return std::nullopt;
+}
+
 ShapeTrace::ShapeTrace(Sink sink) : previous_(std::move(t_trace)) { t_trace = std::move(sink); }
 ShapeTrace::~ShapeTrace() { t_trace = std::move(previous_); }
 

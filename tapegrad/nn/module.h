@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,6 +21,9 @@
 namespace tapegrad::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// The name of the first tensor that holds a NaN or an infinity, or nullopt when all are finite.
+std::optional<std::string> find_nonfinite(const NamedTensors& tensors);
 
 class Module {
  public:

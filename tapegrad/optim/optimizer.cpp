@@ -96,7 +96,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   }
   TG_CHECK(state[0].second.item() >= 0, "{}: state 'step' is negative: {}", type_name_,
            state[0].second.item());
-  const auto bad = find_nonfinite(state);
+  const auto bad = nn::find_nonfinite(state);
   TG_CHECK(!bad, "{}: state '{}' holds NaN or Inf", type_name_, bad.value_or(""));
   steps_ = static_cast<int64_t>(state[0].second.item());
   size_t k = 1;
@@ -184,22 +184,6 @@ void Adam::update(size_t index, Tensor& param, const Tensor& grad, int64_t begin
 
 AdamW::AdamW(NamedTensors params, const AdamOptions& options)
     : Adam("AdamW", std::move(params), options, true) {}
-
-std::optional<std::string> find_nonfinite(const NamedTensors& tensors) {
-  for (const auto& [name, t] : tensors) {
-    if (!is_floating(t.dtype())) continue;
-    const Tensor c = t.contiguous();
-    const bool finite = dispatch_floating("find_nonfinite", c.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* d = c.data<T>();
-      T acc = 0;  // 0 * x is NaN exactly when x is NaN or infinite
-      for (int64_t i = 0, n = c.numel(); i < n; ++i) acc += 0 * d[i];
-      return acc == 0;
-    });
-    if (!finite) return name;
-  }
-  return std::nullopt;
-}
 
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
   const profile::Scope profile_scope("clip_grad_norm");

@@ -104,9 +104,6 @@ class AdamW : public Adam {
   AdamW(NamedTensors params, const AdamOptions& options = {.weight_decay = 0.01});
 };
 
-// The name of the first tensor that holds a NaN or an infinity, or nullopt when all are finite.
-std::optional<std::string> find_nonfinite(const NamedTensors& tensors);
-
 // Scales all gradients together so their global L2 norm is at most max_norm (as
 // torch.nn.utils.clip_grad_norm_) and returns the norm before clipping.
 double clip_grad_norm(const NamedTensors& params, double max_norm);

@@ -52,7 +52,7 @@ void save_pretrained(const std::string& dir, const nn::MiniTransformer& model,
   tgt_vocab.save(dir + "/tgt.vocab");
 }
 
-Pretrained load_pretrained(const std::string& dir) {
+Pretrained load_pretrained(const std::string& dir, const nn::LoadOptions& options) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
   const std::string config_text = read_config(config_path);
   const nn::SafetensorsContents contents = nn::load_safetensors(weights);
@@ -78,7 +78,7 @@ Pretrained load_pretrained(const std::string& dir) {
   }
   Pretrained p;
   p.model = std::make_unique<nn::MiniTransformer>(cfg);
-  nn::load(*p.model, contents, weights);
+  nn::load(*p.model, contents, weights, options);
   p.model->eval();
   p.metadata = contents.metadata;
   p.src_vocab = data::Vocabulary::load(dir + "/src.vocab");

@@ -51,6 +51,7 @@ void save_pretrained(const std::string& dir, const nn::MiniTransformer& model,
 // with the model's. The weights file is read once. Errors name the file: nn::CheckpointError
 // for the directory, config and weights, data::DataError for a vocabulary. A directory from
 // before config.json existed (a checkpoint of tapegrad 0.1) is read from the metadata alone.
-Pretrained load_pretrained(const std::string& dir);
+// Weights holding NaN or an infinity are refused unless options.allow_nonfinite.
+Pretrained load_pretrained(const std::string& dir, const nn::LoadOptions& options = {});
 
 }  // namespace tapegrad

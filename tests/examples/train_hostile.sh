@@ -119,6 +119,15 @@ fresh; cp "$dir/bad/checkpoints/step-00000004/optimizer.safetensors" "$ckpt/opti
 expect 1 "$ckpt/optimizer.safetensors: is at step 4, trainer.json at 8" -- "${resume[@]}"
 fresh; printf '\x00\x00\xc0\x7f' | dd of="$ckpt/optimizer.safetensors" bs=1 seek=$(($(stat -c %s "$ckpt/optimizer.safetensors") - 4)) conv=notrunc 2> /dev/null
 expect 1 "holds NaN or Inf" -- "${resume[@]}"
+fresh; printf '\x00\x00\xc0\x7f' | dd of="$ckpt/model.safetensors" bs=1 seek=$(($(stat -c %s "$ckpt/model.safetensors") - 4)) conv=notrunc 2> /dev/null
+expect 1 "$ckpt/model.safetensors: does not fit MiniTransformer: '" -- "$translate" --run "$dir/bad" abc
+expect 1 "' holds NaN or an infinity" -- "${resume[@]}"
+# a model whose weights are finite but huge: the loss overflows, named with its step and the
+# checkpoint the resume began at
+fresh; start=$((8 + $(od -An -tu8 -N8 "$ckpt/model.safetensors")))
+head -c $(($(stat -c %s "$ckpt/model.safetensors") - start)) /dev/zero | tr '\0' '\177' |
+  dd of="$ckpt/model.safetensors" bs=4096 seek="$start" oflag=seek_bytes conv=notrunc 2> /dev/null
+expect 1 "step 9 (resumed from $ckpt): the loss is" -- "${resume[@]}"
 fresh; head -c 100 "$dir/good/loss.tsv" > "$dir/bad/loss.tsv"
 expect 1 "$dir/bad/loss.tsv: shorter than the" -- "${resume[@]}"
 

@@ -1,6 +1,7 @@
 // safetensors checkpoints: round trips, mismatch reports, and every kind of bad file.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -104,8 +105,31 @@ TEST_CASE("loading reports every mismatch in one error, or loads non-strictly", 
   // non-strict tolerates missing and unexpected names, never mismatches
   state.erase(state.begin(), state.begin() + 2);
   save_safetensors(path, state);
-  CHECK_NOTHROW(load(model, path, false));
-  CHECK_THROWS_AS(load(model, path, true), CheckpointError);
+  CHECK_NOTHROW(load(model, path, {.strict = false}));
+  CHECK_THROWS_AS(load(model, path, {.strict = true}), CheckpointError);
+}
+
+TEST_CASE("weights holding NaN or an infinity are refused by name unless allowed", "[nn][errors]") {
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  for (const double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    MiniTransformer model(tiny());
+    NamedTensors state = model.state();
+    const std::string name = state[3].first;
+    Tensor w = state[3].second.clone();
+    w.data<float>()[w.numel() - 1] = static_cast<float>(bad);  // the last element only
+    state[3].second = w;
+    save_safetensors(path, state);
+    MiniTransformer fresh(tiny());
+    const std::vector<float> before = fresh.state()[3].second.to_vector<float>();
+    CHECK_THROWS_WITH(load(fresh, path),
+                      fmt::format("{}: does not fit MiniTransformer: '{}' holds NaN or an infinity "
+                                  "(LoadOptions::allow_nonfinite loads it anyway)",
+                                  path, name));
+    CHECK(fresh.state()[3].second.to_vector<float>() == before);  // nothing loaded
+    CHECK_NOTHROW(load(fresh, path, {.allow_nonfinite = true}));
+    CHECK(std::isnan(fresh.state()[3].second.to_vector<float>().back() * 0));
+  }
 }
 
 TEST_CASE("bad files give clear errors", "[nn][errors]") {
