@@ -132,8 +132,8 @@ bool Flags::finish() {
     if (std::find(known_.begin(), known_.end(), name) == known_.end()) {
       std::vector<std::string> flags;
       for (const std::string& k : known_) flags.push_back("--" + k);
-      throw FlagError(fmt::format("--{}: unknown flag; the flags are {} (--help explains them)",
-                                  name, fmt::join(flags, " ")));
+      throw FlagError(fmt::format("{}: unknown flag; the flags are {} (--help explains them)",
+                                  label(name), fmt::join(flags, " ")));
     }
   }
   return true;

@@ -38,6 +38,9 @@ class Flags {
   // from `source`, which errors about them name. A boolean flag takes "true" or "false". Call
   // before reading the flags.
   void fallback(const std::map<std::string, std::string>& values, const std::string& source);
+  // "--name", or "--name (saved in FILE)" for a value fallback() supplied: how an error names
+  // the flag, so that a value read from a file is reported as coming from that file.
+  std::string label(const std::string& name) const;
   // Arguments that are not flags, in order.
   const std::vector<std::string>& positional() const { return positional_; }
   // Throws on unknown flags. Returns false when --help was asked for (and prints it).
@@ -49,7 +52,6 @@ class Flags {
   std::set<std::string> given_;
   std::set<std::string> inline_;  // given as --name=value
   std::string fallback_source_;
-  std::string label(const std::string& name) const;  // "--name", and where a fallback came from
   std::vector<std::string> positional_;
   std::vector<std::string> help_;
   std::vector<std::string> known_;

@@ -59,6 +59,28 @@ std::string read_whole(const std::string& path, uint64_t max_bytes = kMaxSmallFi
   }
 }
 
+// 64-bit FNV-1a over the run's data split, as hex: a resume reads the split back and must
+// find the one its checkpoints were trained on.
+std::string data_digest(const std::string& dir) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char* name : {"train.tsv", "valid.tsv"}) {
+    const std::string path = dir + "/" + name;
+    try {
+      io::OpenedFile f = io::open_regular(path, uint64_t{1} << 40);
+      std::vector<char> chunk(1 << 16);
+      while (f.stream.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) ||
+             f.stream.gcount() > 0) {
+        for (std::streamsize i = 0; i < f.stream.gcount(); ++i)
+          h = (h ^ static_cast<unsigned char>(chunk[i])) * 0x100000001b3ull;
+      }
+    } catch (const io::FileError& e) {
+      throw RunError(e.what());
+    }
+    h = (h ^ 0xff) * 0x100000001b3ull;  // the boundary between the files
+  }
+  return fmt::format("{:016x}", h);
+}
+
 // The checkpoint name DIR/latest holds, or "" when there is none yet.
 std::string latest_name(const std::string& dir) {
   const std::string path = dir + "/" + kLatest;
@@ -165,6 +187,11 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   }
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) fail(path, "not a JSON object");
+  static const std::set<std::string> keys = {"step",       "epoch_index", "loss_log_bytes",
+                                             "generators", "flags",       "data"};
+  for (const auto& [key, value] : j.items()) {
+    if (!keys.contains(key)) fail(path, fmt::format("unknown key '{}'", key.substr(0, 40)));
+  }
   TrainerState s;
   auto integer = [&](const char* key, int64_t& out) {
     const auto it = j.find(key);
@@ -181,11 +208,19 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
       out[k] = v.get<std::string>();
     }
   };
+  auto optional_text = [&](const char* key, std::string& out) {
+    const auto it = j.find(key);
+    if (it == j.end()) return;
+    if (!it->is_string() || it->get<std::string>().empty() || it->get<std::string>().size() > 64)
+      fail(path, fmt::format("'{}' must be a short text", key));
+    out = it->get<std::string>();
+  };
   integer("step", s.step);
   integer("epoch_index", s.epoch_index);
   integer("loss_log_bytes", s.loss_log_bytes);
   strings("generators", s.generators);
   strings("flags", s.flags);
+  optional_text("data", s.data);
   for (const auto& [name, text] : s.generators)
     decode_state(text, path + ": generator '" + name + "'");
   return s;
@@ -397,11 +432,13 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   if (::mkdir(tmp.c_str(), 0755) != 0)
     fail(tmp, fmt::format("cannot create: {}", std::strerror(errno)));
 
+  if (digest_.empty()) digest_ = data_digest(dir_);
   nlohmann::json trainer = {{"step", state.step},
                             {"epoch_index", state.epoch_index},
                             {"loss_log_bytes", state.loss_log_bytes},
                             {"generators", state.generators},
-                            {"flags", state.flags}};
+                            {"flags", state.flags},
+                            {"data", digest_}};
   save_pretrained(tmp, model, src_vocab, tgt_vocab, {{"step", std::to_string(state.step)}});
   nn::save_safetensors(tmp + "/optimizer.safetensors", optimizer.state());
   io::write_atomic(tmp + "/trainer.json", trainer.dump(1) + "\n");
@@ -435,6 +472,13 @@ RunDirectory::Resumed RunDirectory::resume_model(const std::string& dir) {
   if (r.state.step != r.loaded.step) {
     fail(r.loaded.checkpoint, fmt::format("trainer.json is at step {}, model.safetensors at {}",
                                           r.state.step, r.loaded.step));
+  }
+  // a run saved before the digest existed has none to compare
+  if (!r.state.data.empty() && r.state.data != data_digest(dir)) {
+    fail(dir, fmt::format("train.tsv or valid.tsv is not the split {}/trainer.json was trained "
+                          "on (data digest {}, now {}): changed, or the checkpoint is another "
+                          "run's",
+                          r.loaded.checkpoint, r.state.data, data_digest(dir)));
   }
   return r;
 }

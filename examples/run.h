@@ -13,7 +13,8 @@
 //                                 pretrained.h), with the step in the weights' metadata
 //       optimizer.safetensors     moments and step count
 //       trainer.json              step, data position, generator states, loss.tsv's length at
-//                                 this step, and the flags that define the run
+//                                 this step, the flags that define the run, and a digest of
+//                                 train.tsv and valid.tsv (a resume checks the split with it)
 //   DIR/latest                    "step-00000300": the newest complete checkpoint
 //   DIR/loss.svg, attention_*.svg, report.html
 //
@@ -71,6 +72,8 @@ struct TrainerState {
   int64_t loss_log_bytes = 0;                // loss.tsv's length after this step's line
   nn::Metadata generators;                   // "data" and each Dropout's name -> "a b c d"
   std::map<std::string, std::string> flags;  // the flags that define the run, canonical text
+  std::string data = "";                     // digest of train.tsv and valid.tsv ("" in runs
+                                             // saved before it)
 };
 
 // Whether `dir` holds a run (the marker train writes), and where it stands, for messages:
@@ -122,6 +125,7 @@ class RunDirectory {
  private:
   void take(const std::string& dir, bool marked);
   std::string dir_;
+  std::string digest_;    // of train.tsv and valid.tsv, once the first commit has read them
   std::string replaces_;  // with --replace, until the first commit: the DIR of the old run
   int lock_fd_ = -1;
   int old_lock_fd_ = -1;  // the old run's lock, held until it is replaced

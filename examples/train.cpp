@@ -209,29 +209,31 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
     throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
   if (s.data.empty() && !data::task_from_name(s.task)) {
     throw examples::FlagError(
-        fmt::format("--task: unknown task '{}' (dates, copy, reverse, sort)", s.task));
+        fmt::format("{}: unknown task '{}' (dates, copy, reverse, sort)", f.label("task"), s.task));
   }
   if (!s.data.empty() && f.given("task"))
     throw examples::FlagError("--task and --data exclude each other");
   const auto level = data::level_from_name(s.level);
   if (!level) {
-    throw examples::FlagError(
-        fmt::format("--level: expected char, word, bpe or unigram, got '{}'", s.level));
+    throw examples::FlagError(fmt::format("{}: expected char, word, bpe or unigram, got '{}'",
+                                          f.label("level"), s.level));
   }
   if (f.given("vocab-size") && *level != data::Level::Bpe && *level != data::Level::Unigram)
     throw examples::FlagError("--vocab-size goes with --level bpe or unigram");
   if (s.schedule != "cosine" && s.schedule != "noam" && s.schedule != "constant") {
-    throw examples::FlagError(
-        fmt::format("--schedule: expected cosine, noam or constant, got '{}'", s.schedule));
+    throw examples::FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
+                                          f.label("schedule"), s.schedule));
   }
+  if (s.lr <= 0)
+    throw examples::FlagError(fmt::format("{}: must be positive, got 0", f.label("lr")));
   if (s.model.d_model % s.model.heads != 0) {
-    throw examples::FlagError(
-        fmt::format("--d-model {} is not divisible by --heads {}", s.model.d_model, s.model.heads));
+    throw examples::FlagError(fmt::format("{} {} is not divisible by {} {}", f.label("d-model"),
+                                          s.model.d_model, f.label("heads"), s.model.heads));
   }
   if (s.schedule == "cosine" && s.warmup >= s.steps) {
     if (f.given("warmup") || s.resume) {
-      throw examples::FlagError(
-          fmt::format("--warmup {} must be below --steps {}", s.warmup, s.steps));
+      throw examples::FlagError(fmt::format("{} {} must be below {} {}", f.label("warmup"),
+                                            s.warmup, f.label("steps"), s.steps));
     }
     const int64_t fitted = s.steps / 10;
     s.notes.push_back(fmt::format("--warmup: the default {} is not below --steps {}; using {}",
@@ -248,8 +250,8 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
   if (s.replace && s.resume) throw examples::FlagError("--replace and --resume exclude each other");
   if (s.batch < s.processes) {
     throw examples::FlagError(fmt::format(
-        "--batch {} is the global batch, split over {} processes: give at least one example each",
-        s.batch, s.processes));
+        "{} {} is the global batch, split over {} processes: give at least one example each",
+        f.label("batch"), s.batch, s.processes));
   }
   s.model.max_len = s.max_len;
   s.model.seed = s.seed;
@@ -259,7 +261,10 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
   try {
     sized.check();
   } catch (const Error& e) {
-    throw examples::FlagError(e.what());
+    throw examples::FlagError(fmt::format("the model of {}, {}, {}, {}, {} and {}: {}",
+                                          f.label("d-model"), f.label("heads"), f.label("d-ff"),
+                                          f.label("encoder-layers"), f.label("decoder-layers"),
+                                          f.label("max-len"), e.what()));
   }
   if (s.resume) {
     std::vector<std::string> conflicts;
@@ -302,7 +307,48 @@ std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double l
     return std::make_unique<optim::WarmupCosineSchedule>(lr, warmup, steps, lr / 100);
   if (kind == "noam")
     return std::make_unique<optim::NoamSchedule>(d_model, std::max<int64_t>(1, warmup), lr / 1e-3);
+  TG_CHECK(kind == "constant", "unknown schedule '{}'", kind.substr(0, 40));
   return std::make_unique<optim::ConstantSchedule>(lr);
+}
+
+// A resumed checkpoint must hold the model and vocabularies its trainer.json's flags describe:
+// config.json and the vocabulary files sit beside it, and a hand-edited or mixed-up checkpoint
+// disagrees with them.
+void check_checkpoint(const Settings& s, const examples::RunDirectory::Resumed& r) {
+  const nn::MiniTransformerConfig& c = r.loaded.model->config();
+  const data::Vocabulary &src = r.loaded.src_vocab, &tgt = r.loaded.tgt_vocab;
+  std::vector<std::string> problems;
+  auto same = [&](const char* flag, const std::string& flag_value, const std::string& what,
+                  const std::string& value) {
+    if (flag_value != value)
+      problems.push_back(fmt::format("--{} {}, but {} {}", flag, flag_value, what, value));
+  };
+  const auto text = [](auto v) { return fmt::format("{}", v); };
+  same("d-model", text(s.model.d_model), "config.json's d_model", text(c.d_model));
+  same("heads", text(s.model.heads), "config.json's heads", text(c.heads));
+  same("d-ff", text(s.model.d_ff), "config.json's d_ff", text(c.d_ff));
+  same("encoder-layers", text(s.model.encoder_layers), "config.json's encoder_layers",
+       text(c.encoder_layers));
+  same("decoder-layers", text(s.model.decoder_layers), "config.json's decoder_layers",
+       text(c.decoder_layers));
+  same("max-len", text(s.max_len), "config.json's max_len", text(c.max_len));
+  same("dropout", text(s.model.dropout), "config.json's dropout", text(c.dropout));
+  same("pre-norm", text(s.model.norm_first), "config.json's norm_first", text(c.norm_first));
+  same("level", s.level, "src.vocab is", data::level_name(src.level()));
+  same("level", s.level, "tgt.vocab is", data::level_name(tgt.level()));
+  if (src.level() == data::Level::Bpe || src.level() == data::Level::Unigram) {
+    same("vocab-size", text(s.vocab_size), "src.vocab holds", text(src.size()));
+    same("vocab-size", text(s.vocab_size), "tgt.vocab holds", text(tgt.size()));
+  }
+  if (s.shared_vocab) {
+    bool equal = src.size() == tgt.size();
+    for (int64_t i = 0; equal && i < src.size(); ++i) equal = src.token(i) == tgt.token(i);
+    if (!equal) problems.push_back("--shared-vocab, but src.vocab and tgt.vocab differ");
+  }
+  if (!problems.empty()) {
+    throw examples::RunError(fmt::format("{}: disagrees with its trainer.json's flags: {}",
+                                         r.loaded.checkpoint, fmt::join(problems, "; ")));
+  }
 }
 
 // A resumed run continues its schedule. When the flags change it (a cosine schedule over more
@@ -329,9 +375,16 @@ void check_schedule(const Settings& s, int64_t done) {
                                            saved.at(name).substr(0, 40)));
     }
   };
-  const auto old =
-      make_schedule(saved.at("schedule"), number("lr"), static_cast<int64_t>(number("warmup")),
-                    static_cast<int64_t>(number("steps")), s.model.d_model);
+  std::unique_ptr<optim::Schedule> old;
+  try {
+    old = make_schedule(saved.at("schedule"), number("lr"), static_cast<int64_t>(number("warmup")),
+                        static_cast<int64_t>(number("steps")), s.model.d_model);
+  } catch (const Error& e) {
+    throw examples::RunError(
+        fmt::format("{}/trainer.json: its flags --schedule, --lr, --warmup "
+                    "and --steps make no schedule: {}",
+                    examples::latest_checkpoint(s.out), e.what()));
+  }
   const auto now = make_schedule(s.schedule, s.lr, s.warmup, s.steps, s.model.d_model);
   if (now->lr(done + 1) == old->lr(done + 1) && now->lr(s.steps) == old->lr(s.steps)) return;
   const std::string what = fmt::format(
@@ -553,6 +606,7 @@ int run(const Settings& s, const parallel::World& world) {
   examples::RunDirectory::Resumed resumed;  // with --resume: the checkpoint it continues
   if (s.resume) {
     resumed = examples::RunDirectory::resume_model(s.out);
+    check_checkpoint(s, resumed);
     check_schedule(s, resumed.state.step);
     model = std::move(resumed.loaded.model);
     src_vocab = resumed.loaded.src_vocab;

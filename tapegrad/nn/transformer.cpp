@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/shape.h"
@@ -288,7 +289,9 @@ MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   TG_CHECK(j.is_object(), "{}: not a JSON object", source);
   std::vector<std::string> problems;
+  std::set<std::string> known;  // every key read, so that the others can be reported
   auto field = [&](const char* name) -> const nlohmann::json* {
+    known.insert(name);
     const auto it = j.find(name);
     if (it == j.end()) {
       problems.push_back(fmt::format("'{}' is missing", name));
@@ -346,6 +349,10 @@ MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
       c.seed = v->get<uint64_t>();
     else
       problems.push_back("'seed' must be a non-negative integer");
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (!known.contains(key))
+      problems.push_back(fmt::format("unknown key '{}'", key.substr(0, 40)));
   }
   TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
   try {

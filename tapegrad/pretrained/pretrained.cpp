@@ -3,6 +3,7 @@
 #include "tapegrad/pretrained/pretrained.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "tapegrad/io/files.h"
 
@@ -16,15 +17,19 @@ constexpr uint64_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred byte
   throw nn::CheckpointError(fmt::format("{}: {}", where, what));
 }
 
-// config.json's text, or "" when the directory has none (a tapegrad 0.1 checkpoint).
-std::string read_config(const std::string& path) {
+// config.json's text, or nullopt when the directory has none (a tapegrad 0.1 checkpoint). An
+// empty file is an error, not a file that is not there.
+std::optional<std::string> read_config(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return "";
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return std::nullopt;
+  std::string text;
   try {
-    return io::read_regular(path, kMaxConfigBytes);
+    text = io::read_regular(path, kMaxConfigBytes);
   } catch (const io::FileError& e) {
     throw nn::CheckpointError(e.what());
   }
+  if (text.empty()) fail(path, "is empty");
+  return text;
 }
 
 nn::MiniTransformerConfig parse_config(const std::string& text, const std::string& source) {
@@ -54,12 +59,12 @@ void save_pretrained(const std::string& dir, const nn::MiniTransformer& model,
 
 Pretrained load_pretrained(const std::string& dir, const nn::LoadOptions& options) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
-  const std::string config_text = read_config(config_path);
+  const std::optional<std::string> config_text = read_config(config_path);
   const nn::SafetensorsContents contents = nn::load_safetensors(weights);
   const auto meta_config = contents.metadata.find("config");
   nn::MiniTransformerConfig cfg;
-  if (!config_text.empty()) {
-    cfg = parse_config(config_text, config_path);
+  if (config_text) {
+    cfg = parse_config(*config_text, config_path);
     if (meta_config != contents.metadata.end() &&
         parse_config(meta_config->second, weights + ": metadata 'config'").to_json() !=
             cfg.to_json()) {

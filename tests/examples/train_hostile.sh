@@ -156,6 +156,37 @@ expect 2 "--warmup 8 must be below --steps 8" -- "$train" "${args[@]}" --warmup 
 expect 0 "--warmup: the default 200 is not below --steps 8; using 0" -- "$train" --task copy --train-size 50 \
   --valid-size 5 --d-model 16 --heads 2 --d-ff 32 --steps 8 --out "$dir/warm"
 
+# what a run folder records is checked against itself, and every value read from a file is
+# named as coming from that file
+fresh; sed -i 's/"d-ff": "32"/"d-ff": "64"/' "$ckpt/trainer.json"
+expect 1 "$ckpt: disagrees with its trainer.json's flags: --d-ff 64, but config.json's d_ff 32" -- "${resume[@]}"
+fresh; sed -i 's/"level": "char"/"level": "word"/' "$ckpt/trainer.json"
+expect 1 "--level word, but src.vocab is char; --level word, but tgt.vocab is char" -- "${resume[@]}"
+fresh; sed -i 's/"shared-vocab": "false"/"shared-vocab": "true"/' "$ckpt/trainer.json"
+expect 0 "" -- "${resume[@]}"  # copy's two vocabularies are the same characters
+fresh; sed -i 's/"epoch_index": /"stpe": 8, "epoch_index": /' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: unknown key 'stpe'" -- "${resume[@]}"
+fresh; sed -i 's/"flags": {/"flags": {"bogus": "1", /' "$ckpt/trainer.json"
+expect 2 "--bogus (saved in $ckpt/trainer.json): unknown flag" -- "${resume[@]}"
+fresh; sed -i 's/"lr": "0.002"/"lr": "0"/' "$ckpt/trainer.json"
+expect 2 "--lr (saved in $ckpt/trainer.json): must be positive, got 0" -- "${resume[@]}"
+fresh; sed -i 's/"heads": "2"/"heads": "3"/' "$ckpt/trainer.json"
+expect 2 "--d-model (saved in $ckpt/trainer.json) 16 is not divisible by --heads (saved in $ckpt/trainer.json) 3" -- "${resume[@]}"
+fresh; sed -i 's/"warmup": "2"/"warmup": "20"/' "$ckpt/trainer.json"
+expect 2 "--warmup (saved in $ckpt/trainer.json) 20 must be below --steps 12" -- "${resume[@]}"
+fresh; sed -i 's/"schedule": "cosine"/"schedule": "cosnie"/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: its flags --schedule, --lr, --warmup and --steps make no schedule: unknown schedule 'cosnie'" -- \
+  "${resume[@]}" --schedule cosine
+fresh; sed -i 's/"d_ff":32/"d_ff":32,"d_fff":1/' "$ckpt/config.json"
+expect 1 "$ckpt/config.json: unknown key 'd_fff'" -- "$translate" --run "$dir/bad" abc
+fresh; : > "$ckpt/config.json"
+expect 1 "$ckpt/config.json: is empty" -- "$translate" --run "$dir/bad" abc
+fresh; sed -i '1s/^/x/' "$dir/bad/train.tsv"
+expect 1 "$dir/bad: train.tsv or valid.tsv is not the split $ckpt/trainer.json was trained on" -- "${resume[@]}"
+fresh; rm -rf "$dir/other"; "$train" "${args[@]}" --seed 2 --out "$dir/other" > /dev/null 2>&1
+rm -rf "$ckpt"; cp -r "$dir/other/checkpoints/step-00000008" "$ckpt"
+expect 1 "is not the split $ckpt/trainer.json was trained on" -- "${resume[@]}"
+
 # flags that conflict with the run, or a finished run
 fresh
 expect 2 "--batch: the run has 64, got 128" -- "$train" --out "$dir/bad" --resume --steps 12 --batch 128 --d-model 32
