@@ -150,6 +150,71 @@ Vocabulary Vocabulary::train_subwords(const std::vector<std::string>& texts, Lev
   return from_model(level, std::move(model), name);
 }
 
+namespace {
+
+// What a serialized SentencePiece ModelProto says of its training: trainer_spec (field 2) holds
+// model_type (field 3: 1 unigram, the default; 2 bpe). Read by a bounded scan of the protobuf
+// wire format, since Debian's package ships no ModelProto header.
+struct TrainerSpec {
+  int64_t model_type = 1;
+};
+
+// A varint at text[at...]; false when it runs past the end or over 10 bytes.
+bool varint(std::string_view text, size_t& at, uint64_t& out) {
+  out = 0;
+  for (int shift = 0; shift < 70 && at < text.size(); shift += 7) {
+    const auto b = static_cast<unsigned char>(text[at++]);
+    out |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+// Calls field(number, wire_type, value or length, payload) for each field of a message;
+// false on a malformed one.
+template <class F>
+bool scan_fields(std::string_view message, F&& field) {
+  size_t at = 0;
+  while (at < message.size()) {
+    uint64_t key = 0, value = 0;
+    if (!varint(message, at, key)) return false;
+    const uint64_t number = key >> 3, type = key & 7;
+    std::string_view payload;
+    if (type == 0) {
+      if (!varint(message, at, value)) return false;
+    } else if (type == 1 || type == 5) {
+      const size_t n = type == 1 ? 8 : 4;
+      if (message.size() - at < n) return false;
+      at += n;
+    } else if (type == 2) {
+      if (!varint(message, at, value) || value > message.size() - at) return false;
+      payload = message.substr(at, value);
+      at += value;
+    } else {
+      return false;
+    }
+    field(number, type, value, payload);
+  }
+  return true;
+}
+
+std::optional<TrainerSpec> trainer_spec(std::string_view model) {
+  TrainerSpec spec;
+  bool ok = true;
+  const bool scanned = scan_fields(model, [&](uint64_t number, uint64_t type, uint64_t,
+                                              std::string_view payload) {
+    if (number != 2 || type != 2) return;
+    ok = ok && scan_fields(payload, [&](uint64_t n, uint64_t t, uint64_t value, std::string_view) {
+           if (t != 0) return;
+           if (n == 3) spec.model_type = static_cast<int64_t>(value);
+         });
+  });
+  if (!scanned || !ok) return std::nullopt;
+  return spec;
+}
+
+}  // namespace
+
 Vocabulary Vocabulary::from_model(Level level, std::string model, const std::string& name) {
   auto processor = std::make_shared<sentencepiece::SentencePieceProcessor>();
   const auto status = processor->LoadFromSerializedProto(model);
@@ -166,12 +231,26 @@ Vocabulary Vocabulary::from_model(Level level, std::string model, const std::str
   if (pieces > kMaxTokens) {
     throw DataError(fmt::format("{}: {} pieces, over the limit of {}", name, pieces, kMaxTokens));
   }
+  const std::optional<TrainerSpec> spec = trainer_spec(model);
+  if (!spec) throw DataError(fmt::format("{}: the model's trainer_spec is malformed", name));
+  const int64_t expected_type = level == Level::Bpe ? 2 : 1;
+  if (spec->model_type != expected_type) {
+    throw DataError(fmt::format("{}: the file says {}, but the model was trained as type {} ({})",
+                                name, level_name(level), spec->model_type,
+                                spec->model_type == 1   ? "unigram"
+                                : spec->model_type == 2 ? "bpe"
+                                                        : "neither bpe nor unigram"));
+  }
   Vocabulary v(level == Level::Bpe ? Level::Char : Level::Word);  // the specials, ids 0-3
   v.level_ = level;
   for (int id = 4; id < pieces; ++id) {
-    if (v.add(processor->IdToPiece(id)) != id) {
+    const std::string& piece = processor->IdToPiece(id);
+    if (piece.empty() || find_invalid_utf8(piece)) {
       throw DataError(
-          fmt::format("{}: piece {} '{}' repeated", name, id, processor->IdToPiece(id)));
+          fmt::format("{}: piece {} is {}", name, id, piece.empty() ? "empty" : "not valid UTF-8"));
+    }
+    if (v.add(piece) != id) {
+      throw DataError(fmt::format("{}: piece {} '{}' repeated", name, id, piece.substr(0, 40)));
     }
   }
   v.pieces_ = std::move(processor);

@@ -169,6 +169,48 @@ TEST_CASE("a damaged subword vocabulary file is refused before SentencePiece rea
                     Catch::Matchers::StartsWith(f.path + ": not a SentencePiece model: "));
 }
 
+// A model that passes the checksum is still checked whole: its type against the file's level,
+// every piece UTF-8, none repeated.
+TEST_CASE("a subword model with a good checksum is still validated piece by piece",
+          "[data][errors]") {
+  TempFile f;
+  Vocabulary::train_subwords(subword_texts(), Level::Bpe, 36, "corpus").save(f.path);
+  const std::string good = io::read_regular(f.path, 1 << 24);
+  const std::string model = good.substr(good.find('\n') + 1);
+  auto with = [&](const std::string& level, const std::string& m) {
+    uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : m) h = (h ^ c) * 1099511628211ull;
+    return f.write(fmt::format("tapegrad-vocab {} {} {:016x}\n", level, m.size(), h) + m);
+  };
+  CHECK_NOTHROW(Vocabulary::load(with("bpe", model)));
+  CHECK_THROWS_WITH(Vocabulary::load(with("unigram", model)),
+                    f.path + ": the file says unigram, but the model was trained as type 2 (bpe)");
+  // two learned pieces of one length: the second made a copy of the first, or not UTF-8
+  const Vocabulary v = Vocabulary::load(with("bpe", model));
+  int64_t a = -1, b = -1;
+  for (int64_t i = 4; i < v.size() && b < 0; ++i) {
+    for (int64_t j = 4; j < i && b < 0; ++j) {
+      if (v.token(i).size() == v.token(j).size() && v.token(i).size() >= 2 &&
+          model.find(v.token(i)) != std::string::npos) {
+        a = j;
+        b = i;
+      }
+    }
+  }
+  REQUIRE(b > 0);
+  std::string repeated = model;
+  repeated.replace(model.find(v.token(b)), v.token(b).size(), v.token(a));
+  // SentencePiece refuses a repeated piece itself; ours catches one that repeats a special token
+  CHECK_THROWS_WITH(Vocabulary::load(with("bpe", repeated)),
+                    Catch::Contains(fmt::format("{}: not a SentencePiece model: {} is already "
+                                                "defined",
+                                                f.path, v.token(a))));
+  std::string invalid = model;
+  invalid[model.find(v.token(b))] = '\xff';
+  CHECK_THROWS_WITH(Vocabulary::load(with("bpe", invalid)),
+                    Catch::Contains(fmt::format("{}: piece {} is not valid UTF-8", f.path, b)));
+}
+
 TEST_CASE("TSV corpora load and report malformed lines with their line numbers", "[data]") {
   TempFile f;
   const std::string good = "4 March 2025\t2025-03-04\n\nMar 5, 2025\t2025-03-05\r\n";
