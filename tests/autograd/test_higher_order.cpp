@@ -1,6 +1,7 @@
 // The engine past one backward: gradients of gradients (create_graph) for every op, grad(),
 // retain_graph, retain_grad and hooks.
 #include <cmath>
+#include <functional>
 
 #include "autograd/torch_reference.h"
 #include "helpers.h"
@@ -251,6 +252,97 @@ TEST_CASE("hooks see a complete gradient, may replace it, and can be removed",
   CHECK(calls == 1);
   CHECK(leaf_seen == std::vector<double>{2, 2, 2});
   require_values(x.grad(), {82, 82, 82}, 1e-12);
+}
+
+// Several hooks on one tensor run in the order they were registered, each receiving what the
+// one before it returned (an undefined return passes the gradient on unchanged); removing one
+// keeps the others' order. On a leaf the last result is what .grad() receives.
+TEST_CASE("hooks on one tensor run in order, each on the previous one's result",
+          "[autograd][higher]") {
+  for (const bool leaf : {false, true}) {
+    INFO((leaf ? "leaf" : "non-leaf"));
+    Tensor x = random_leaf({2}, 41);
+    Tensor h = leaf ? x : mul(x, 1.0);
+    std::vector<std::string> order;
+    std::vector<std::vector<double>> seen(4);
+    auto hook = [&](int i, std::function<Tensor(const Tensor&)> f) {
+      return h.register_hook([&, i, f](const Tensor& g) {
+        order.push_back(std::to_string(i));
+        seen[i] = g.to_vector<double>();
+        return f(g);
+      });
+    };
+    hook(0, [](const Tensor& g) { return mul(g, 2.0); });
+    HookHandle second = hook(1, [](const Tensor&) { return Tensor(); });
+    hook(2, [](const Tensor& g) { return add(g, 1.0); });
+    hook(3, [](const Tensor& g) { return mul(g, 10.0); });
+    sum(mul(h, 3.0)).backward();  // h's gradient: 3
+    CHECK(order == std::vector<std::string>{"0", "1", "2", "3"});
+    CHECK(seen[0] == std::vector<double>{3, 3});
+    CHECK(seen[1] == std::vector<double>{6, 6});
+    CHECK(seen[2] == std::vector<double>{6, 6});
+    CHECK(seen[3] == std::vector<double>{7, 7});
+    require_values(x.grad(), {70, 70}, 1e-12);  // through mul(x, 1) for the non-leaf
+    second.remove();
+    order.clear();
+    x.zero_grad();
+    sum(mul(leaf ? x : (h = mul(x, 1.0)), 3.0)).backward();
+    if (leaf) {
+      CHECK(order == std::vector<std::string>{"0", "2", "3"});
+      require_values(x.grad(), {70, 70}, 1e-12);
+    } else {
+      CHECK(order.empty());  // the hooks were on the old h
+    }
+  }
+}
+
+// Second derivatives of each non-linear op through grad(create_graph) against central finite
+// differences of the first derivative computed without create_graph (the fast path): H u for a
+// random u. The graph of the first derivative is kept alive (retain_graph) and walked twice,
+// with the same result; a third walk without it releases the graph.
+TEST_CASE("second derivatives match finite differences of the first derivative",
+          "[autograd][higher]") {
+  // query 2 sees no key: its row of weights is zero
+  const Tensor blocked = eq(tensor({0, 0, 1, 0, 1, 0, 1, 1, 1}, {1, 1, 3, 3}), 1);
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(add(mul(x, x), 0.5)); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"softmax", [](const Tensor& x) { return softmax(x, -1); }},
+      {"log_softmax", [](const Tensor& x) { return log_softmax(x, -1); }},
+      {"layer_norm", [](const Tensor& x) { return layer_norm(x, Tensor(), Tensor()); }},
+      {"cross_entropy",
+       [](const Tensor& x) {
+         return cross_entropy(x, from_vector<int64_t>({0, 3, 1}, {3}), {.label_smoothing = 0.2});
+       }},
+      {"attention",
+       [&](const Tensor& x) {
+         const Tensor q = reshape(x, {1, 3, 4});
+         return attention(q, tanh(q), q, 2, {.blocked = blocked});
+       }},
+  };
+  for (const auto& [name, f] : ops) {
+    INFO(name);
+    const Tensor x = random_leaf({3, 4}, 43);
+    Generator gen(44);
+    const Tensor v = uniform(f(x).shape(), -1.0, 1.0, gen, DType::Float64);
+    const Tensor u = uniform({3, 4}, -1.0, 1.0, gen, DType::Float64);
+    // the first derivative, g(x) = d <f(x), v> / dx, by the fast path
+    auto first = [&](const Tensor& at) {
+      const Tensor a = at.detach().set_requires_grad(true);
+      return grad({sum(mul(f(a), v))}, {a})[0];
+    };
+    const Tensor g = grad({sum(mul(f(x), v))}, {x}, {}, {.create_graph = true})[0];
+    const Tensor gu = sum(mul(g, u));
+    const Tensor hu = grad({gu}, {x}, {}, {.retain_graph = true})[0];
+    const double eps = 1e-6;
+    const Tensor fd = div(sub(first(add(x, mul(u, eps))), first(sub(x, mul(u, eps)))), 2 * eps);
+    require_values(hu, fd.to_vector<double>(), 1e-7);
+    require_values(grad({gu}, {x}, {}, {.retain_graph = true})[0], hu.to_vector<double>(), 0);
+    CHECK_NOTHROW(grad({gu}, {x}));
+    CHECK_THROWS_WITH(grad({gu}, {x}), Catch::Contains("released"));
+  }
 }
 
 TEST_CASE("a leaf's hook runs as soon as the last op reading the leaf has passed it a gradient",

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -34,6 +37,32 @@ TEST_CASE("parallel_for covers every index once in at most one range per thread"
   });
   CHECK(ranges == 3);
   CHECK(std::count(hits.begin(), hits.end(), 1) == n);
+}
+
+// The pool's point: ranges run at the same time. Each of two ranges waits (up to 10 s) for the
+// other to have started; a pool that ran them one after the other on one thread would leave
+// the first waiting out its time alone.
+TEST_CASE("parallel_for runs ranges on two threads at once", "[autograd]") {
+  ThreadCount threads(2);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> started{0};
+    std::atomic<int> together{0};
+    std::mutex ids_mutex;
+    std::set<std::thread::id> ids;
+    parallel_for(2, 1, [&](int64_t, int64_t) {
+      {
+        const std::lock_guard<std::mutex> lock(ids_mutex);
+        ids.insert(std::this_thread::get_id());
+      }
+      ++started;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (started.load() < 2 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+      if (started.load() == 2) ++together;
+    });
+    REQUIRE(together == 2);
+    REQUIRE(ids.size() == 2);
+  }
 }
 
 TEST_CASE("parallel_for runs small and nested loops on the calling thread", "[autograd]") {

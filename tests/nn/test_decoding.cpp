@@ -2,6 +2,7 @@
 // the cache, beam search against exhaustive search, greedy against a hand-written argmax loop,
 // sampling's reproducibility, and the options' errors.
 #include <functional>
+#include <numeric>
 #include <set>
 
 #include "helpers.h"
@@ -219,6 +220,71 @@ TEST_CASE("sampling is reproducible from its seed on any thread count", "[nn]") 
   const auto greedy = generate(model, sources(), {.max_len = 10});
   const auto top1 = generate(model, sources(), {.max_len = 10, .sample = true, .top_k = 1});
   for (size_t i = 0; i < one.size(); ++i) CHECK(top1[i].tokens == greedy[i].tokens);
+}
+
+// Sampling draws from exactly the renormalised distribution: the first token of 24000
+// samples of one source, against the model's own first-step probabilities after temperature,
+// top-k and top-p, computed here independently. Each kept token's count lies within 5 standard
+// deviations of its expectation, and a token outside the kept set is never drawn.
+TEST_CASE("sampled tokens follow the renormalised distribution", "[nn]") {
+  MiniTransformer model(small(true, 12, 3));
+  model.eval();
+  const Tensor src = from_vector(std::vector<int64_t>{4, 5, 6, 7}, {1, 4});
+  std::vector<double> logp;
+  {
+    NoGradGuard no_grad;
+    const Tensor logits = model.forward(src, from_vector(std::vector<int64_t>{1}, {1, 1}));
+    logp = log_softmax(logits.to(DType::Float64), -1).to_vector<double>();
+  }
+  const auto V = static_cast<int64_t>(logp.size());
+  struct Case {
+    double temperature;
+    int64_t top_k;
+    double top_p;
+  };
+  for (const Case c : {Case{1.0, 0, 1.0}, Case{0.4, 0, 1.0}, Case{2.5, 5, 1.0}, Case{0.7, 0, 0.6},
+                       Case{1.5, 7, 0.8}}) {
+    INFO("temperature " << c.temperature << ", top_k " << c.top_k << ", top_p " << c.top_p);
+    // the expected distribution: sort, keep the top k, scale by the temperature, keep the
+    // smallest head holding top_p of that mass, renormalise
+    std::vector<int64_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return logp[a] > logp[b]; });
+    const int64_t k = c.top_k > 0 ? c.top_k : V;
+    std::vector<double> q(V, 0.0);
+    double total = 0;
+    for (int64_t i = 0; i < k; ++i) total += std::exp(logp[order[i]] / c.temperature);
+    double mass = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      q[order[i]] = std::exp(logp[order[i]] / c.temperature) / total;
+      mass += q[order[i]];
+      if (mass >= c.top_p) break;
+    }
+    const double kept = std::accumulate(q.begin(), q.end(), 0.0);
+    for (double& x : q) x /= kept;
+    // batches of one source repeated: every row draws its own token
+    std::vector<int64_t> counts(V, 0);
+    constexpr int64_t kBatch = 4000, kBatches = 6, N = kBatch * kBatches;
+    std::vector<int64_t> repeated;
+    for (int64_t i = 0; i < kBatch; ++i) repeated.insert(repeated.end(), {4, 5, 6, 7});
+    for (int64_t b = 0; b < kBatches; ++b) {
+      const auto out = generate(model, from_vector(repeated, {kBatch, 4}),
+                                {.max_len = 1,
+                                 .sample = true,
+                                 .temperature = c.temperature,
+                                 .top_k = c.top_k,
+                                 .top_p = c.top_p,
+                                 .seed = static_cast<uint64_t>(100 + b)});
+      for (const Generation& g : out) ++counts[g.tokens.empty() ? 2 : g.tokens[0]];
+    }
+    for (int64_t t = 0; t < V; ++t) {
+      INFO("token " << t << ": " << counts[t] << " of " << N << ", expected p " << q[t]);
+      const double sd = std::sqrt(static_cast<double>(N) * q[t] * (1 - q[t]));
+      CHECK(std::abs(static_cast<double>(counts[t]) - static_cast<double>(N) * q[t]) <=
+            5 * sd + 1e-9);
+    }
+  }
 }
 
 TEST_CASE("generate checks its options", "[nn][errors]") {
