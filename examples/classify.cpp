@@ -253,8 +253,6 @@ int main(int argc, char** argv) {
     const double lr = f.real("lr", 1e-3, "Adam learning rate", 0, 1);
     const auto seed = static_cast<uint64_t>(f.integer("seed", 0, "seed", 0, INT64_MAX));
     if (!f.finish()) return 0;
-    if (!f.positional().empty())
-      throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
     const auto level = data::level_from_name(level_text);
     if (!level) {
       throw examples::FlagError(

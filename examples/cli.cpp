@@ -136,6 +136,12 @@ bool Flags::finish() {
                                   label(name), fmt::join(flags, " ")));
     }
   }
+  if (!takes_arguments_ && !positional_.empty()) {
+    throw FlagError(
+        fmt::format("unexpected argument '{}': this program takes flags only (see "
+                    "--help)",
+                    positional_[0].substr(0, 80)));
+  }
   return true;
 }
 

@@ -43,7 +43,11 @@ class Flags {
   std::string label(const std::string& name) const;
   // Arguments that are not flags, in order.
   const std::vector<std::string>& positional() const { return positional_; }
-  // Throws on unknown flags. Returns false when --help was asked for (and prints it).
+  // Arguments that are not flags are accepted (translate's sources); otherwise finish() refuses
+  // them.
+  void takes_arguments() { takes_arguments_ = true; }
+  // Throws on unknown flags and on arguments the program does not take. Returns false when
+  // --help was asked for (and prints it).
   bool finish();
 
  private:
@@ -55,6 +59,7 @@ class Flags {
   std::vector<std::string> positional_;
   std::vector<std::string> help_;
   std::vector<std::string> known_;
+  bool takes_arguments_ = false;
 };
 
 // Runs a program's body and turns its exceptions into "program: message" on stderr, with exit

@@ -116,6 +116,7 @@ void remove_path(const fs::path& path) {
 }  // namespace
 
 std::string latest_checkpoint(const std::string& dir) {
+  if (!fs::exists(fs::symlink_status(dir))) fail(dir, "no such folder, so no run to read");
   if (!fs::is_directory(dir)) fail(dir, "not a directory");
   const std::string name = latest_name(dir);
   if (name.empty()) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
@@ -91,7 +92,14 @@ void gradient_penalty() {
 
 }  // namespace
 
-int main() {
-  hessian_vector_product();
-  gradient_penalty();
+int main(int argc, char** argv) {
+  return examples::run_main("second_order", [&] {
+    examples::Flags f(argc, argv,
+                      "second_order: a Hessian-vector product and a gradient penalty\n"
+                      "usage: second_order");
+    if (!f.finish()) return 0;
+    hessian_vector_product();
+    gradient_penalty();
+    return 0;
+  });
 }

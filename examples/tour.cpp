@@ -101,9 +101,6 @@ int main(int argc, char** argv) {
     const std::string draw =
         f.text("draw", "", "write the tape of step 1 to DIR/tape.svg and .dot");
     if (!f.finish()) return 0;
-    if (!f.positional().empty()) {
-      throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
-    }
     return tour(draw);
   });
 }

@@ -205,8 +205,6 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
   s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 0.99);
   s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
   if (!f.finish()) return std::nullopt;
-  if (!f.positional().empty())
-    throw examples::FlagError(fmt::format("unexpected argument '{}'", f.positional()[0]));
   if (s.data.empty() && !data::task_from_name(s.task)) {
     throw examples::FlagError(
         fmt::format("{}: unknown task '{}' (dates, copy, reverse, sort)", f.label("task"), s.task));

@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
         static_cast<uint64_t>(f.integer("seed", 0, "seed for sampling", 0, INT64_MAX));
     const int64_t threads = f.integer(
         "threads", 2, "threads for products and kernels (set_num_threads)", 1, kMaxThreads);
+    f.takes_arguments();
     if (!f.finish()) return 0;
     if (sample && beam > 1) throw examples::FlagError("--sample and --beam exclude each other");
     for (const char* name : {"temperature", "top-k", "top-p", "seed"}) {

@@ -149,6 +149,8 @@ expect 2 "--temperature has no effect without --sample" -- "$translate" --run "$
 expect 2 "--top-p has no effect without --sample" -- "$translate" --run "$dir/good" --top-p 0.5 abc
 expect 2 "--length-penalty has no effect without --beam" -- "$translate" --run "$dir/good" --length-penalty 1 abc
 expect 2 "--sample: takes no value" -- "$translate" --run "$dir/good" --sample=no abc
+expect 2 "unexpected argument 'stray': this program takes flags only" -- "$train" "${args[@]}" stray
+expect 1 "$dir/nowhere: no such folder, so no run to read" -- "$translate" --run "$dir/nowhere" abc
 expect 2 "--strict has no effect without --data" -- "$train" "${args[@]}" --strict --out "$dir/r"
 expect 2 "--train-size sizes a generated task" -- "$train" --data "$dir/corpus.tsv" --train-size 9 --out "$dir/r"
 expect 2 "--warmup has no effect with --schedule constant" -- "$train" "${args[@]}" --schedule constant --out "$dir/r"
