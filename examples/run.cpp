@@ -30,8 +30,8 @@ constexpr const char* kLatest = "latest";
 constexpr const char* kCheckpoints = "checkpoints";
 // Whether train writes a file of this name in a run directory (besides the marker and lock).
 bool is_own_name(const std::string& name) {
-  static const std::set<std::string> names = {"train.tsv",   "valid.tsv", "loss.tsv",  "loss.svg",
-                                              "report.html", kLatest,     kCheckpoints};
+  static const std::set<std::string> names = {"train.tsv", "valid.tsv",   "loss.tsv", "eval.tsv",
+                                              "loss.svg",  "report.html", kLatest,    kCheckpoints};
   return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
 }
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
@@ -148,6 +148,45 @@ LoadedModel load_run(const std::string& dir) {
   return run;
 }
 
+std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, int64_t logged,
+                                         int64_t step) {
+  try {
+    const bool fresh = !resume || (logged < 0 && !fs::exists(fs::symlink_status(path)));
+    auto log = std::make_unique<io::AppendFile>(
+        path, fresh ? io::AppendFile::Mode::Create : io::AppendFile::Mode::Existing);
+    if (logged < 0) return log;
+    if (log->size() < static_cast<uint64_t>(logged)) {
+      fail(path, fmt::format("shorter than the {} bytes the checkpoint of step {} logged; it was "
+                             "changed or truncated",
+                             logged, step));
+    }
+    log->truncate(static_cast<uint64_t>(logged));
+    return log;
+  } catch (const io::FileError& e) {
+    throw RunError(e.what());
+  }
+}
+
+std::vector<viz::CurvePoint> read_eval_curve(const std::string& path) {
+  const std::string text = read_whole(path, uint64_t{1} << 30);
+  std::vector<viz::CurvePoint> curve;
+  int64_t line_no = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    std::istringstream line(text.substr(at, end - at));
+    at = end + 1;
+    ++line_no;
+    int64_t step = 0;
+    double loss = 0, token_accuracy = 0, exact_match = 0;
+    if (!(line >> step >> loss >> token_accuracy >> exact_match) || !(line >> std::ws).eof()) {
+      fail(fmt::format("{}:{}", path, line_no),
+           "expected step, loss, token accuracy and exact match, tab-separated");
+    }
+    curve.push_back({step, loss});
+  }
+  return curve;
+}
+
 std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
   constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
   const std::string text = read_whole(path, kMaxLog);
@@ -188,8 +227,8 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   }
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) fail(path, "not a JSON object");
-  static const std::set<std::string> keys = {"step",       "epoch_index", "loss_log_bytes",
-                                             "generators", "flags",       "data"};
+  static const std::set<std::string> keys = {
+      "step", "epoch_index", "loss_log_bytes", "eval_log_bytes", "generators", "flags", "data"};
   for (const auto& [key, value] : j.items()) {
     if (!keys.contains(key)) fail(path, fmt::format("unknown key '{}'", key.substr(0, 40)));
   }
@@ -219,6 +258,7 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   integer("step", s.step);
   integer("epoch_index", s.epoch_index);
   integer("loss_log_bytes", s.loss_log_bytes);
+  if (j.contains("eval_log_bytes")) integer("eval_log_bytes", s.eval_log_bytes);
   strings("generators", s.generators);
   strings("flags", s.flags);
   optional_text("data", s.data);
@@ -437,6 +477,7 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   nlohmann::json trainer = {{"step", state.step},
                             {"epoch_index", state.epoch_index},
                             {"loss_log_bytes", state.loss_log_bytes},
+                            {"eval_log_bytes", state.eval_log_bytes},
                             {"generators", state.generators},
                             {"flags", state.flags},
                             {"data", digest_}};

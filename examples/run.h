@@ -7,14 +7,17 @@
 //   DIR/.lock                     held (flock) by the train process writing DIR
 //   DIR/train.tsv, valid.tsv      the data split, written once when the run starts
 //   DIR/loss.tsv                  step, loss, learning rate; one line per step
+//   DIR/eval.tsv                  step, loss, token accuracy, exact match; one line per
+//                                 validation, so the whole run's validation curve is kept
 //   DIR/checkpoints/step-00000300/
 //       config.json, model.safetensors, src.vocab, tgt.vocab
 //                                 a pretrained model directory (tapegrad/pretrained/
 //                                 pretrained.h), with the step in the weights' metadata
 //       optimizer.safetensors     moments and step count
-//       trainer.json              step, data position, generator states, loss.tsv's length at
-//                                 this step, the flags that define the run, and a digest of
-//                                 train.tsv and valid.tsv (a resume checks the split with it)
+//       trainer.json              step, data position, generator states, loss.tsv's and
+//                                 eval.tsv's lengths at this step, the flags that define the run,
+//                                 and a digest of train.tsv and valid.tsv (a resume checks the
+//                                 split with it)
 //   DIR/latest                    "step-00000300": the newest complete checkpoint
 //   DIR/loss.svg, attention_*.svg, report.html
 //
@@ -36,6 +39,7 @@
 #include <string>
 
 #include "tapegrad/data/vocab.h"
+#include "tapegrad/io/files.h"
 #include "tapegrad/nn/checkpoint.h"
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/optim/optimizer.h"
@@ -70,6 +74,7 @@ struct TrainerState {
   int64_t step = 0;
   int64_t epoch_index = 0;                   // batches of the current epoch already used
   int64_t loss_log_bytes = 0;                // loss.tsv's length after this step's line
+  int64_t eval_log_bytes = -1;               // eval.tsv's likewise (-1: saved before it)
   nn::Metadata generators;                   // "data" and each Dropout's name -> "a b c d"
   std::map<std::string, std::string> flags;  // the flags that define the run, canonical text
   std::string data = "";                     // digest of train.tsv and valid.tsv ("" in runs
@@ -133,6 +138,16 @@ class RunDirectory {
 
 // The trainer state of the newest checkpoint, validated field by field.
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
+
+// A log of the run to append to (loss.tsv, eval.tsv): a new file for a new run; on resume the
+// existing one cut back to `logged`, the length the checkpoint of `step` recorded (the lines
+// after it are of steps that run again). A log shorter than that is a RunError; logged < 0 (a
+// checkpoint saved before the log existed) keeps the log as it is, or starts it.
+std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, int64_t logged,
+                                         int64_t step);
+
+// The validation curve of a run's eval.tsv, all of it: the loss at each validation.
+std::vector<viz::CurvePoint> read_eval_curve(const std::string& path);
 
 // The training curve of a run's loss.tsv, all of it (the steps before a resume included): the
 // loss as an exponential moving average (weight 0.95) from the first step, a point every 10

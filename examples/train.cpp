@@ -631,28 +631,19 @@ int run(const Settings& s, const parallel::World& world) {
   const auto schedule = make_schedule(s.schedule, s.lr, s.warmup, s.steps, model->config().d_model);
 
   Generator data_gen(s.seed + 1);
-  Generator epoch_start = data_gen;        // batches of an epoch are rebuilt from here on resume
-  std::optional<io::AppendFile> loss_log;  // process 0's loss.tsv
+  Generator epoch_start = data_gen;  // batches of an epoch are rebuilt from here on resume
+  std::unique_ptr<io::AppendFile> loss_log, eval_log;  // process 0's loss.tsv and eval.tsv
   if (s.resume) {
     examples::RunDirectory::resume_optimizer(adam, resumed);
     examples::restore_generators(resumed.state.generators, resumed.loaded.checkpoint, epoch_start,
                                  *model);
   }
   if (root) {
-    loss_log.emplace(run_dir->file("loss.tsv"),
-                     s.resume ? io::AppendFile::Mode::Existing : io::AppendFile::Mode::Create);
-  }
-  if (s.resume && root) {
-    // loss.tsv may hold lines of steps after the checkpoint: they will be run again
-    const auto logged = static_cast<uint64_t>(resumed.state.loss_log_bytes);
-    if (loss_log->size() < logged) {
-      throw examples::RunError(
-          fmt::format("{}: shorter than the {} bytes the checkpoint of step {} "
-                      "logged; it was changed or truncated",
-                      loss_log->path(), logged, resumed.state.step));
-    }
-    loss_log->truncate(logged);
-    fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
+    loss_log = examples::open_log(run_dir->file("loss.tsv"), s.resume, resumed.state.loss_log_bytes,
+                                  resumed.state.step);
+    eval_log = examples::open_log(run_dir->file("eval.tsv"), s.resume, resumed.state.eval_log_bytes,
+                                  resumed.state.step);
+    if (s.resume) fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
   }
   if (root) {
     fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
@@ -668,8 +659,6 @@ int run(const Settings& s, const parallel::World& world) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const bool tty = ::isatty(::fileno(stderr)) != 0;
-  std::vector<viz::CurvePoint> valid_curve;  // this process's evaluations (--eval-every may
-                                             // change on --resume, so they are not in loss.tsv)
   Metrics last;
   data_gen = epoch_start;
   std::vector<data::Batch> epoch = data::make_batches(train_set, s.batch, data_gen);
@@ -690,10 +679,12 @@ int run(const Settings& s, const parallel::World& world) {
       s.resume ? fmt::format(" (resumed from {})", resumed.loaded.checkpoint) : "";
   auto save = [&] {
     loss_log->sync();
+    eval_log->sync();
     run_dir->commit(*model, adam, src_vocab, tgt_vocab,
                     {.step = adam.step_count(),
                      .epoch_index = epoch_index,
                      .loss_log_bytes = static_cast<int64_t>(loss_log->size()),
+                     .eval_log_bytes = static_cast<int64_t>(eval_log->size()),
                      .generators = examples::generator_states(epoch_start, *model),
                      .flags = flags});
   };
@@ -749,7 +740,8 @@ int run(const Settings& s, const parallel::World& world) {
     if (root) loss_log->write(fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l[0], adam.lr()));
     if (root && (step % s.eval_every == 0 || step == s.steps)) {
       last = evaluate(*model, valid_set, 100);
-      valid_curve.push_back({step, last.loss});
+      eval_log->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\n", step, last.loss,
+                                  last.token_accuracy, last.exact_match));
       fmt::print(
           stderr,
           "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
@@ -821,13 +813,12 @@ int run(const Settings& s, const parallel::World& world) {
       report.heatmap_files.push_back(file);
     }
   }
-  // the whole run's training curve, the steps before a resume included, from loss.tsv
+  // the whole run's curves, the steps before a resume included, from loss.tsv and eval.tsv
   viz::Curves curves{.train = examples::read_loss_curve(run_dir->file("loss.tsv")),
-                     .valid = valid_curve};
+                     .valid = examples::read_eval_curve(run_dir->file("eval.tsv"))};
   curves.train_label = fmt::format(
       "training loss (label smoothing {:g}; moving average, weight 0.95)", s.label_smoothing);
-  curves.valid_label = first_step > 1 ? "validation loss (held-out data; since the resume)"
-                                      : "validation loss (held-out data, no smoothing)";
+  curves.valid_label = "validation loss (held-out data, no smoothing)";
   io::write_atomic(run_dir->file("loss.svg"), viz::loss_curve_svg(curves));
   report.loss_curve_file = "loss.svg";
   io::write_atomic(run_dir->file("report.html"), viz::report_html(report));

@@ -24,7 +24,7 @@ args=(--task copy --train-size 200 --valid-size 20 --eval-every 100000 --d-model
 snapshot() { (cd "$1" && find . -type f ! -name .lock -exec sha256sum {} + | sort); }
 base=$(snapshot "$dir/base")
 final=(checkpoints/step-00000008/model.safetensors checkpoints/step-00000008/optimizer.safetensors
-       loss.tsv)
+       loss.tsv eval.tsv)
 
 # under_shim LOG AT MODE COMMAND...: runs COMMAND with the shim counting in $fault_dir
 fault_dir=$dir/run

@@ -60,7 +60,7 @@ fresh() {  # fresh NAME: a copy of runs/copy-2 to resume
 }
 resume() { echo "$train" --out "runs/$1" --resume --steps 12 --reschedule; }
 echo step-00000008 > precious  # a valid `latest`, so the link is what is refused
-for name in loss.tsv latest report.html loss.svg train.tsv; do
+for name in loss.tsv eval.tsv latest report.html loss.svg train.tsv; do
   fresh link; rm -f "runs/link/$name"; ln -s "$dir/precious" "runs/link/$name"
   expect 1 "runs/link/$name: is a symbolic link; refusing to write through it" -- $(resume link)
   fresh hard; rm -f "runs/hard/$name"; ln precious "runs/hard/$name"

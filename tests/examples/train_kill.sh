@@ -19,9 +19,9 @@ RANDOM=7  # reproducible instants
 killed=0 loaded=0 before_first=0
 while ((killed < kills)); do
   if [[ -f $run/latest ]]; then
-    "$train" --out "$run" --resume --save-every 1 > /dev/null 2>&1 &
+    "$train" --out "$run" --resume --save-every 1 --eval-every 100000 > /dev/null 2>&1 &
   else
-    "$train" "${args[@]}" --save-every 1 --out "$run" > /dev/null 2>&1 &
+    "$train" "${args[@]}" --save-every 1 --out "$run" --replace > /dev/null 2>&1 &
   fi
   pid=$!
   sleep "0.$(printf '%03d' $((20 + RANDOM % 300)))"
@@ -49,9 +49,9 @@ echo "$killed kills: the run loaded after $loaded, $before_first came before the
 ((loaded >= killed / 2)) || { echo "too few kills after a checkpoint to test anything"; exit 1; }
 
 # resume to the end (no saves on the way: checkpoints do not depend on how often they are made)
-"$train" --out "$run" --resume --save-every 0 > /dev/null 2>&1
+"$train" --out "$run" --resume --save-every 0 --eval-every 100000 > /dev/null 2>&1
 ckpt=checkpoints/step-00002000
-for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors $ckpt/trainer.json loss.tsv; do
+for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors $ckpt/trainer.json loss.tsv eval.tsv; do
   cmp "$dir/straight/$f" "$run/$f"
 done
 leftovers=$(find "$run" -name '*.tmp.*' | wc -l)

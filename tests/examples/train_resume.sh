@@ -8,18 +8,19 @@ set -euo pipefail
 train=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-args=(--task copy --train-size 500 --valid-size 50 --eval-every 1000 --d-model 32 --d-ff 64 --seed 3 --warmup 10)
+args=(--task copy --train-size 500 --valid-size 50 --eval-every 20 --d-model 32 --d-ff 64 --seed 3 --warmup 10)
 "$train" "${args[@]}" --steps 60 --out "$dir/straight" > /dev/null 2>&1
 "$train" "${args[@]}" --steps 60 --stop-after 30 --out "$dir/resumed" > /dev/null 2>&1
-"$train" --out "$dir/resumed" --resume > /dev/null 2>&1  # the run's own flags
+"$train" --out "$dir/resumed" --resume --eval-every 20 > /dev/null 2>&1  # the run's own flags
 ckpt=checkpoints/step-00000060
 for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors $ckpt/src.vocab $ckpt/tgt.vocab \
-    $ckpt/trainer.json latest loss.tsv; do
+    $ckpt/trainer.json latest loss.tsv eval.tsv; do
   cmp "$dir/straight/$f" "$dir/resumed/$f"
 done
-# the resumed run draws the whole training curve, not the steps since the resume
+# the resumed run draws the whole training and validation curves, not the steps since the resume
 [[ $(grep '<path' "$dir/straight/loss.svg") == $(grep '<path' "$dir/resumed/loss.svg") ]]
-echo "resume: bit-identical after 30 + 30 steps, the loss curve whole"
+[[ $(wc -l < "$dir/resumed/eval.tsv") == 3 ]]  # validations at steps 20, 40 and 60
+echo "resume: bit-identical after 30 + 30 steps, the loss and validation curves whole"
 # determinism: the same run again gives the same loss sequence and checkpoint
 "$train" "${args[@]}" --steps 60 --out "$dir/again" > /dev/null 2>&1
 for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors loss.tsv; do
