@@ -1,5 +1,6 @@
 // tapegrad/io: writers refuse links and special files, never follow a planted temporary, and
 // an append-only log neither follows a link nor waits on a FIFO; directories exchange whole.
+// And data::LineReader, the bounded reader of streams that may never end.
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <sys/stat.h>
@@ -8,7 +9,10 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "tapegrad/data/error.h"
+#include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
 
 using namespace tapegrad;
@@ -109,4 +113,33 @@ TEST_CASE("exchange_directories swaps two folders whole", "[io]") {
   CHECK_FALSE(fs::exists(d / "a/x"));
   CHECK_THROWS_WITH(io::exchange_directories(d / "a", d / "missing"),
                     Catch::Contains("missing: cannot exchange it with"));
+}
+
+TEST_CASE("LineReader stops at binary, endless or oversized input, naming the line",
+          "[io][errors]") {
+  std::istringstream text("one\r\ntwo\n\nlast");
+  data::LineReader r(text, "stdin", 16, 1000);
+  CHECK(r.next() == "one");
+  CHECK(r.next() == "two");
+  CHECK(r.next() == "");
+  CHECK(r.next() == "last");
+  CHECK(r.where() == "stdin:4");
+  CHECK(r.next() == std::nullopt);
+
+  std::istringstream nul(std::string("ok\nab\0cd\n", 9));
+  data::LineReader binary(nul, "stdin", 16, 1000);
+  CHECK(binary.next() == "ok");
+  CHECK_THROWS_WITH(binary.next(),
+                    "stdin:2: a NUL byte at byte 3 of the line: binary input, not text");
+
+  std::istringstream exact("0123456789abcdef\n0123456789abcdefX\n");
+  data::LineReader line(exact, "pipe", 16, 1000);
+  CHECK(line.next() == "0123456789abcdef");  // exactly the limit
+  CHECK_THROWS_WITH(line.next(), "pipe:2: a line longer than 16 bytes; stopping");
+
+  std::istringstream many("aaaa\nbbbb\ncccc\n");
+  data::LineReader total(many, "stdin", 16, 12);
+  CHECK(total.next() == "aaaa");
+  CHECK(total.next() == "bbbb");
+  CHECK_THROWS_WITH(total.next(), "stdin:3: more than 12 bytes of input; stopping");
 }
