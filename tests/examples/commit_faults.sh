@@ -15,8 +15,7 @@ translate=$2
 shim=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAILED: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/expect.sh"
 args=(--task copy --train-size 200 --valid-size 20 --eval-every 100000 --d-model 16 --heads 2
       --d-ff 32 --seed 1 --warmup 2 --steps 8 --save-every 4)
 "$train" "${args[@]}" --out "$dir/straight" > /dev/null 2>&1 || { echo "the straight run failed"; exit 1; }

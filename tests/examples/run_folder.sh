@@ -10,18 +10,8 @@ train=$1
 translate=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/expect.sh"
 cd "$dir"
-fails=0
-fail() { echo "FAILED: $*"; fails=$((fails + 1)); }
-expect() {  # expect EXIT_CODE MESSAGE -- COMMAND...
-  local code=$1 message=$2
-  shift 3
-  local out got
-  out=$(timeout 60 "$@" 2>&1 < /dev/null)
-  got=$?
-  [[ $got == "$code" && $out == *"$message"* ]] ||
-    fail "$*"$'\n'"  expected exit $code and '$message'"$'\n'"  got exit $got: ${out:0:600}"
-}
 args=(--task copy --train-size 200 --valid-size 20 --eval-every 100000 --d-model 16 --heads 2
       --d-ff 32 --seed 1 --warmup 2 --steps 8 --save-every 4)
 snapshot() { (cd "$1" && find . -type f ! -name .lock -exec sha256sum {} + | sort); }

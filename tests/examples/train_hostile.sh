@@ -9,20 +9,7 @@ train=$1
 translate=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fails=0
-expect() {  # expect EXIT_CODE MESSAGE -- COMMAND...
-  local code=$1 message=$2
-  shift 3
-  local out got
-  out=$(timeout 60 "$@" 2>&1 < /dev/null)
-  got=$?
-  if [[ $got != "$code" || $out != *"$message"* ]]; then
-    echo "FAILED: $*"
-    echo "  expected exit $code and '$message'"
-    echo "  got exit $got: ${out:0:600}"
-    fails=$((fails + 1))
-  fi
-}
+source "$(dirname "$0")/expect.sh"
 args=(--task copy --train-size 200 --valid-size 20 --eval-every 100000 --d-model 16 --heads 2
       --d-ff 32 --seed 1 --warmup 2 --steps 8 --save-every 4)
 
@@ -45,7 +32,7 @@ for i in $(seq 1 40); do printf 'in%d\tout%d\n' "$i" "$i"; done > "$dir/user/tra
 cp "$dir/user/train.tsv" "$dir/corpus.tsv"
 expect 1 "$dir/user/train.tsv: lies inside --out $dir/user" -- "$train" --data "$dir/user/train.tsv" --out "$dir/user"
 expect 1 "$dir/user/train.tsv: exists and was not written by train" -- "$train" --data "$dir/corpus.tsv" --out "$dir/user"
-cmp "$dir/user/train.tsv" "$dir/corpus.tsv" || { echo "FAILED: the user's train.tsv changed"; fails=$((fails + 1)); }
+cmp "$dir/user/train.tsv" "$dir/corpus.tsv" || fail "the user's train.tsv changed"
 : > "$dir/afile"
 expect 1 "$dir/afile: not a directory" -- "$train" "${args[@]}" --out "$dir/afile"
 
@@ -137,7 +124,7 @@ expect_stdin() {  # expect_stdin MESSAGE COMMAND_FOR_STDIN
   timeout 20 bash -c "$2" 2> /dev/null | timeout 20 "$translate" --run "$dir/good" > /dev/null 2> "$dir/err"
   got=${PIPESTATUS[1]}
   out=$(cat "$dir/err")
-  [[ $got == 1 && $out == *"$1"* ]] || { echo "FAILED: stdin from '$2': exit $got: ${out:0:300}"; fails=$((fails + 1)); }
+  [[ $got == 1 && $out == *"$1"* ]] || fail "stdin from '$2': exit $got: ${out:0:300}"
 }
 expect_stdin "stdin:1: a NUL byte at byte 1 of the line: binary input" "cat /dev/zero"
 expect_stdin "stdin:1: a line longer than 65536 bytes; stopping" "yes | tr -d '\n'"
@@ -202,11 +189,11 @@ expect 2 "the learning rate was 2e-05 at step 8; the new schedule (cosine over 1
 fresh
 : > "$dir/bad/.loss.svg.tmp.99999"
 mkdir "$dir/bad/checkpoints/.step-00000012.tmp.99999" "$dir/bad/checkpoints/step-00000999"
-"$train" --out "$dir/bad" --resume --steps 12 --reschedule > /dev/null 2>&1 || { echo "FAILED: resume after a crash"; fails=$((fails + 1)); }
+"$train" --out "$dir/bad" --resume --steps 12 --reschedule > /dev/null 2>&1 || fail "resume after a crash"
 left=$(find "$dir/bad" -name '*.tmp.*' -o -name step-00000999 | wc -l)
-[[ $left == 0 ]] || { echo "FAILED: $left leftovers of a killed process remain"; fails=$((fails + 1)); }
-ls "$dir/bad/checkpoints" | tr '\n' ' ' | grep -qx "step-00000008 step-00000012 " || {
-  echo "FAILED: checkpoints kept: $(ls "$dir/bad/checkpoints")"; fails=$((fails + 1)); }
+[[ $left == 0 ]] || fail "$left leftovers of a killed process remain"
+ls "$dir/bad/checkpoints" | tr '\n' ' ' | grep -qx "step-00000008 step-00000012 " ||
+  fail "checkpoints kept: $(ls "$dir/bad/checkpoints")"
 "$train" "${args[@]}" --steps 100000 --save-every 0 --out "$dir/busy" > /dev/null 2>&1 &
 busy=$!
 for _ in $(seq 1 100); do [[ -f $dir/busy/loss.tsv ]] && break; sleep 0.05; done
@@ -214,8 +201,8 @@ expect 1 "$dir/busy: another train process is writing this run" -- "$train" "${a
 kill -TERM "$busy"
 wait "$busy"
 code=$?
-[[ $code == 143 && $(cat "$dir/busy/latest" 2> /dev/null) == step-* ]] || {
-  echo "FAILED: SIGTERM: exit $code, latest '$(cat "$dir/busy/latest" 2> /dev/null)'"; fails=$((fails + 1)); }
+[[ $code == 143 && $(cat "$dir/busy/latest" 2> /dev/null) == step-* ]] ||
+  fail "SIGTERM: exit $code, latest '$(cat "$dir/busy/latest" 2> /dev/null)'"
 
 ((fails == 0)) || { echo "$fails hostile cases failed"; exit 1; }
 echo "hostile files and flags: every case an error naming its file or flag"
