@@ -264,6 +264,9 @@ int main(int argc, char** argv) {
       if (data.empty() && f.given(flag))
         throw examples::FlagError(fmt::format("--{} goes with --data", flag));
     }
+    if (f.given("vocab-size") && *level != data::Level::Bpe && *level != data::Level::Unigram)
+      throw examples::FlagError("--vocab-size goes with --level bpe or unigram");
+    if (lr <= 0) throw examples::FlagError("--lr: must be positive, got 0");
     const Task task = data.empty()
                           ? generated_task(tagging, steps, seed)
                           : data_task(data, tagging, *level, strict, vocab_size, max_len, seed);

@@ -515,6 +515,11 @@ RunDirectory::Resumed RunDirectory::resume_model(const std::string& dir) {
     fail(r.loaded.checkpoint, fmt::format("trainer.json is at step {}, model.safetensors at {}",
                                           r.state.step, r.loaded.step));
   }
+  if (step_name(r.state.step) != fs::path(r.loaded.checkpoint).filename().string()) {
+    fail(r.loaded.checkpoint, fmt::format("holds the checkpoint of step {}: it was renamed or "
+                                          "copied from another step's folder",
+                                          r.state.step));
+  }
   // a run saved before the digest existed has none to compare
   if (!r.state.data.empty() && r.state.data != data_digest(dir)) {
     fail(dir, fmt::format("train.tsv or valid.tsv is not the split {}/trainer.json was trained "

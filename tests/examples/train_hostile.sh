@@ -3,10 +3,11 @@
 # as data, damaged and inconsistent checkpoints, configs of the wrong type or size, files that
 # are not train's to overwrite. Each must end in an error that names the file (or flag) and
 # the line or field, within a time limit (no hang), with exit code 1 or 2 (no crash).
-#   train_hostile.sh TRAIN TRANSLATE
+#   train_hostile.sh TRAIN TRANSLATE CLASSIFY
 set -uo pipefail
 train=$1
 translate=$2
+classify=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 source "$(dirname "$0")/expect.sh"
@@ -102,6 +103,8 @@ fresh; sed -i "s/\"step\": 8/\"step\": $(printf '[%.0s' $(seq 1 200))$(printf ']
 expect 1 "$ckpt/trainer.json: nests deeper than 128 levels" -- "${resume[@]}"
 fresh; cp "$dir/bad/checkpoints/step-00000004/model.safetensors" "$ckpt/model.safetensors"
 expect 1 "$ckpt: trainer.json is at step 8, model.safetensors at 4" -- "${resume[@]}"
+fresh; rm -r "$ckpt"; mv "$dir/bad/checkpoints/step-00000004" "$ckpt"
+expect 1 "$ckpt: holds the checkpoint of step 4: it was renamed" -- "${resume[@]}"
 fresh; cp "$dir/bad/checkpoints/step-00000004/optimizer.safetensors" "$ckpt/optimizer.safetensors"
 expect 1 "$ckpt/optimizer.safetensors: is at step 4, trainer.json at 8" -- "${resume[@]}"
 fresh; printf '\x00\x00\xc0\x7f' | dd of="$ckpt/optimizer.safetensors" bs=1 seek=$(($(stat -c %s "$ckpt/optimizer.safetensors") - 4)) conv=notrunc 2> /dev/null
@@ -138,6 +141,9 @@ expect 2 "--length-penalty has no effect without --beam" -- "$translate" --run "
 expect 2 "--sample: takes no value" -- "$translate" --run "$dir/good" --sample=no abc
 expect 2 "unexpected argument 'stray': this program takes flags only" -- "$train" "${args[@]}" stray
 expect 1 "$dir/nowhere: no such folder, so no run to read" -- "$translate" --run "$dir/nowhere" abc
+expect 2 "--vocab-size goes with --level bpe or unigram" -- "$classify" --data "$dir/corpus.tsv" --level char --vocab-size 50
+expect 2 "--lr: must be positive, got 0" -- "$classify" --lr 0
+expect 2 "--lr: must be positive, got 0" -- "$train" "${args[@]}" --lr 0 --out "$dir/r"
 expect 2 "--strict has no effect without --data" -- "$train" "${args[@]}" --strict --out "$dir/r"
 expect 2 "--train-size sizes a generated task" -- "$train" --data "$dir/corpus.tsv" --train-size 9 --out "$dir/r"
 expect 2 "--warmup has no effect with --schedule constant" -- "$train" "${args[@]}" --schedule constant --out "$dir/r"
