@@ -21,7 +21,7 @@ std::optional<size_t> read_line(std::istream& in, std::string& line, size_t max_
 // The lines of a stream that may be endless or binary (standard input, a pipe). Bounded: a
 // NUL byte, a line over max_line bytes or more than max_total bytes in all is a DataError
 // naming the source and line, thrown as soon as the byte is read, so neither /dev/zero nor a
-// line that never ends holds a program up. A '\r' before the '\n' is dropped.
+// line that never ends holds a program up. A carriage return ending a line is dropped.
 class LineReader {
  public:
   LineReader(std::istream& in, std::string source, size_t max_line, uint64_t max_total);
