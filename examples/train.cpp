@@ -119,6 +119,58 @@ std::map<std::string, std::string> run_flags(const Settings& s) {
 constexpr int64_t kMaxSteps = 10'000'000;     // checkpoint folders are named with 8 digits
 constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
 
+// The flags as a whole, after each was read on its own: names that must exist, values that
+// must agree, and flags that would have no effect in the combination given (refused). A default
+// that conflicts with what the user gave adapts, and s.notes says so.
+void check_combinations(Settings& s, const examples::Flags& f) {
+  if (s.data.empty() && !data::task_from_name(s.task)) {
+    throw examples::FlagError(
+        fmt::format("{}: unknown task '{}' (dates, copy, reverse, sort)", f.label("task"), s.task));
+  }
+  if (!s.data.empty() && f.given("task"))
+    throw examples::FlagError("--task and --data exclude each other");
+  const auto level = data::level_from_name(s.level);
+  if (!level) {
+    throw examples::FlagError(fmt::format("{}: expected char, word, bpe or unigram, got '{}'",
+                                          f.label("level"), s.level));
+  }
+  if (f.given("vocab-size") && *level != data::Level::Bpe && *level != data::Level::Unigram)
+    throw examples::FlagError("--vocab-size goes with --level bpe or unigram");
+  if (s.schedule != "cosine" && s.schedule != "noam" && s.schedule != "constant") {
+    throw examples::FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
+                                          f.label("schedule"), s.schedule));
+  }
+  if (s.lr <= 0)
+    throw examples::FlagError(fmt::format("{}: must be positive, got 0", f.label("lr")));
+  if (s.model.d_model % s.model.heads != 0) {
+    throw examples::FlagError(fmt::format("{} {} is not divisible by {} {}", f.label("d-model"),
+                                          s.model.d_model, f.label("heads"), s.model.heads));
+  }
+  if (s.schedule == "cosine" && s.warmup >= s.steps) {
+    if (f.given("warmup") || s.resume) {
+      throw examples::FlagError(fmt::format("{} {} must be below {} {}", f.label("warmup"),
+                                            s.warmup, f.label("steps"), s.steps));
+    }
+    const int64_t fitted = s.steps / 10;
+    s.notes.push_back(fmt::format("--warmup: the default {} is not below --steps {}; using {}",
+                                  s.warmup, s.steps, fitted));
+    s.warmup = fitted;
+  }
+  if (f.given("train-size") && !s.data.empty())
+    throw examples::FlagError("--train-size sizes a generated task; with --data it has no effect");
+  if (f.given("strict") && s.data.empty())
+    throw examples::FlagError("--strict has no effect without --data");
+  if (f.given("warmup") && s.schedule == "constant")
+    throw examples::FlagError("--warmup has no effect with --schedule constant");
+  if (s.reschedule && !s.resume) throw examples::FlagError("--reschedule goes with --resume");
+  if (s.replace && s.resume) throw examples::FlagError("--replace and --resume exclude each other");
+  if (s.batch < s.processes) {
+    throw examples::FlagError(fmt::format(
+        "{} {} is the global batch, split over {} processes: give at least one example each",
+        f.label("batch"), s.batch, s.processes));
+  }
+}
+
 std::optional<Settings> parse(int argc, char** argv, const parallel::World& world) {
   examples::Flags f(argc, argv,
                     "train: teacher-forced MiniTransformer training\n"
@@ -205,52 +257,7 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
   s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 0.99);
   s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
   if (!f.finish()) return std::nullopt;
-  if (s.data.empty() && !data::task_from_name(s.task)) {
-    throw examples::FlagError(
-        fmt::format("{}: unknown task '{}' (dates, copy, reverse, sort)", f.label("task"), s.task));
-  }
-  if (!s.data.empty() && f.given("task"))
-    throw examples::FlagError("--task and --data exclude each other");
-  const auto level = data::level_from_name(s.level);
-  if (!level) {
-    throw examples::FlagError(fmt::format("{}: expected char, word, bpe or unigram, got '{}'",
-                                          f.label("level"), s.level));
-  }
-  if (f.given("vocab-size") && *level != data::Level::Bpe && *level != data::Level::Unigram)
-    throw examples::FlagError("--vocab-size goes with --level bpe or unigram");
-  if (s.schedule != "cosine" && s.schedule != "noam" && s.schedule != "constant") {
-    throw examples::FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
-                                          f.label("schedule"), s.schedule));
-  }
-  if (s.lr <= 0)
-    throw examples::FlagError(fmt::format("{}: must be positive, got 0", f.label("lr")));
-  if (s.model.d_model % s.model.heads != 0) {
-    throw examples::FlagError(fmt::format("{} {} is not divisible by {} {}", f.label("d-model"),
-                                          s.model.d_model, f.label("heads"), s.model.heads));
-  }
-  if (s.schedule == "cosine" && s.warmup >= s.steps) {
-    if (f.given("warmup") || s.resume) {
-      throw examples::FlagError(fmt::format("{} {} must be below {} {}", f.label("warmup"),
-                                            s.warmup, f.label("steps"), s.steps));
-    }
-    const int64_t fitted = s.steps / 10;
-    s.notes.push_back(fmt::format("--warmup: the default {} is not below --steps {}; using {}",
-                                  s.warmup, s.steps, fitted));
-    s.warmup = fitted;
-  }
-  if (f.given("train-size") && !s.data.empty())
-    throw examples::FlagError("--train-size sizes a generated task; with --data it has no effect");
-  if (f.given("strict") && s.data.empty())
-    throw examples::FlagError("--strict has no effect without --data");
-  if (f.given("warmup") && s.schedule == "constant")
-    throw examples::FlagError("--warmup has no effect with --schedule constant");
-  if (s.reschedule && !s.resume) throw examples::FlagError("--reschedule goes with --resume");
-  if (s.replace && s.resume) throw examples::FlagError("--replace and --resume exclude each other");
-  if (s.batch < s.processes) {
-    throw examples::FlagError(fmt::format(
-        "{} {} is the global batch, split over {} processes: give at least one example each",
-        f.label("batch"), s.batch, s.processes));
-  }
+  check_combinations(s, f);
   s.model.max_len = s.max_len;
   s.model.seed = s.seed;
   // the model's size, before any data is read (vocabularies add to it later)

@@ -280,8 +280,9 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Back
          allow_inf);
 }
 
-void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
-            BackwardFn backward, BackwardFn formula, bool allow_inf) {
+namespace {
+// What record() is given by an op, a user's included: new tensors as outputs, and a backward.
+void check_record(const char* op, const std::vector<Tensor*>& outs, const BackwardFn& backward) {
   TG_CHECK(!outs.empty(), "{}: an op records at least one output", op);
   TG_CHECK(backward != nullptr, "{}: record() needs a backward function", op);
   for (size_t k = 0; k < outs.size(); ++k) {
@@ -291,6 +292,12 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
              "records a new tensor",
              op, k);
   }
+}
+}  // namespace
+
+void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
+            BackwardFn backward, BackwardFn formula, bool allow_inf) {
+  check_record(op, outs, backward);
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly || t_details) [[unlikely]] {
     for (const Tensor& in : inputs)
