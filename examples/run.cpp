@@ -353,6 +353,29 @@ void remove_stale_replacements(const fs::path& dir) {
 
 }  // namespace
 
+void claim_output_folder(const std::string& dir, const std::vector<std::string>& names) {
+  const std::string marker = dir + "/.tapegrad-output";
+  if (fs::exists(fs::symlink_status(dir)) && !fs::is_directory(dir)) fail(dir, "not a directory");
+  if (fs::exists(fs::symlink_status(marker))) {
+    if (!fs::is_regular_file(fs::symlink_status(marker)))
+      fail(marker, "is not the file tapegrad writes (a link or special file)");
+    return;
+  }
+  for (const std::string& name : names) {
+    if (fs::exists(fs::symlink_status(dir + "/" + name))) {
+      fail(dir + "/" + name, "exists and was not written by this program; choose another folder");
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir, fmt::format("cannot create: {}", ec.message()));
+  try {
+    io::write_atomic(marker, "written by a tapegrad program\n");
+  } catch (const io::FileError& e) {
+    throw RunError(e.what());
+  }
+}
+
 std::string describe_run(const std::string& dir) {
   if (!fs::is_directory(dir) || !is_marked(dir)) return "";
   const std::string name = latest_name(dir);

@@ -136,6 +136,11 @@ class RunDirectory {
   int old_lock_fd_ = -1;  // the old run's lock, held until it is replaced
 };
 
+// Makes `dir` (created if missing) a folder a program may write the files `names` into: one it
+// wrote before carries the marker .tapegrad-output; any other that already holds one of `names`
+// is refused, naming the file, so a user's file is never replaced (tour --draw, seed 002).
+void claim_output_folder(const std::string& dir, const std::vector<std::string>& names);
+
 // The trainer state of the newest checkpoint, validated field by field.
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
 

@@ -3,11 +3,12 @@
 # (the default folder is numbered past it, an explicit --out is refused), --replace keeps the
 # old run whole until the new one has committed its first checkpoint (a replace killed before
 # that leaves the old run as it was), and no file is written through a link, a hard link or
-# a special file at one of train's names.
-#   run_folder.sh TRAIN TRANSLATE
+# a special file at one of train's names; tour --draw never replaces a user's file either.
+#   run_folder.sh TRAIN TRANSLATE CLASSIFY TOUR
 set -uo pipefail
 train=$1
 translate=$2
+tour=$4
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 source "$(dirname "$0")/expect.sh"
@@ -66,6 +67,14 @@ fresh ckpt; mv runs/ckpt/checkpoints elsewhere; ln -s "$dir/elsewhere" runs/ckpt
 expect 1 "runs/ckpt/checkpoints: is not the folder train makes" -- $(resume ckpt)
 fresh mark; rm runs/mark/.tapegrad-run; ln -s "$dir/precious" runs/mark/.tapegrad-run
 expect 1 "runs/mark/.tapegrad-run: is not the file train writes" -- $(resume mark)
+
+# --- the other programs' output folders: a user's file of the same name is never replaced ------
+mkdir drawings
+echo mine > drawings/tape.svg
+expect 1 "drawings/tape.svg: exists and was not written by this program" -- "$tour" --draw drawings
+[[ $(cat drawings/tape.svg) == mine ]] || fail "tour --draw replaced the user's tape.svg"
+expect 0 "" -- "$tour" --draw fresh_drawings
+expect 0 "" -- "$tour" --draw fresh_drawings  # its own files, drawn again
 
 ((fails == 0)) || { echo "$fails run-folder cases failed"; exit 1; }
 echo "run folders: nothing overwritten, nothing written through a link or special file"
