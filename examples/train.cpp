@@ -650,7 +650,12 @@ int run(const Settings& s, const parallel::World& world) {
                                   resumed.state.step);
     eval_log = examples::open_log(run_dir->file("eval.tsv"), s.resume, resumed.state.eval_log_bytes,
                                   resumed.state.step);
-    if (s.resume) fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
+    if (s.resume) {
+      // the logs are read back for the report at the end: a damaged line fails now, not then
+      examples::read_loss_curve(loss_log->path());
+      examples::read_eval_curve(eval_log->path());
+      fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
+    }
   }
   if (root) {
     fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",

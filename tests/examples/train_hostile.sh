@@ -118,6 +118,10 @@ fresh; start=$((8 + $(od -An -tu8 -N8 "$ckpt/model.safetensors")))
 head -c $(($(stat -c %s "$ckpt/model.safetensors") - start)) /dev/zero | tr '\0' '\177' |
   dd of="$ckpt/model.safetensors" bs=4096 seek="$start" oflag=seek_bytes conv=notrunc 2> /dev/null
 expect 1 "step 9 (resumed from $ckpt): the loss is" -- "${resume[@]}"
+fresh; sed -i '2s/[0-9]/x/g' "$dir/bad/loss.tsv"  # the same length: not a truncation
+expect 1 "$dir/bad/loss.tsv:2: expected step, loss and learning rate, tab-separated" -- "${resume[@]}"
+fresh; sed -i '1s/[0-9]/x/' "$dir/bad/eval.tsv"
+expect 1 "$dir/bad/eval.tsv:1: expected step, loss, token accuracy and exact match" -- "${resume[@]}"
 fresh; head -c 100 "$dir/good/loss.tsv" > "$dir/bad/loss.tsv"
 expect 1 "$dir/bad/loss.tsv: shorter than the" -- "${resume[@]}"
 
