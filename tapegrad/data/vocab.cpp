@@ -152,13 +152,6 @@ Vocabulary Vocabulary::train_subwords(const std::vector<std::string>& texts, Lev
 
 namespace {
 
-// What a serialized SentencePiece ModelProto says of its training: trainer_spec (field 2) holds
-// model_type (field 3: 1 unigram, the default; 2 bpe). Read by a bounded scan of the protobuf
-// wire format, since Debian's package ships no ModelProto header.
-struct TrainerSpec {
-  int64_t model_type = 1;
-};
-
 // A varint at text[at...]; false when it runs past the end or over 10 bytes.
 bool varint(std::string_view text, size_t& at, uint64_t& out) {
   out = 0;
@@ -198,19 +191,22 @@ bool scan_fields(std::string_view message, F&& field) {
   return true;
 }
 
-std::optional<TrainerSpec> trainer_spec(std::string_view model) {
-  TrainerSpec spec;
+// The model type a serialized SentencePiece ModelProto was trained as: trainer_spec (field 2)
+// holds model_type (field 3: 1 unigram, the default; 2 bpe). Read by a bounded scan of the
+// protobuf wire format, since Debian's package ships no ModelProto header; nullopt when the
+// bytes are not that format.
+std::optional<int64_t> trained_model_type(std::string_view model) {
+  int64_t type = 1;
   bool ok = true;
-  const bool scanned = scan_fields(model, [&](uint64_t number, uint64_t type, uint64_t,
+  const bool scanned = scan_fields(model, [&](uint64_t number, uint64_t wire, uint64_t,
                                               std::string_view payload) {
-    if (number != 2 || type != 2) return;
+    if (number != 2 || wire != 2) return;
     ok = ok && scan_fields(payload, [&](uint64_t n, uint64_t t, uint64_t value, std::string_view) {
-           if (t != 0) return;
-           if (n == 3) spec.model_type = static_cast<int64_t>(value);
+           if (n == 3 && t == 0) type = static_cast<int64_t>(value);
          });
   });
   if (!scanned || !ok) return std::nullopt;
-  return spec;
+  return type;
 }
 
 }  // namespace
@@ -231,15 +227,14 @@ Vocabulary Vocabulary::from_model(Level level, std::string model, const std::str
   if (pieces > kMaxTokens) {
     throw DataError(fmt::format("{}: {} pieces, over the limit of {}", name, pieces, kMaxTokens));
   }
-  const std::optional<TrainerSpec> spec = trainer_spec(model);
-  if (!spec) throw DataError(fmt::format("{}: the model's trainer_spec is malformed", name));
-  const int64_t expected_type = level == Level::Bpe ? 2 : 1;
-  if (spec->model_type != expected_type) {
+  const std::optional<int64_t> type = trained_model_type(model);
+  if (!type) throw DataError(fmt::format("{}: the model's trainer_spec is malformed", name));
+  if (*type != (level == Level::Bpe ? 2 : 1)) {
     throw DataError(fmt::format("{}: the file says {}, but the model was trained as type {} ({})",
-                                name, level_name(level), spec->model_type,
-                                spec->model_type == 1   ? "unigram"
-                                : spec->model_type == 2 ? "bpe"
-                                                        : "neither bpe nor unigram"));
+                                name, level_name(level), *type,
+                                *type == 1   ? "unigram"
+                                : *type == 2 ? "bpe"
+                                             : "neither bpe nor unigram"));
   }
   Vocabulary v(level == Level::Bpe ? Level::Char : Level::Word);  // the specials, ids 0-3
   v.level_ = level;
