@@ -196,10 +196,15 @@ void exchange_directories(const std::string& a, const std::string& b) {
     if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
       fail(b, fmt::format("cannot exchange it with {}: {}", a, errno_text()));
     const std::string aside = b + fmt::format("{}{}", kTmpInfix, ::getpid());
-    if (::rename(b.c_str(), aside.c_str()) != 0 || ::rename(a.c_str(), b.c_str()) != 0 ||
-        ::rename(aside.c_str(), a.c_str()) != 0) {
-      fail(b, fmt::format("cannot exchange it with {}: {}", a, errno_text()));
+    if (::rename(b.c_str(), aside.c_str()) != 0)
+      fail(b, fmt::format("cannot move it aside: {}", errno_text()));
+    if (::rename(a.c_str(), b.c_str()) != 0) {
+      const std::string why = errno_text();
+      ::rename(aside.c_str(), b.c_str());  // b back in its place
+      fail(b, fmt::format("cannot put {} in its place: {}", a, why));
     }
+    if (::rename(aside.c_str(), a.c_str()) != 0)
+      fail(a, fmt::format("cannot put {} in its place: {}", aside, errno_text()));
   }
   sync_directory(fs::path(a).parent_path().string());
   sync_directory(fs::path(b).parent_path().string());

@@ -79,7 +79,7 @@ class AppendFile {
 
 // Swaps two directories in one step (renameat2 with RENAME_EXCHANGE), so that a reader finds
 // either the one or the other at each path, never nothing; both parents are synced. Where the
-// file system cannot exchange, `a` is moved aside first, which leaves an instant with nothing
+// file system cannot exchange, `b` is moved aside first, which leaves an instant with nothing
 // at `b`.
 void exchange_directories(const std::string& a, const std::string& b);
 
