@@ -582,9 +582,18 @@ void restore_generators(const nn::Metadata& states, const std::string& source, G
     if (it == states.end()) fail(source, fmt::format("no state for generator '{}'", key));
     return decode_state(it->second, fmt::format("{}: generator '{}'", source, key));
   };
+  std::set<std::string> used = {"data"};
   data_gen.set_state(get("data"));
   for (auto& [name, m] : model.named_modules()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(m)) d->generator().set_state(get(name));
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
+      d->generator().set_state(get(name));
+      used.insert(name);
+    }
+  }
+  for (const auto& [name, state] : states) {
+    if (!used.contains(name))
+      fail(source, fmt::format("a state for generator '{}', which the model does not have",
+                               name.substr(0, 60)));
   }
 }
 

@@ -280,7 +280,14 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
     // flags added after runs were first saved, with the value such a run had
     const std::map<std::string, std::string> later = {
         {"vocab-size", "1000"}, {"shared-vocab", "false"}, {"processes", "1"}};
-    for (const auto& [name, value] : run_flags(s)) {
+    const auto flags = run_flags(s);
+    for (const auto& [name, value] : s.saved) {
+      if (!flags.contains(name))
+        conflicts.push_back(
+            fmt::format("{}/trainer.json saves --{}, which is not a flag a run keeps",
+                        examples::latest_checkpoint(s.out), name.substr(0, 40)));
+    }
+    for (const auto& [name, value] : flags) {
       const auto it = s.saved.find(name);
       if (it == s.saved.end() && later.contains(name)) {
         if (later.at(name) != value) {
