@@ -2,6 +2,9 @@
 // op and what it got: "matmul: inner dimensions differ: [30, 200, 512] and [256, 512]".
 // TG_CHECK builds those messages for user errors; TG_ASSERT guards our own invariants and throws
 // InternalError, which always means a bug in tapegrad. Library code never aborts or prints.
+// Error is the root of everything tapegrad throws: the files' (io::FileError), the data's
+// (data::DataError) and the checkpoints' (nn::CheckpointError) errors derive from it, so
+// `catch (const tapegrad::Error&)` catches them all.
 #pragma once
 
 #include <fmt/format.h>
@@ -12,16 +15,17 @@
 
 namespace tapegrad {
 
-// A caller gave an op something it cannot work with: a shape, dtype, index or value.
-class Error : public std::invalid_argument {
+// A caller gave tapegrad something it cannot work with: an op a shape, dtype, index or value;
+// a reader a file it cannot trust. The root of tapegrad's errors.
+class Error : public std::runtime_error {
  public:
-  using std::invalid_argument::invalid_argument;
+  using std::runtime_error::runtime_error;
 };
 
 // An invariant of tapegrad's own code does not hold.
-class InternalError : public std::logic_error {
+class InternalError : public Error {
  public:
-  using std::logic_error::logic_error;
+  using Error::Error;
 };
 
 }  // namespace tapegrad

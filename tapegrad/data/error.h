@@ -1,13 +1,13 @@
 // Errors in data files: the message names the file and line ("corpus.tsv:12: no tab ...").
 #pragma once
 
-#include <stdexcept>
+#include "tapegrad/autograd/error.h"
 
 namespace tapegrad::data {
 
-class DataError : public std::runtime_error {
+class DataError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 }  // namespace tapegrad::data

@@ -14,11 +14,13 @@
 #include <string>
 #include <string_view>
 
+#include "tapegrad/autograd/error.h"
+
 namespace tapegrad::io {
 
-class FileError : public std::runtime_error {
+class FileError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 struct OpenedFile {

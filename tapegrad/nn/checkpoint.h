@@ -17,9 +17,9 @@
 namespace tapegrad::nn {
 
 // A file could not be read or written, or is not a valid checkpoint. The message names the file.
-class CheckpointError : public std::runtime_error {
+class CheckpointError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 using Metadata = std::map<std::string, std::string>;

@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "helpers.h"
+#include "tapegrad/data/error.h"
+#include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
@@ -245,4 +247,15 @@ TEST_CASE("a failed save leaves the previous checkpoint in place", "[nn]") {
   for (const auto& entry : fs::directory_iterator(dir.path)) {
     CHECK(entry.path().string().find(".tmp.") == std::string::npos);  // no leftovers
   }
+}
+
+TEST_CASE("every error tapegrad throws is a tapegrad::Error", "[nn][errors]") {
+  static_assert(std::is_base_of_v<Error, io::FileError>);
+  static_assert(std::is_base_of_v<Error, data::DataError>);
+  static_assert(std::is_base_of_v<Error, CheckpointError>);
+  static_assert(std::is_base_of_v<Error, InternalError>);
+  TempDir dir;
+  CHECK_THROWS_AS(load_safetensors(dir.file("missing.safetensors")), Error);
+  CHECK_THROWS_AS(io::read_regular(dir.file("missing"), 10), Error);
+  CHECK_THROWS_AS(matmul(ones({2, 3}), ones({2, 3})), Error);
 }
