@@ -167,55 +167,62 @@ std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, i
   }
 }
 
-std::vector<viz::CurvePoint> read_eval_curve(const std::string& path) {
-  const std::string text = read_whole(path, uint64_t{1} << 30);
-  std::vector<viz::CurvePoint> curve;
+namespace {
+// Calls row(values, last) for each line of a run's log (loss.tsv, eval.tsv): `columns`
+// tab-separated numbers, the first a step (nan and inf read as such), `last` for the final
+// line. A line of another shape is a RunError naming the file, the line and `what` it expects.
+template <class Row>
+void read_log(const std::string& path, size_t columns, const char* what, Row&& row) {
+  constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
+  const std::string text = read_whole(path, kMaxLog);
+  std::vector<double> values(columns);
   int64_t line_no = 0;
   for (size_t at = 0; at < text.size();) {
     const size_t end = std::min(text.find('\n', at), text.size());
-    std::istringstream line(text.substr(at, end - at));
+    const std::string_view line = std::string_view(text).substr(at, end - at);
     at = end + 1;
     ++line_no;
-    int64_t step = 0;
-    double loss = 0, token_accuracy = 0, exact_match = 0;
-    if (!(line >> step >> loss >> token_accuracy >> exact_match) || !(line >> std::ws).eof()) {
-      fail(fmt::format("{}:{}", path, line_no),
-           "expected step, loss, token accuracy and exact match, tab-separated");
+    size_t b = 0, n = 0;
+    bool ok = true;
+    for (; ok && b <= line.size() && n < columns; ++n) {
+      const size_t e = std::min(line.find('\t', b), line.size());
+      const std::string field(line.substr(b, e - b));
+      size_t used = 0;
+      try {
+        values[n] = std::stod(field, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      ok = !field.empty() && used == field.size();
+      b = e + 1;
     }
-    curve.push_back({step, loss});
+    if (!ok || n != columns || b <= line.size() || values[0] != std::floor(values[0]))
+      fail(fmt::format("{}:{}", path, line_no), what);
+    row(values, at >= text.size());
   }
+}
+}  // namespace
+
+std::vector<viz::CurvePoint> read_eval_curve(const std::string& path) {
+  std::vector<viz::CurvePoint> curve;
+  read_log(path, 4, "expected step, loss, token accuracy and exact match, tab-separated",
+           [&](const std::vector<double>& v, bool) {
+             curve.push_back({static_cast<int64_t>(v[0]), v[1]});
+           });
   return curve;
 }
 
 std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
-  constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
-  const std::string text = read_whole(path, kMaxLog);
   std::vector<viz::CurvePoint> curve;
   double smoothed = 0;
-  int64_t line_no = 0, step = 0;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = std::min(text.find('\n', at), text.size());
-    const std::string line = text.substr(at, end - at);
-    at = end + 1;
-    ++line_no;
-    std::vector<std::string> fields;
-    for (size_t b = 0, e; b <= line.size(); b = e + 1) {
-      e = std::min(line.find('\t', b), line.size());
-      fields.push_back(line.substr(b, e - b));
-    }
-    double loss = 0;
-    try {
-      if (fields.size() != 3) throw std::invalid_argument("fields");
-      step = std::stoll(fields[0]);
-      loss = std::stod(fields[1]);
-    } catch (const std::exception&) {
-      fail(fmt::format("{}:{}", path, line_no),
-           "expected step, loss and learning rate, tab-separated");
-    }
-    smoothed = line_no == 1 ? loss : 0.95 * smoothed + 0.05 * loss;
-    if (step % 10 == 0 || at >= text.size()) curve.push_back({step, smoothed});
-  }
+  bool first = true;
+  read_log(path, 3, "expected step, loss and learning rate, tab-separated",
+           [&](const std::vector<double>& v, bool last) {
+             const auto step = static_cast<int64_t>(v[0]);
+             smoothed = first ? v[1] : 0.95 * smoothed + 0.05 * v[1];
+             first = false;
+             if (step % 10 == 0 || last) curve.push_back({step, smoothed});
+           });
   return curve;
 }
 
