@@ -82,6 +82,27 @@ int decode_batch(examples::LoadedModel& run, std::vector<Source>& batch,
   return failures;
 }
 
+// Decodes the lines of standard input in batches, as decode_batch does; returns the failures.
+// Input that is not text, or has no end, stops with a DataError after the lines before it are
+// decoded.
+int decode_stdin(examples::LoadedModel& run, std::vector<Source>& batch,
+                 const nn::GenerateOptions& options) {
+  // a person typing at a terminal gets each answer at once
+  const size_t batch_size = ::isatty(::fileno(stdin)) ? 1 : kBatch;
+  data::LineReader reader(std::cin, "stdin", kMaxLineBytes, kMaxInputBytes);
+  int failures = 0;
+  try {
+    while (const auto line = reader.next()) {
+      batch.push_back({*line, reader.where(), ""});
+      if (batch.size() == batch_size) failures += decode_batch(run, batch, options);
+    }
+  } catch (const data::DataError&) {
+    decode_batch(run, batch, options);  // the lines before the one that stopped the input
+    throw;
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,18 +153,7 @@ int main(int argc, char** argv) {
         if (batch.size() == kBatch) failures += decode_batch(run, batch, options);
       }
     } else {
-      // a person typing at a terminal gets each answer at once
-      const size_t batch_size = ::isatty(::fileno(stdin)) ? 1 : kBatch;
-      data::LineReader reader(std::cin, "stdin", kMaxLineBytes, kMaxInputBytes);
-      try {
-        while (const auto line = reader.next()) {
-          batch.push_back({*line, reader.where(), ""});
-          if (batch.size() == batch_size) failures += decode_batch(run, batch, options);
-        }
-      } catch (const data::DataError&) {
-        decode_batch(run, batch, options);  // the lines before the one that stopped the input
-        throw;
-      }
+      failures += decode_stdin(run, batch, options);
     }
     failures += decode_batch(run, batch, options);
     if (failures > 0)
