@@ -243,12 +243,13 @@ void gradcheck_chapter() {
     const Tensor xd = in[0].detach();
     Tensor y = mul(xd, xd);
     if (recording(in[0])) {
-      record("square_off", {in[0]}, y, [xd](const Tensor& dout, Grads& g) {
-        double* dx = g.write(0, Writes::Some).grad.data<double>();
-        for (int64_t i = 0; i < 4; ++i) {
-          dx[i] += dout.data<double>()[i] * (2 * xd.data<double>()[i] + (i == 3 ? 0.1 : 0.0));
-        }
-      });
+      record("square_off", {in[0]}, y, {.backward = [xd](const Tensor& dout, Grads& g) {
+               double* dx = g.write(0, Writes::Some).grad.data<double>();
+               for (int64_t i = 0; i < 4; ++i) {
+                 dx[i] +=
+                     dout.data<double>()[i] * (2 * xd.data<double>()[i] + (i == 3 ? 0.1 : 0.0));
+               }
+             }});
     }
     return y;
   };

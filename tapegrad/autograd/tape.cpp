@@ -38,6 +38,7 @@ thread_local Tape t_tape;
 thread_local bool t_grad_enabled = true;
 thread_local bool t_anomaly = false;
 thread_local bool t_details = false;
+thread_local bool t_reference = false;
 
 enum class Finite { Yes, HasNaN, HasInf };
 
@@ -170,13 +171,13 @@ struct Walk {
 TapeEntry::~TapeEntry() {
   struct Owned {
     std::vector<std::shared_ptr<GradNode>> inputs;
-    BackwardFn backward;
-    BackwardFn formula;
+    Derivative derivative;
   };
   thread_local std::vector<Owned> queue;
   thread_local bool draining = false;
-  if (inputs.empty() && !backward && !formula) return;
-  queue.push_back({std::move(inputs), std::move(backward), std::move(formula)});
+  const Derivative& d = derivative;
+  if (inputs.empty() && !d.backward && !d.reference && !d.fast) return;
+  queue.push_back({std::move(inputs), std::move(derivative)});
   if (draining) return;
   draining = true;
   while (!queue.empty()) {
@@ -186,19 +187,14 @@ TapeEntry::~TapeEntry() {
   draining = false;
 }
 
+bool& detail::grad_mode() { return t_grad_enabled; }
+bool& detail::anomaly_mode() { return t_anomaly; }
+bool& detail::details_mode() { return t_details; }
+bool& detail::reference_mode() { return t_reference; }
+bool grad_enabled() { return t_grad_enabled; }
 bool anomaly_enabled() { return t_anomaly; }
 bool tape_details() { return t_details || t_anomaly; }
-TapeDetailsGuard::TapeDetailsGuard() : previous_(t_details) { t_details = true; }
-TapeDetailsGuard::~TapeDetailsGuard() { t_details = previous_; }
-DetectAnomalyGuard::DetectAnomalyGuard() : previous_(t_anomaly) { t_anomaly = true; }
-DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = previous_; }
-
-bool grad_enabled() { return t_grad_enabled; }
-
-NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
-EnableGradGuard::EnableGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = true; }
-EnableGradGuard::~EnableGradGuard() { t_grad_enabled = previous_; }
+bool reference_mode() { return t_reference; }
 
 bool recording(const std::vector<Tensor>& inputs) {
   return grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
@@ -230,6 +226,11 @@ GradNode& Grads::node(size_t i, const char* call) {
 }
 
 Grads::Buffer Grads::write(size_t i, Writes writes) {
+  TG_CHECK(!walk_.create_graph,
+           "backward of '{}' writes its gradient into a buffer, so the gradient cannot be "
+           "differentiated again (create_graph): write the backward in differentiable ops and "
+           "pass() each gradient, and give the kernel as Derivative::fast (docs/custom_ops.md)",
+           entry_.op);
   GradNode& n = node(i, "write");
   if (n.pending.defined()) return {n.pending, false};
   walk_.hold(n, writes == Writes::Every ? empty(n.shape, n.dtype) : zeros(n.shape, n.dtype),
@@ -274,17 +275,16 @@ Tensor Grads::input(size_t i, const Tensor& value) const {
   return Tensor(std::move(impl));
 }
 
-void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
-            BackwardFn formula, bool allow_inf) {
-  record(op, inputs, std::vector<Tensor*>{&out}, std::move(backward), std::move(formula),
-         allow_inf);
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Derivative derivative) {
+  record(op, inputs, std::vector<Tensor*>{&out}, std::move(derivative));
 }
 
 namespace {
 // What record() is given by an op, a user's included: new tensors as outputs, and a backward.
-void check_record(const char* op, const std::vector<Tensor*>& outs, const BackwardFn& backward) {
+void check_record(const char* op, const std::vector<Tensor*>& outs, const Derivative& d) {
   TG_CHECK(!outs.empty(), "{}: an op records at least one output", op);
-  TG_CHECK(backward != nullptr, "{}: record() needs a backward function", op);
+  TG_CHECK(d.backward || d.reference,
+           "{}: record() needs a backward function (or, for a composite op, a reference)", op);
   for (size_t k = 0; k < outs.size(); ++k) {
     TG_CHECK(outs[k] != nullptr && outs[k]->defined(), "{}: output {} is not a tensor", op, k);
     TG_CHECK(!outs[k]->impl().node,
@@ -296,8 +296,8 @@ void check_record(const char* op, const std::vector<Tensor*>& outs, const Backwa
 }  // namespace
 
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
-            BackwardFn backward, BackwardFn formula, bool allow_inf) {
-  check_record(op, outs, backward);
+            Derivative derivative) {
+  check_record(op, outs, derivative);
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly || t_details) [[unlikely]] {
     for (const Tensor& in : inputs)
@@ -309,7 +309,7 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
       TG_CHECK(f != Finite::HasNaN, "anomaly: forward of op '{}' (inputs {}) produced NaN", op,
                shapes_of(entry->input_shapes));
       // inputs are scanned only when the output holds an Inf
-      TG_CHECK(f != Finite::HasInf || allow_inf ||
+      TG_CHECK(f != Finite::HasInf || derivative.allow_inf ||
                    std::any_of(inputs.begin(), inputs.end(),
                                [](const Tensor& in) { return finiteness(in) != Finite::Yes; }),
                "anomaly: forward of op '{}' (inputs {}) produced Inf from finite inputs", op,
@@ -334,8 +334,7 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
     }
     entry->inputs.push_back(std::move(node));
   }
-  entry->backward = std::move(backward);
-  entry->formula = std::move(formula);
+  entry->derivative = std::move(derivative);
 
   for (Tensor* out : outs) {
     auto node = std::make_shared<GradNode>();
@@ -365,18 +364,49 @@ void note_saved(const Tensor& out, std::vector<SavedBuffer> saved) {
 namespace {
 
 // The reverse walk from `roots`, seeded with `seeds` (undefined: 1 for a one-element root).
-void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
-                         Walk& walk, bool retain_graph) {
-  const GradModeScope mode(walk.create_graph);  // formulas record; kernels must not
-  bool any_entry = false;
-  uint64_t max_seq = 0;
-  for (size_t r = 0; r < roots.size(); ++r) {
+class Walker {
+ public:
+  Walker(Walk& walk, bool retain_graph) : walk_(walk), retain_graph_(retain_graph) {}
+
+  void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds) {
+    const GradModeScope mode(walk_.create_graph);  // a create_graph walk records; others do not
+    for (size_t r = 0; r < roots.size(); ++r) seed(roots, r, seeds[r]);
+    if (!walk_.targets.empty() && any_entry_) find_needed();
+    ++t_walks;  // entries recorded meanwhile go to the end; the indices below stay put
+    struct Done {
+      ~Done() { --t_walks; }
+    } done;
+    count_readers();
+    auto& entries = t_tape.entries;
+    std::vector<GradNode*> hooked;
+    for (size_t i = any_entry_ ? entries.size() : 0; i-- > 0;) {
+      std::shared_ptr<TapeEntry> e = entries[i].lock();
+      if (!e || e->seq > max_seq_) continue;
+      hooked.clear();
+      if (!readers_.empty()) {
+        for (const auto& in : e->inputs) {
+          if (in && readers_.count(in.get())) hooked.push_back(in.get());
+        }
+      }
+      if (reached(*e)) run_entry(e, walk_.targets.empty() || needed_.count(e.get()));
+      for (GradNode* leaf : hooked) {
+        if (--readers_[leaf] == 0 && leaf->pending.defined()) finish(*leaf);
+      }
+    }
+    // A leaf's gradient is complete when the walk is over.
+    for (const auto& leaf : walk_.leaves) {
+      if (leaf->pending.defined()) finish(*leaf);
+    }
+    if (t_walks == 1) t_tape.compact();
+  }
+
+ private:
+  void seed(const std::vector<Tensor>& roots, size_t r, Tensor seed) {
     const Tensor& root = roots[r];
     TG_CHECK(root.defined() && root.requires_grad(),
              "backward: {} does not require grad (no input of its graph requires grad, or it was "
              "computed under a NoGradGuard)",
              roots.size() == 1 ? std::string("the tensor") : fmt::format("output {}", r));
-    Tensor seed = seeds[r];
     if (!seed.defined()) {
       TG_CHECK(root.numel() == 1,
                "backward: an implicit gradient needs a one-element tensor, got shape {}; pass "
@@ -397,147 +427,159 @@ void walk_back_unguarded(const std::vector<Tensor>& roots, const std::vector<Ten
                "backward: the graph of this tensor (from op '{}') was already released by an "
                "earlier backward(); pass retain_graph to that one to walk the graph twice",
                fn->op);
-      max_seq = any_entry ? std::max(max_seq, fn->seq) : fn->seq;
-      any_entry = true;
+      max_seq_ = any_entry_ ? std::max(max_seq_, fn->seq) : fn->seq;
+      any_entry_ = true;
     }
     // the walk adds into its buffers in place, so it starts from its own copy of the seed
-    walk.add(node, walk.create_graph ? seed.contiguous() : seed.clone(), "the seed");
+    walk_.add(node, walk_.create_graph ? seed.contiguous() : seed.clone(), "the seed");
   }
 
-  auto& entries = t_tape.entries;
   // grad() runs only the entries on a path from an input to the outputs.
-  std::unordered_set<const TapeEntry*> needed;
-  const bool prune = !walk.targets.empty();
-  auto is_target = [&](const GradNode* n) {
-    return std::find(walk.targets.begin(), walk.targets.end(), n) != walk.targets.end();
-  };
-  if (prune && any_entry) {
-    for (const auto& w : entries) {
+  void find_needed() {
+    const auto is_target = [&](const GradNode* n) {
+      return std::find(walk_.targets.begin(), walk_.targets.end(), n) != walk_.targets.end();
+    };
+    for (const auto& w : t_tape.entries) {
       const auto e = w.lock();
-      if (!e || e->seq > max_seq) continue;
+      if (!e || e->seq > max_seq_) continue;
       for (const auto& in : e->inputs) {
-        if (in && (is_target(in.get()) || (in->grad_fn && needed.count(in->grad_fn.get())))) {
-          needed.insert(e.get());
+        if (in && (is_target(in.get()) || (in->grad_fn && needed_.count(in->grad_fn.get())))) {
+          needed_.insert(e.get());
           break;
         }
       }
     }
   }
 
-  ++t_walks;  // entries a formula records go to the end; the indices below stay put
-  struct Done {
-    ~Done() { --t_walks; }
-  } done;
-  // Processed entries give up their input nodes only after the walk: an intermediate tensor
-  // the caller already dropped lives on in its node, which still has to receive its gradient.
-  std::vector<std::shared_ptr<GradNode>> keep_alive;
   // A leaf with hooks is complete as soon as the last entry that reads it has run, not at the
   // walk's end, so its hooks (a gradient bucket's, parallel/gradient_sync.h) act while the
   // walk goes on: each such leaf counts the entries still to run that read it.
-  std::unordered_map<GradNode*, int64_t> readers;
-  for (size_t i = any_entry ? entries.size() : 0; i-- > 0;) {
-    const auto e = entries[i].lock();
-    if (!e || e->seq > max_seq) continue;
-    for (const auto& in : e->inputs) {
-      if (in && !in->grad_fn && !in->hooks.empty()) ++readers[in.get()];
+  void count_readers() {
+    const auto& entries = t_tape.entries;
+    for (size_t i = any_entry_ ? entries.size() : 0; i-- > 0;) {
+      const auto e = entries[i].lock();
+      if (!e || e->seq > max_seq_) continue;
+      for (const auto& in : e->inputs) {
+        if (in && !in->grad_fn && !in->hooks.empty()) ++readers_[in.get()];
+      }
     }
   }
+
   // An entry runs once any of its outputs received a gradient in this walk.
-  const auto reached = [](const TapeEntry& e) {
+  static bool reached(const TapeEntry& e) {
     return std::any_of(e.outputs.begin(), e.outputs.end(), [](const std::weak_ptr<GradNode>& w) {
       const auto node = w.lock();
       return node && node->pending.defined();
     });
-  };
-  std::vector<Tensor> douts;
-  const auto run_entry = [&](const std::shared_ptr<TapeEntry>& e) {
-    TG_CHECK(!e->released,
+  }
+
+  void finish(GradNode& node) {
+    walk_.complete(node);
+    walk_.release(node);
+  }
+
+  void check_versions(const TapeEntry& e) const {
+    TG_CHECK(!e.released,
              "backward: op '{}' of this graph was already released by an earlier backward(); "
              "pass retain_graph to that one to walk the graph twice",
-             e->op);
-    for (size_t k = 0; k < e->versions.size(); ++k) {
-      const auto storage = e->versions[k].storage.lock();
-      TG_CHECK(!storage || storage->version() == e->versions[k].version,
+             e.op);
+    for (size_t k = 0; k < e.versions.size(); ++k) {
+      const auto storage = e.versions[k].storage.lock();
+      TG_CHECK(!storage || storage->version() == e.versions[k].version,
                "backward: an input of op '{}' (input {} of {}) was modified in place after the op "
                "recorded it (version {} -> {}); its gradient would be wrong. Write to a copy, or "
                "recompute the op after the write",
-               e->op, k, e->versions.size(), e->versions[k].version, storage->version());
+               e.op, k, e.versions.size(), e.versions[k].version, storage->version());
     }
-    douts.assign(e->outputs.size(), Tensor());
+  }
+
+  // Completes e's outputs' gradients and, when `wanted`, computes its inputs' (fast kernel,
+  // backward or reference: tape.h's Derivative); then releases e unless retain_graph.
+  void run_entry(const std::shared_ptr<TapeEntry>& e, bool wanted) {
+    check_versions(*e);
+    std::vector<Tensor> douts(e->outputs.size());
     for (size_t k = 0; k < e->outputs.size(); ++k) {
       const auto node = e->outputs[k].lock();
       if (!node || !node->pending.defined()) continue;
-      douts[k] = walk.complete(*node);
-      walk.release(*node);
+      douts[k] = walk_.complete(*node);
+      walk_.release(*node);
     }
-    if (prune && !needed.count(e.get())) return;
-    Grads grads(*e, walk, douts);
-    const Tensor& dout = douts[0];
+    if (!wanted) return;
+    Grads grads(*e, walk_, douts);
     const profile::Scope profile_scope(e->op, true, &e->module);
-    if (walk.create_graph) {
-      TG_CHECK(e->formula != nullptr,
-               "backward: op '{}' has no gradient formula in differentiable ops, so its "
-               "gradient cannot be differentiated again (create_graph); see docs/custom_ops.md",
-               e->op);
-      e->formula(dout, grads);
+    const Derivative& d = e->derivative;
+    if (d.fast && !walk_.create_graph && !t_reference) {
+      d.fast(douts[0], grads);
+    } else if (d.backward) {
+      d.backward(douts[0], grads);
     } else {
-      e->backward(dout, grads);
+      differentiate_reference(*e, grads, douts);
     }
-    if (t_anomaly && !e->input_shapes.empty()) [[unlikely]] {
-      for (size_t k = 0; k < e->inputs.size(); ++k) {
-        if (!e->inputs[k]) continue;
-        const Finite f = finiteness(e->inputs[k]->pending);
-        const auto& producer = e->inputs[k]->grad_fn;
-        TG_CHECK(f == Finite::Yes,
-                 "anomaly: backward of op '{}' (inputs {}) produced {} in the gradient of input "
-                 "{} {}, which came from {}",
-                 e->op, shapes_of(e->input_shapes), f == Finite::HasNaN ? "NaN" : "Inf", k,
-                 e->inputs[k]->shape,
-                 producer ? fmt::format("op '{}'", producer->op) : std::string("a leaf"));
-      }
-    }
-    if (retain_graph) return;
+    if (t_anomaly && !e->input_shapes.empty()) [[unlikely]]
+      check_finite_gradients(*e);
+    if (retain_graph_) return;
     // Release: the output's gradient has been passed on, the saved buffers are not needed.
-    e->backward = nullptr;
-    e->formula = nullptr;
-    std::move(e->inputs.begin(), e->inputs.end(), std::back_inserter(keep_alive));
+    e->derivative = Derivative{};
+    std::move(e->inputs.begin(), e->inputs.end(), std::back_inserter(keep_alive_));
     e->inputs.clear();
     e->versions.clear();
     e->released = true;
-  };
-  std::vector<GradNode*> hooked;
-  for (size_t i = any_entry ? entries.size() : 0; i-- > 0;) {
-    std::shared_ptr<TapeEntry> e = entries[i].lock();
-    if (!e || e->seq > max_seq) continue;
-    hooked.clear();
-    if (!readers.empty()) {
-      for (const auto& in : e->inputs) {
-        if (in && readers.count(in.get())) hooked.push_back(in.get());
-      }
-    }
-    if (reached(*e)) run_entry(e);
-    for (GradNode* leaf : hooked) {
-      if (--readers[leaf] == 0 && leaf->pending.defined()) {
-        walk.complete(*leaf);
-        walk.release(*leaf);
-      }
-    }
   }
-  // A leaf's gradient is complete when the walk is over.
-  for (const auto& leaf : walk.leaves) {
-    if (!leaf->pending.defined()) continue;
-    walk.complete(*leaf);
-    walk.release(*leaf);
-  }
-  if (t_walks == 1) t_tape.compact();
-}
 
-// A walk that throws (a tensor written in place, an op without a formula, a hook's error)
+  // A composite entry's gradients: its reference is recomputed from the entry's inputs, which
+  // appends the reference's primitives to the tape, and those entries are walked right away,
+  // seeded with the composite's output gradients; they deliver into the composite's inputs.
+  void differentiate_reference(const TapeEntry& e, Grads& grads, const std::vector<Tensor>& douts) {
+    const size_t start = t_tape.entries.size();
+    std::vector<Tensor> outs;
+    {
+      const GradModeScope record_it(true);
+      outs = e.derivative.reference(grads);
+    }
+    TG_CHECK(outs.size() == e.outputs.size(),
+             "backward of '{}': its reference gave {} output(s), the op has {}", e.op, outs.size(),
+             e.outputs.size());
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (!douts[k].defined() || !outs[k].requires_grad()) continue;
+      walk_.add(outs[k].impl().node, walk_.create_graph ? douts[k] : douts[k].clone(), e.op);
+    }
+    for (size_t i = t_tape.entries.size(); i-- > start;) {
+      const auto inner = t_tape.entries[i].lock();
+      if (inner && reached(*inner)) run_entry(inner, true);
+    }
+  }
+
+  void check_finite_gradients(const TapeEntry& e) const {
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      if (!e.inputs[k]) continue;
+      const Finite f = finiteness(e.inputs[k]->pending);
+      const auto& producer = e.inputs[k]->grad_fn;
+      TG_CHECK(f == Finite::Yes,
+               "anomaly: backward of op '{}' (inputs {}) produced {} in the gradient of input {} "
+               "{}, which came from {}",
+               e.op, shapes_of(e.input_shapes), f == Finite::HasNaN ? "NaN" : "Inf", k,
+               e.inputs[k]->shape,
+               producer ? fmt::format("op '{}'", producer->op) : std::string("a leaf"));
+    }
+  }
+
+  Walk& walk_;
+  bool retain_graph_;
+  bool any_entry_ = false;
+  uint64_t max_seq_ = 0;
+  std::unordered_set<const TapeEntry*> needed_;
+  std::unordered_map<GradNode*, int64_t> readers_;
+  // Processed entries give up their input nodes only after the walk: an intermediate tensor
+  // the caller already dropped lives on in its node, which still has to receive its gradient.
+  std::vector<std::shared_ptr<GradNode>> keep_alive_;
+};
+
+// A walk that throws (a tensor written in place, a kernel under create_graph, a hook's error)
 // leaves no partial gradient behind for the next walk to add to.
 void walk_back(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, Walk& walk,
                bool retain_graph) {
   try {
-    walk_back_unguarded(roots, seeds, walk, retain_graph);
+    Walker(walk, retain_graph).run(roots, seeds);
   } catch (...) {
     for (const auto& leaf : walk.leaves) leaf->pending = Tensor();
     for (const auto& w : t_tape.entries) {

@@ -1,20 +1,25 @@
 // The tape: reverse-mode autograd as a flat list of op records in execution order.
 //
 // Each differentiable op, when any input requires grad and grad mode is on, calls record():
-// it appends one TapeEntry (op name, input nodes, backward function) to this thread's tape and
-// makes its output a non-leaf whose GradNode owns that entry (an op may have several outputs,
-// each owning the one entry). backward() walks the tape in reverse from the root's entry: an
-// entry whose output received a gradient calls its backward function, which accumulates (+=)
-// into its inputs' gradients; then the entry is released, freeing every buffer its backward
-// function saved. No recursion, so depth is not a limit.
+// it appends one TapeEntry (op name, input nodes, how to differentiate it) to this thread's
+// tape and makes its output a non-leaf whose GradNode owns that entry (an op may have several
+// outputs, each owning the one entry). backward() walks the tape in reverse from the root's
+// entry: an entry whose output received a gradient computes its inputs' gradients, which
+// accumulate into theirs; then the entry is released, freeing every buffer it saved. No
+// recursion, so depth is not a limit.
 //
-// Each entry carries the op's gradient twice: a kernel (fast, writing buffers directly) and a
-// formula written in differentiable ops (da = dout @ b^T). backward() runs the kernels under a
-// NoGradGuard. With create_graph it runs the formulas with recording on instead, so the
-// gradients it produces are on the tape themselves and can be differentiated again (a
-// Hessian-vector product, a gradient penalty), to any order. retain_graph keeps the entries
-// for another backward; grad() returns gradients instead of accumulating them into .grad();
-// hooks see (and may replace) a tensor's gradient once it is complete.
+// One derivative per op. A primitive op states its gradient
+// once, as a backward written in differentiable ops (da = dout @ b^T). backward() runs it with
+// recording off; with create_graph it runs it with recording on, so the gradients it produces
+// are on the tape themselves and can be differentiated again (a Hessian-vector product, a
+// gradient penalty), to any order. A composite op (layer norm, attention, linear with its
+// epilogue, cross-entropy) states no derivative at all: it names its reference, the op
+// recomputed from primitives, and the walk differentiates that. A fast kernel may compute
+// either's first-order gradient faster; it is an implementation of the same derivative, tested
+// equal to it (tests/autograd/test_registry.cpp), and a ReferenceModeGuard turns every fast
+// kernel off. retain_graph keeps the entries for another backward; grad() returns gradients
+// instead of accumulating them into .grad(); hooks see (and may replace) a tensor's gradient
+// once it is complete.
 //
 // Ownership runs backwards like the graph: an output's node owns its entry, the entry owns its
 // input nodes. The tape itself only holds weak references for ordering, so a graph that is
@@ -87,13 +92,13 @@ class Grads {
   };
   Buffer write(size_t i, Writes writes);
 
-  // Hands g (input i's shape and dtype; contiguous in a kernel) on as input i's gradient. In a
-  // formula (create_graph) the sum of gradients is itself recorded.
+  // Hands g (input i's shape and dtype; contiguous in a kernel) on as input i's gradient. Under
+  // create_graph the sum of gradients is itself recorded.
   void pass(size_t i, const Tensor& g);
 
-  // For a formula: the op's output k, from a saved handle to it (out.detach() captured at
-  // record time), joined again to the graph, so a gradient written in terms of the output
-  // (softmax's y, exp's y) flows back through this op when it is differentiated again.
+  // The op's output k, from a saved handle to it (out.detach() captured at record time), joined
+  // again to the graph, so a gradient written in terms of the output (softmax's y, exp's y)
+  // flows back through this op when it is differentiated again.
   Tensor output(const Tensor& saved, size_t k = 0) const;
 
   // The gradient of the op's output k in this walk: what the backward function receives as
@@ -101,10 +106,9 @@ class Grads {
   // a gradient; the others' are then undefined (as if zero).
   const Tensor& dout(size_t k) const;
 
-  // For a formula: `value` (input i's shape and dtype, rebuilt from what the op saved) joined to
-  // input i's place in the graph, as output() does for the output: a formula that does not keep
-  // an input alive (add_layer_norm's d) still differentiates through it. An input that needs no
-  // grad gives value as it is.
+  // `value` (input i's shape and dtype, what the op saved) joined to input i's place in the
+  // graph, as output() does for the output: a reference recomputed from its saved inputs
+  // differentiates through them. An input that needs no grad gives value as it is.
   Tensor input(size_t i, const Tensor& value) const;
 
  private:
@@ -133,6 +137,25 @@ void assign_or_add(bool assign, Body&& body) {
 // op with several outputs, output 0's, undefined when only another received one (Grads::dout).
 using BackwardFn = std::function<void(const Tensor& dout, Grads& dinputs)>;
 
+// A composite op's outputs recomputed from primitives, its inputs joined with Grads::input.
+using ReferenceFn = std::function<std::vector<Tensor>(Grads& inputs)>;
+
+// How an entry's gradients are computed. An op gives a backward or a reference, and may add a
+// fast kernel:
+//   backward   the derivative in differentiable ops, delivered with Grads::pass: first order
+//              with recording off, higher orders with it on
+//   fast       the same first-order gradient written into buffers (Grads::write); used unless
+//              create_graph or a ReferenceModeGuard
+//   reference  a composite op recomputed from primitives; the walk differentiates it (the op
+//              then has no backward of its own)
+// allow_inf exempts an intended infinity in the output from anomaly detection (masked_fill).
+struct Derivative {
+  BackwardFn backward = nullptr;
+  BackwardFn fast = nullptr;
+  ReferenceFn reference = nullptr;
+  bool allow_inf = false;
+};
+
 // The storage version (Storage::version) of one input when its op was recorded. A weak
 // reference: it keeps no buffer alive, and an input nobody saved may be freed.
 struct InputVersion {
@@ -160,8 +183,7 @@ struct TapeEntry {
   std::vector<InputVersion> versions;             // one per defined input
   // Each output's node owns this entry; an entry with several outputs may outlive one of them.
   std::vector<std::weak_ptr<GradNode>> outputs;
-  BackwardFn backward;  // the kernel
-  BackwardFn formula;   // the same in differentiable ops
+  Derivative derivative;
   bool released = false;
   std::string module;  // while profiling: the module path that recorded it (profile.h)
   // Kept only in details mode (TapeDetailsGuard, or anomaly mode): every input's shape (for the
@@ -176,32 +198,34 @@ struct TapeEntry {
   ~TapeEntry();
 };
 
-// Grad mode, per thread. NoGradGuard turns recording off for its scope (inference, optimizer
-// updates, weight initialisation) and restores the previous mode on exit.
+namespace detail {
+// The per-thread modes the guards below set.
+bool& grad_mode();
+bool& anomaly_mode();
+bool& details_mode();
+bool& reference_mode();
+}  // namespace detail
+
+// Sets a per-thread mode for its scope and restores the previous value on exit.
+template <bool& (*kMode)(), bool kValue>
+class ScopedMode {
+ public:
+  ScopedMode() : previous_(kMode()) { kMode() = kValue; }
+  ~ScopedMode() { kMode() = previous_; }
+  ScopedMode(const ScopedMode&) = delete;
+  ScopedMode& operator=(const ScopedMode&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Grad mode. NoGradGuard turns recording off for its scope (inference, optimizer updates,
+// weight initialisation); EnableGradGuard, like torch.enable_grad, turns it on even inside a
+// NoGradGuard (gradgradcheck's finite differences evaluate a first-order gradient, which must
+// record).
 bool grad_enabled();
-class NoGradGuard {
- public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
-// The opposite, like torch.enable_grad: recording on for its scope even inside a NoGradGuard
-// (gradgradcheck's finite differences evaluate a first-order gradient, which must record).
-class EnableGradGuard {
- public:
-  EnableGradGuard();
-  ~EnableGradGuard();
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
+using NoGradGuard = ScopedMode<detail::grad_mode, false>;
+using EnableGradGuard = ScopedMode<detail::grad_mode, true>;
 
 // Anomaly detection, like torch.autograd.detect_anomaly. While a DetectAnomalyGuard lives on
 // this thread, every recorded op checks its output and every backward step checks the
@@ -211,32 +235,20 @@ class EnableGradGuard {
 // are not anomalies, and masked_fill with an infinite value is exempt. Off by default; when
 // off it costs one thread-local check per op.
 bool anomaly_enabled();
-class DetectAnomalyGuard {
- public:
-  DetectAnomalyGuard();
-  ~DetectAnomalyGuard();
-  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
-  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+using DetectAnomalyGuard = ScopedMode<detail::anomaly_mode, true>;
 
- private:
-  bool previous_;
-};
-
-// Details mode, per thread: while a TapeDetailsGuard lives (or a DetectAnomalyGuard), each
-// recorded entry also keeps its inputs' shapes and what it saved for its backward, which the
-// tape's drawing shows (tapegrad/viz/tape_drawing.h). Off by default; off, it costs one
-// thread-local check per op.
+// Details mode: while a TapeDetailsGuard lives (or a DetectAnomalyGuard), each recorded entry
+// also keeps its inputs' shapes and what it saved for its backward, which the tape's drawing
+// shows (tapegrad/viz/tape_drawing.h). Off by default; off, it costs one thread-local check
+// per op.
 bool tape_details();
-class TapeDetailsGuard {
- public:
-  TapeDetailsGuard();
-  ~TapeDetailsGuard();
-  TapeDetailsGuard(const TapeDetailsGuard&) = delete;
-  TapeDetailsGuard& operator=(const TapeDetailsGuard&) = delete;
+using TapeDetailsGuard = ScopedMode<detail::details_mode, true>;
 
- private:
-  bool previous_;
-};
+// Reference mode: while a ReferenceModeGuard lives, composite ops run as their references
+// (recording primitives) and every gradient comes from an op's backward or reference, never
+// from a fast kernel: what the fast kernels are tested equal to.
+bool reference_mode();
+using ReferenceModeGuard = ScopedMode<detail::reference_mode, true>;
 
 // True when an op on these inputs must be recorded: grad mode is on and one requires grad.
 template <class... Ts>
@@ -247,15 +259,11 @@ bool recording(const std::vector<Tensor>& inputs);
 
 // Appends an entry for `op` and makes `out` its non-leaf output. Call only when recording(...)
 // is true. Throws if an input belongs to a graph that an earlier backward() already released.
-// `formula` computes what `backward` does in differentiable ops (each gradient handed on with
-// Grads::pass); without one, a backward with create_graph through this op throws.
-// allow_inf exempts an intended infinity in `out` from anomaly detection (masked_fill with -inf).
-void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, BackwardFn backward,
-            BackwardFn formula = nullptr, bool allow_inf = false);
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Derivative derivative);
 // The same for an op with several outputs (add_and_layer_norm's normalised sum and the sum
 // itself): one entry, whose backward runs once, after every op that read any of them.
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
-            BackwardFn backward, BackwardFn formula = nullptr, bool allow_inf = false);
+            Derivative derivative);
 
 // Adds fn to node's hooks (what Tensor::register_hook does for a tensor's node).
 HookHandle register_hook(const std::shared_ptr<GradNode>& node, GradHook fn);

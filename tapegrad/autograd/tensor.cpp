@@ -117,7 +117,7 @@ Tensor Tensor::to(DType target) const {
     const DType source = dtype();
     // d(to(x))/dx = 1: the gradient converted back to x's dtype.
     const auto backward = [source](const Tensor& dout, Grads& g) { g.pass(0, dout.to(source)); };
-    record("to", {*this}, out, backward, backward);
+    record("to", {*this}, out, {.backward = backward});
   }
   return out;
 }
@@ -134,7 +134,7 @@ Tensor Tensor::clone() const {
     const char* op = is_contiguous() ? "clone" : "contiguous";
     // d(copy(x))/dx = 1
     const auto backward = [](const Tensor& dout, Grads& g) { g.pass(0, dout); };
-    record(op, {*this}, out, backward, backward);
+    record(op, {*this}, out, {.backward = backward});
   }
   return out;
 }

@@ -83,8 +83,8 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
         Generator gen(9);
         const AttentionOptions options{
             .blocked = blocked, .dropout = c.dropout, .training = true, .gen = &gen};
-        Tensor out = fused ? attention(in[0], in[1], in[2], c.H, options)
-                           : attention_reference(in[0], in[1], in[2], c.H, options);
+        const auto op = [&] { return attention(in[0], in[1], in[2], c.H, options); };
+        Tensor out = fused ? op() : (ReferenceModeGuard(), op());
         for (Tensor& t : in) t.zero_grad();
         out.backward(dout);
         return std::vector<Tensor>{out.detach(), in[0].grad(), in[1].grad(), in[2].grad()};

@@ -10,12 +10,12 @@ namespace {
 Tensor square_with_error(const Tensor& x, double error) {
   Tensor y = mul(x.detach(), x.detach());
   if (recording(x)) {
-    record("square", {x}, y, [x = x.detach(), error](const Tensor& dout, Grads& g) {
-      double* dx = g.write(0, Writes::Some).grad.data<double>();
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        dx[i] += dout.data<double>()[i] * (2 * x.data<double>()[i] + (i == 3 ? error : 0.0));
-      }
-    });
+    record("square", {x}, y, {.backward = [x = x.detach(), error](const Tensor& dout, Grads& g) {
+             double* dx = g.write(0, Writes::Some).grad.data<double>();
+             for (int64_t i = 0; i < x.numel(); ++i) {
+               dx[i] += dout.data<double>()[i] * (2 * x.data<double>()[i] + (i == 3 ? error : 0.0));
+             }
+           }});
   }
   return y;
 }

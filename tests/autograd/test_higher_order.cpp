@@ -369,14 +369,28 @@ TEST_CASE("a leaf's hook runs as soon as the last op reading the leaf has passed
   CHECK(order == std::vector<std::string>{"w2", "w1"});
 }
 
-TEST_CASE("an op without a formula says so under create_graph", "[autograd][higher][errors]") {
+// An op whose backward writes raw buffers: first order only.
+void twice_by_kernel(const Tensor& x, Tensor& y) {
+  record("twice", {x}, y, {.backward = [](const Tensor& dout, Grads& g) {
+           double* dx = g.write(0, Writes::Some).grad.data<double>();
+           for (int64_t i = 0; i < dout.numel(); ++i) dx[i] += 2 * dout.data<double>()[i];
+         }});
+}
+
+TEST_CASE("a backward that writes buffers says so under create_graph",
+          "[autograd][higher][errors]") {
   Tensor x = random_leaf({2}, 30);
   Tensor y = mul(x.detach(), 2.0);
-  record("twice", {x}, y, [](const Tensor& dout, Grads& g) { g.pass(0, mul(dout, 2.0)); });
+  twice_by_kernel(x, y);
   CHECK_THROWS_WITH(sum(y).backward(Tensor(), {.create_graph = true}),
-                    "backward: op 'twice' has no gradient formula in differentiable ops, so its "
-                    "gradient cannot be differentiated again (create_graph); see "
-                    "docs/custom_ops.md");
+                    "backward of 'twice' writes its gradient into a buffer, so the gradient "
+                    "cannot be differentiated again (create_graph): write the backward in "
+                    "differentiable ops and pass() each gradient, and give the kernel as "
+                    "Derivative::fast (docs/custom_ops.md)");
+  Tensor z = mul(x.detach(), 2.0);
+  twice_by_kernel(x, z);
+  sum(z).backward();  // first order runs it
+  require_values(x.grad(), {2, 2}, 1e-12);
 }
 
 TEST_CASE("a gradient-penalty loop keeps memory flat", "[autograd][higher]") {
@@ -456,8 +470,8 @@ TEST_CASE("hooks and retain_grad behave as PyTorch's", "[autograd][higher][refer
 TEST_CASE("a walk that throws leaves no partial gradient behind", "[autograd][higher][errors]") {
   Tensor x = random_leaf({2}, 33);
   Tensor y = mul(x.detach(), 2.0);
-  record("twice", {x}, y, [](const Tensor& dout, Grads& g) { g.pass(0, mul(dout, 2.0)); });
-  // x gets 1 from the add's other operand before 'twice' throws for want of a formula
+  twice_by_kernel(x, y);
+  // x gets 1 from the add's other operand before 'twice' throws: its backward is a kernel
   const Tensor loss = sum(add(y, x));
   CHECK_THROWS(loss.backward(Tensor(), {.create_graph = true}));
   CHECK_FALSE(x.grad().defined());

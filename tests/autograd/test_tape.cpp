@@ -41,10 +41,10 @@ TEST_CASE("an output gradient passed on is adopted by one operand only", "[autog
 TEST_CASE("a gradient buffer handed to two tensors is refused", "[autograd][errors]") {
   Tensor a = leaf({1, 2}), b = leaf({3, 4});
   Tensor y = add(a.detach(), b.detach());
-  record("shared_add", {a, b}, y, [](const Tensor& dout, Grads& g) {
-    g.pass(0, dout);
-    g.pass(1, dout);
-  });
+  record("shared_add", {a, b}, y, {.backward = [](const Tensor& dout, Grads& g) {
+           g.pass(0, dout);
+           g.pass(1, dout);
+         }});
   CHECK_THROWS_WITH(sum(y).backward(),
                     "backward of 'shared_add': a gradient buffer of shape [2] was handed to a "
                     "second tensor; it already holds the gradient from 'shared_add'. Two "
@@ -172,10 +172,10 @@ TEST_CASE("custom ops can be recorded through the public tape API", "[autograd]"
   Tensor y = empty({2}, DType::Float64);
   for (int64_t i = 0; i < 2; ++i) y.data<double>()[i] = 3 * x.data<double>()[i];
   REQUIRE(recording(x));
-  record("triple", {x}, y, [](const Tensor& dout, Grads& g) {
-    for (int64_t i = 0; i < 2; ++i)
-      g.write(0, Writes::Some).grad.data<double>()[i] += 3 * dout.data<double>()[i];
-  });
+  record("triple", {x}, y, {.backward = [](const Tensor& dout, Grads& g) {
+           for (int64_t i = 0; i < 2; ++i)
+             g.write(0, Writes::Some).grad.data<double>()[i] += 3 * dout.data<double>()[i];
+         }});
   CHECK(fmt::format("{}", y) == "tensor([3.0000, 6.0000], dtype=float64, grad_fn=<triple>)");
   sum(y).backward();
   require_values(x.grad(), {3, 3});
@@ -201,7 +201,8 @@ TEST_CASE("an op with two outputs runs its backward once, with both gradients", 
   };
   auto op = [&](const Tensor& x, int* runs) {
     Pair r{mul(x.detach(), 2.0), mul(x.detach(), x.detach())};
-    record("pair", {x}, {&r.twice, &r.square}, gradient(x.detach(), runs), gradient(x, runs));
+    record("pair", {x}, {&r.twice, &r.square},
+           {.backward = gradient(x, runs), .fast = gradient(x.detach(), runs)});
     return r;
   };
   int runs = 0;
@@ -439,7 +440,7 @@ TEST_CASE("a custom op's wrong gradient delivery is an error naming the op", "[a
     Tensor x = leaf({1, 2});
     Tensor c = tensor({1, 1}, DType::Float64);  // needs no grad
     Tensor y = empty({2}, DType::Float64);
-    record("my_op", {x, c}, y, deliver);
+    record("my_op", {x, c}, y, {.backward = deliver});
     sum(y).backward();
   };
   CHECK_THROWS_WITH(run([](const Tensor& dout, Grads& g) { g.pass(2, dout); }),
@@ -469,12 +470,14 @@ TEST_CASE("a custom op's wrong gradient delivery is an error naming the op", "[a
 
   // record() itself: an output that already belongs to the graph, or none at all
   Tensor x = leaf({1, 2});
-  CHECK_THROWS_WITH(record("my_op", {x}, x, [](const Tensor&, Grads&) {}),
+  CHECK_THROWS_WITH(record("my_op", {x}, x, {.backward = [](const Tensor&, Grads&) {}}),
                     Catch::Contains("my_op: output 0 already belongs to a graph"));
   CHECK(x.is_leaf());
   Tensor none;
-  CHECK_THROWS_WITH(record("my_op", {x}, none, [](const Tensor&, Grads&) {}),
+  CHECK_THROWS_WITH(record("my_op", {x}, none, {.backward = [](const Tensor&, Grads&) {}}),
                     "my_op: output 0 is not a tensor");
   Tensor y = empty({2}, DType::Float64);
-  CHECK_THROWS_WITH(record("my_op", {x}, y, nullptr), "my_op: record() needs a backward function");
+  CHECK_THROWS_WITH(record("my_op", {x}, y, {.backward = nullptr}),
+                    "my_op: record() needs a backward function (or, for a composite op, a "
+                    "reference)");
 }

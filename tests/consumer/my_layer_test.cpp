@@ -46,7 +46,8 @@ TEST_CASE("a wrong gradient fails gradcheck") {
   const GradcheckResult r = gradcheck(
       [](const std::vector<Tensor>& in) {
         Tensor out = tanh(in[0].detach());
-        record("wrong_tanh", {in[0]}, out, [](const Tensor& dout, Grads& g) { g.pass(0, dout); });
+        record("wrong_tanh", {in[0]}, out,
+               {.backward = [](const Tensor& dout, Grads& g) { g.pass(0, dout); }});
         return out;
       },
       {x});

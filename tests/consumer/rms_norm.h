@@ -41,7 +41,7 @@ inline tapegrad::Tensor rms_norm(const tapegrad::Tensor& x_in, const tapegrad::T
   // 3. record the backward when anything requires grad; save inputs detached (by value)
   if (recording(x, w)) {
     record("rms_norm", {x, w}, y,
-           [x = x.detach(), w = w.detach(), r, N, C](const Tensor& dout, Grads& g) {
+           {.backward = [x = x.detach(), w = w.detach(), r, N, C](const Tensor& dout, Grads& g) {
              const double *px = x.data<double>(), *pw = w.data<double>();
              const double* dy = dout.data<double>();
              if (g.wants(0)) {  // dx: every element written once, assigned by a first writer
@@ -67,7 +67,7 @@ inline tapegrad::Tensor rms_norm(const tapegrad::Tensor& x_in, const tapegrad::T
                  for (int64_t c = 0; c < C; ++c) dw[c] += dy[n * C + c] * px[n * C + c] * (*r)[n];
                }
              }
-           });
+           }});
     // what the entry keeps, for the tape's drawing (viz::TapeDrawing)
     if (tape_details()) note_saved(y, {{"x", x}, {"w", w}, {"rstd", Shape{N}, DType::Float64}});
   }

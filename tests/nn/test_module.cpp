@@ -214,12 +214,13 @@ TEST_CASE("gradcheck_module names parameters and catches what makes a gradcheck 
     }
     Tensor forward(const Tensor& x) {
       Tensor out = inner.forward(x).detach();
-      record("wrong_linear", {x, inner.weight, inner.bias}, out,
-             [x = x.detach(), w = inner.weight.detach()](const Tensor& dout, Grads& g) {
-               const Tensor dw = matmul(transpose(dout, 0, 1), x);
-               if (g.wants(1)) g.pass(1, mul(dw, 2.0));  // twice the true dW
-               if (g.wants(2)) g.pass(2, sum(dout, {0}));
-             });
+      record(
+          "wrong_linear", {x, inner.weight, inner.bias}, out,
+          {.backward = [x = x.detach(), w = inner.weight.detach()](const Tensor& dout, Grads& g) {
+            const Tensor dw = matmul(transpose(dout, 0, 1), x);
+            if (g.wants(1)) g.pass(1, mul(dw, 2.0));  // twice the true dW
+            if (g.wants(2)) g.pass(2, sum(dout, {0}));
+          }});
       return out;
     }
     Linear inner;

@@ -237,7 +237,12 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   const Tensor k = in_place ? k_in : k_in.contiguous(), v = in_place ? v_in : v_in.contiguous();
   if (in_place && B > 1) x.kv_batch = ks[0];
   const uint8_t* pm = blocked.defined() ? mask_bytes(blocked) : nullptr;
-  const DropoutMask mask(options.dropout, drop ? options.gen->next_u64() : 0);
+  const uint64_t key = drop ? options.gen->next_u64() : 0;
+  if (reference_mode()) {
+    return attention_reference(q_in, k_in, v_in, heads, blocked, drop ? options.dropout : 0, key,
+                               weights_out);
+  }
+  const DropoutMask mask(options.dropout, key);
   const double dropout = drop ? options.dropout : 0.0;
   // two products a head: scores q k^T and the weighted values, 2 T S D flops each
   const double product_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(T) *
@@ -293,124 +298,102 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int
   if (weights_out) *weights_out = transpose(slice(weights, 3, 0, T), 2, 3);
 
   if (graph) {
-    record(
-        "attention", {q, k, v}, out,
-        [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout, product_flops](
-            const Tensor& dout, Grads& g) {
-          // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
-          //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
-          //   dP = dP' * keep * dropout_scale
-          //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward)
-          //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
-          // The buffers are taken in the order q, k, v and each item writes its slices in
-          // that order, so when two of q, k, v are one tensor its first writer goes first.
-          // dP' always, then one product for each of dq, dk, dv wanted
-          profile::note_flops(product_flops * (1 + (g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0) +
-                                               (g.wants(2) ? 1 : 0)));
-          dispatch_floating("attention", dout.dtype(), [&](auto tag) {
-            using F = decltype(tag);
-            const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-            F* dgrad[3] = {nullptr, nullptr, nullptr};
-            F beta[3] = {F{1}, F{1}, F{1}};
-            for (size_t i = 0; i < 3; ++i) {
-              if (!g.wants(i)) continue;
-              const auto [grad, first] = g.write(i, Writes::Every);
-              dgrad[i] = grad.data<F>();
-              beta[i] = first ? F{0} : F{1};
-            }
-            const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
-            const F *pw = weights.data<F>(), *pd = dout.data<F>();
-            const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
-            const auto assign = [](F& dst, F value) { dst = value; };
-            parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
-              const int64_t TP = x.TP, tile = S * TP;
-              std::vector<F> ds(tile), dropped(dropout > 0 ? tile : 0);
-              std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
-              for (int64_t n = n0; n < n1; ++n) {
-                const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
-                const F* dout_bh = pd + x.q_at(n);
-                if (dropout > 0) dropout_factors<F>(factor.data(), x, n, mask, dropout);
-                if (dgrad[0] || dgrad[1]) {
-                  // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the softmax
-                  transpose_head<F>(transposed.data(), dout_bh, x);
-                  gemm<F>(false, false, S, TP, D, pv + x.kv_at(n), C, transposed.data(), TP, F{0},
-                          ds.data(), TP);
-                  if (dropout > 0) {
-                    for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
-                  }
-                  if (T == 1) {  // one row of S, as the forward's softmax ran
-                    detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
-                                                detail::Rows{1, S, 1}, false, 0, 1, scale);
-                  } else {
-                    softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
-                  }
-                }
-                if (dgrad[0]) {
-                  gemm<F>(true, false, T, D, S, ds.data(), TP, pk + x.kv_at(n), C, beta[0],
-                          dgrad[0] + x.q_at(n), C);
-                }
-                if (dgrad[1]) {
-                  gemm<F>(false, false, S, D, T, ds.data(), TP, pq + x.q_at(n), C, beta[1],
-                          dgrad[1] + x.kv_at(n), C);
-                }
-                if (dgrad[2]) {
-                  const F* pdrop = p;
-                  if (dropout > 0) {
-                    for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
-                    pdrop = dropped.data();
-                  }
-                  gemm<F>(false, false, S, D, T, pdrop, TP, dout_bh, C, beta[2],
-                          dgrad[2] + x.kv_at(n), C);
-                }
-              }
-            });
-          });
-        },
-        [q, k, v, blocked, x, mask, dropout](const Tensor& dout, Grads& g) {
-          // The derivation above in differentiable ops, per head ([B, H, L, D] views), with
-          // the weights P recomputed from q and k and the dropout mask from its key.
-          auto heads = [&](const Tensor& t, int64_t L) {
-            return permute(reshape(t, {x.B, L, x.H, x.D}), {0, 2, 1, 3});
-          };
-          auto merge = [&](const Tensor& t, int64_t L) {
-            return reshape(permute(t, {0, 2, 1, 3}), {x.B, L, x.C});
-          };
-          const Tensor qh = heads(q, x.T), kh = heads(k, x.S), vh = heads(v, x.S);
-          const Tensor dh = heads(dout, x.T);
-          const double scale = 1.0 / std::sqrt(static_cast<double>(x.D));
-          const Tensor scores = mul(matmul(qh, transpose(kh, -2, -1)), scale);
-          const Tensor p =
-              blocked.defined() ? masked_softmax(scores, blocked) : softmax(scores, -1);
-          const Tensor keep = dropout > 0 ? keep_mask({x.B, x.H, x.T, x.S}, mask) : Tensor();
-          auto drop = [&](const Tensor& t) {
-            return dropout > 0 ? where(keep, mul(t, dropout_scale(dropout)), zeros_like(t)) : t;
-          };
-          if (g.wants(2)) g.pass(2, merge(matmul(transpose(drop(p), -2, -1), dh), x.S));
-          if (g.wants(0) || g.wants(1)) {
-            const Tensor dp = drop(matmul(dh, transpose(vh, -2, -1)));
-            const Tensor ds = mul(mul(p, sub(dp, sum(mul(dp, p), {-1}, true))), scale);
-            if (g.wants(0)) g.pass(0, merge(matmul(ds, kh), x.T));
-            if (g.wants(1)) g.pass(1, merge(matmul(transpose(ds, -2, -1), qh), x.S));
-          }
-        });
+    record("attention", {q, k, v}, out,
+           {.fast =
+                [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout,
+                 product_flops](const Tensor& dout, Grads& g) {
+                  // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
+                  //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
+                  //   dP = dP' * keep * dropout_scale
+                  //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward)
+                  //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
+                  // The buffers are taken in the order q, k, v and each item writes its slices in
+                  // that order, so when two of q, k, v are one tensor its first writer goes first.
+                  // dP' always, then one product for each of dq, dk, dv wanted
+                  profile::note_flops(
+                      product_flops *
+                      (1 + (g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0) + (g.wants(2) ? 1 : 0)));
+                  dispatch_floating("attention", dout.dtype(), [&](auto tag) {
+                    using F = decltype(tag);
+                    const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
+                    F* dgrad[3] = {nullptr, nullptr, nullptr};
+                    F beta[3] = {F{1}, F{1}, F{1}};
+                    for (size_t i = 0; i < 3; ++i) {
+                      if (!g.wants(i)) continue;
+                      const auto [grad, first] = g.write(i, Writes::Every);
+                      dgrad[i] = grad.data<F>();
+                      beta[i] = first ? F{0} : F{1};
+                    }
+                    const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
+                    const F *pw = weights.data<F>(), *pd = dout.data<F>();
+                    const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
+                    const auto assign = [](F& dst, F value) { dst = value; };
+                    parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
+                      const int64_t TP = x.TP, tile = S * TP;
+                      std::vector<F> ds(tile), dropped(dropout > 0 ? tile : 0);
+                      std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
+                      for (int64_t n = n0; n < n1; ++n) {
+                        const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
+                        const F* dout_bh = pd + x.q_at(n);
+                        if (dropout > 0) dropout_factors<F>(factor.data(), x, n, mask, dropout);
+                        if (dgrad[0] || dgrad[1]) {
+                          // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
+                          // softmax
+                          transpose_head<F>(transposed.data(), dout_bh, x);
+                          gemm<F>(false, false, S, TP, D, pv + x.kv_at(n), C, transposed.data(), TP,
+                                  F{0}, ds.data(), TP);
+                          if (dropout > 0) {
+                            for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
+                          }
+                          if (T == 1) {  // one row of S, as the forward's softmax ran
+                            detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
+                                                        detail::Rows{1, S, 1}, false, 0, 1, scale);
+                          } else {
+                            softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
+                          }
+                        }
+                        if (dgrad[0]) {
+                          gemm<F>(true, false, T, D, S, ds.data(), TP, pk + x.kv_at(n), C, beta[0],
+                                  dgrad[0] + x.q_at(n), C);
+                        }
+                        if (dgrad[1]) {
+                          gemm<F>(false, false, S, D, T, ds.data(), TP, pq + x.q_at(n), C, beta[1],
+                                  dgrad[1] + x.kv_at(n), C);
+                        }
+                        if (dgrad[2]) {
+                          const F* pdrop = p;
+                          if (dropout > 0) {
+                            for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
+                            pdrop = dropped.data();
+                          }
+                          gemm<F>(false, false, S, D, T, pdrop, TP, dout_bh, C, beta[2],
+                                  dgrad[2] + x.kv_at(n), C);
+                        }
+                      }
+                    });
+                  });
+                },
+            .reference =
+                [q = q.detach(), k = k.detach(), v = v.detach(), heads, blocked, dropout,
+                 key = mask.key](Grads& g) {
+                  return std::vector{attention_reference(
+                      g.input(0, q), g.input(1, k), g.input(2, v), heads, blocked, dropout, key)};
+                }});
     if (tape_details()) note_saved(out, {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
   }
   return out;
 }
 
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                           const AttentionOptions& options) {
+                           const Tensor& blocked, double p, uint64_t key, Tensor* weights) {
   const int64_t B = q.size(0), T = q.size(1), C = q.size(2), S = k.size(1), D = C / heads;
   auto split = [&](const Tensor& t, int64_t L) {
-    return permute(view(t.contiguous(), {B, L, heads, D}), {0, 2, 1, 3});
+    return permute(reshape(t, {B, L, heads, D}), {0, 2, 1, 3});
   };
-  const Tensor scores =
-      mul(matmul(split(q, T), transpose(split(k, S), -2, -1)), 1.0 / std::sqrt(D * 1.0));
-  const Tensor p =
-      options.blocked.defined() ? masked_softmax(scores, options.blocked) : softmax(scores, -1);
-  const bool drop = options.training && options.dropout > 0;
-  const Tensor dropped = drop ? dropout(p, options.dropout, true, *options.gen) : p;
-  return reshape(permute(matmul(dropped, split(v, S)), {0, 2, 1, 3}), {B, T, C});
+  const Tensor scores = matmul(split(q, T), transpose(split(k, S), -2, -1)) / std::sqrt(D * 1.0);
+  const Tensor w = blocked.defined() ? masked_softmax(scores, blocked) : softmax(scores, -1);
+  if (weights) *weights = w.detach();
+  return reshape(permute(matmul(dropout(w, p, key), split(v, S)), {0, 2, 1, 3}), {B, T, C});
 }
 
 }  // namespace tapegrad

@@ -11,8 +11,7 @@
 // second, where the unfused ops write and read back four [B, H, T, S] tensors. The backward
 // keeps only the weights and recomputes the dropout mask from its key.
 //
-// nn::MultiHeadAttention (tapegrad/nn/attention.h) builds the masks and projections around it; a
-// composition of matmul, masked_softmax and dropout computes the same (tests check that).
+// nn::MultiHeadAttention (tapegrad/nn/attention.h) builds the masks and projections around it.
 #pragma once
 
 #include "tapegrad/autograd/random.h"
@@ -35,10 +34,12 @@ struct AttentionOptions {
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                  const AttentionOptions& options = {}, Tensor* weights = nullptr);
 
-// The same computed by the unfused ops (view, permute, matmul, masked_softmax, dropout) through
-// [B, H, T, S] tensors: the naive twin the tests hold attention to. From the same generator
-// state it draws the same dropout mask. Shapes are checked by the ops it calls.
+// The definition in primitives, which the fused kernel is tested equal to and create_graph
+// differentiates: softmax(q k^T / sqrt(D), blocked -> -inf) per head, dropout(p, key) on the
+// weights (the mask of one generator draw, `key`; p = 0: none), times v, through [B, H, T, S]
+// tensors. Shapes are checked by the ops it calls. `weights` as attention's.
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                           const AttentionOptions& options = {});
+                           const Tensor& blocked = {}, double p = 0, uint64_t key = 0,
+                           Tensor* weights = nullptr);
 
 }  // namespace tapegrad

@@ -55,14 +55,20 @@ Tensor keep_mask(const Shape& shape, const DropoutMask& mask) {
 }
 
 Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
-  const profile::Scope profile_scope("dropout");
   TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0) return input;
+  return dropout(input, p, gen.next_u64());
+}
+
+Tensor dropout(const Tensor& input, double p, uint64_t key) {
+  const profile::Scope profile_scope("dropout");
+  TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
+  if (p == 0) return input;
   const Tensor x = input.contiguous();
   const int64_t N = x.numel();
   Tensor out = empty(x.shape(), x.dtype());
   Tensor keep = empty(x.shape(), DType::Bool);
-  const DropoutMask mask(p, gen.next_u64());
+  const DropoutMask mask(p, key);
   dispatch_floating("dropout", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* po = out.data<T>();
@@ -77,25 +83,26 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
     });
   });
   if (recording(x)) {
-    record(
-        "dropout", {x}, out,
-        [keep, N, p](const Tensor& dout, Grads& g) {
-          dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const auto [grad, first] = g.write(0, Writes::Every);
-            T* dx = grad.data<T>();
-            const T* dy = dout.data<T>();
-            assign_or_add(first, [&](auto store) {
-              parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
-                dropout_backward<T>(store, dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
-              });
-            });
-          });
-        },
-        [keep, p](const Tensor& dout, Grads& g) {
-          // the same mask on the gradient: dx = keep ? dout * scale : 0
-          g.pass(0, where(keep, mul(dout, dropout_scale(p)), zeros_like(dout)));
-        });
+    record("dropout", {x}, out,
+           {.backward =
+                [keep, p](const Tensor& dout, Grads& g) {
+                  // the same mask on the gradient: dx = keep ? dout * scale : 0
+                  g.pass(0, where(keep, mul(dout, dropout_scale(p)), zeros_like(dout)));
+                },
+            .fast =
+                [keep, N, p](const Tensor& dout, Grads& g) {
+                  dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    T* dx = grad.data<T>();
+                    const T* dy = dout.data<T>();
+                    assign_or_add(first, [&](auto store) {
+                      parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
+                        dropout_backward<T>(store, dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
+                      });
+                    });
+                  });
+                }});
     if (tape_details()) note_saved(out, {{"keep", keep}});
   }
   return out;

@@ -9,6 +9,9 @@ namespace tapegrad {
 
 // The identity when !training or p == 0. p == 1 zeroes everything. The mask is drawn from gen.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// The same in training with the mask given by its key (one draw of a generator, DropoutMask):
+// how a fused op's reference draws the fused kernel's mask again.
+Tensor dropout(const Tensor& x, double p, uint64_t key);
 
 // Which elements a dropout of probability p keeps, given its key (one draw of the caller's
 // generator): element i is kept when the high 32 bits of counter_bits(key, i) are >= p * 2^32.

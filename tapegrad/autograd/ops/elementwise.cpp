@@ -38,30 +38,33 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad 
     Tensor saved = saves == Saves::Input    ? x.detach()
                    : saves == Saves::Output ? out.detach()
                                             : Tensor();
-    record(
-        op, {x}, out,
-        [saved, df, n, op](const Tensor& dout, Grads& g) {
-          dispatch_floating(op, dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const auto [grad, first] = g.write(0, Writes::Every);
-            T* dx = grad.data<T>();
-            const T* d = dout.data<T>();
-            const T* s = saved.defined() ? saved.data<T>() : nullptr;
-            assign_or_add(first, [&](auto store) {
-              parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
-                if (s) {
-                  for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(s[i])));
-                } else {
-                  for (int64_t i = b; i < e; ++i) store(dx[i], d[i] * static_cast<T>(df(T{0})));
-                }
-              });
-            });
-          });
-        },
-        [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](const Tensor& dout,
-                                                                           Grads& g) {
-          g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
-        });
+    record(op, {x}, out,
+           {.backward =
+                [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](
+                    const Tensor& dout, Grads& g) {
+                  g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
+                },
+            .fast =
+                [saved, df, n, op](const Tensor& dout, Grads& g) {
+                  dispatch_floating(op, dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    T* dx = grad.data<T>();
+                    const T* d = dout.data<T>();
+                    const T* s = saved.defined() ? saved.data<T>() : nullptr;
+                    assign_or_add(first, [&](auto store) {
+                      parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
+                        if (s) {
+                          for (int64_t i = b; i < e; ++i)
+                            store(dx[i], d[i] * static_cast<T>(df(s[i])));
+                        } else {
+                          for (int64_t i = b; i < e; ++i)
+                            store(dx[i], d[i] * static_cast<T>(df(T{0})));
+                        }
+                      });
+                    });
+                  });
+                }});
     if (tape_details() && saved.defined()) {
       note_saved(out, {{saves == Saves::Input ? "x" : "y", saved}});
     }
@@ -96,65 +99,71 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
     const Shape a_shape = a.shape(), b_shape = b.shape();
     record(
         op, {a, b}, out,
-        [=](const Tensor& dout, Grads& g) {
-          dispatch_floating(op, dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const T* d = dout.data<T>();
-            const Shape& so = dout.strides();
-            // Strides of the gradient buffers (contiguous, the operands' shapes) seen from `shape`.
-            const Shape sga = broadcast_strides(a_shape, contiguous_strides(a_shape), shape);
-            const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
-            // Each operand's gradient is dout * partial, summed over the dims it was broadcast
-            // along, delivered by the one rule (Grads, tape.h):
-            //   pass:    a partial of 1 and no broadcast (either operand of add, a of sub): the
-            //            gradient is dout itself, handed on without a copy, and to one operand
-            //            only, since a buffer has one owner
-            //   write:   otherwise, each element once (Writes::Every), or summed over the
-            //            broadcast dims (Writes::Some)
-            //   threads: the loop is split between threads unless two would add into one
-            //            element (the split dim is one the operand was broadcast along)
-            bool passed = false;
-            for (size_t i = 0; i < 2; ++i) {
-              if (!g.wants(i)) continue;
-              const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
-              if constexpr (!kSavesInputs) {
-                if (!broadcast && !passed && (i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0})) == T{1}) {
-                  g.pass(i, dout);
-                  passed = true;
-                  continue;
-                }
-              }
-              const auto [grad, first] = g.write(i, broadcast ? Writes::Some : Writes::Every);
-              T* dx = grad.data<T>();
-              const Shape& sg = i == 0 ? sga : sgb;
-              const int64_t d0 = split_dim(shape);
-              const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
-              assign_or_add(first, [&](auto store) {
-                if constexpr (kSavesInputs) {
-                  const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
-                  const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
-                  const T* pa = sa.data<T>();
-                  const T* pb = sb.data<T>();
-                  parallel_for_each_offset<4>(
-                      shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
-                        const T partial = i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
-                        store(dx[o[0]], d[o[1]] * partial);
-                      });
-                } else {
-                  const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
-                  parallel_for_each_offset<2>(shape, {&sg, &so}, grain, [&](const auto& o) {
-                    store(dx[o[0]], d[o[1]] * partial);
-                  });
-                }
-              });
-            }
-          });
-        },
-        [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape, b_shape, ga,
-         gb](const Tensor& dout, Grads& g) {
-          if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
-          if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
-        });
+        {.backward =
+             [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape, b_shape,
+              ga, gb](const Tensor& dout, Grads& g) {
+               if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
+               if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
+             },
+         .fast =
+             [=](const Tensor& dout, Grads& g) {
+               dispatch_floating(op, dout.dtype(), [&](auto tag) {
+                 using T = decltype(tag);
+                 const T* d = dout.data<T>();
+                 const Shape& so = dout.strides();
+                 // Strides of the gradient buffers (contiguous, the operands' shapes) seen from
+                 // `shape`.
+                 const Shape sga = broadcast_strides(a_shape, contiguous_strides(a_shape), shape);
+                 const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
+                 // Each operand's gradient is dout * partial, summed over the dims it was broadcast
+                 // along, delivered by the one rule (Grads, tape.h):
+                 //   pass:    a partial of 1 and no broadcast (either operand of add, a of sub):
+                 //   the
+                 //            gradient is dout itself, handed on without a copy, and to one operand
+                 //            only, since a buffer has one owner
+                 //   write:   otherwise, each element once (Writes::Every), or summed over the
+                 //            broadcast dims (Writes::Some)
+                 //   threads: the loop is split between threads unless two would add into one
+                 //            element (the split dim is one the operand was broadcast along)
+                 bool passed = false;
+                 for (size_t i = 0; i < 2; ++i) {
+                   if (!g.wants(i)) continue;
+                   const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
+                   if constexpr (!kSavesInputs) {
+                     if (!broadcast && !passed &&
+                         (i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0})) == T{1}) {
+                       g.pass(i, dout);
+                       passed = true;
+                       continue;
+                     }
+                   }
+                   const auto [grad, first] = g.write(i, broadcast ? Writes::Some : Writes::Every);
+                   T* dx = grad.data<T>();
+                   const Shape& sg = i == 0 ? sga : sgb;
+                   const int64_t d0 = split_dim(shape);
+                   const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
+                   assign_or_add(first, [&](auto store) {
+                     if constexpr (kSavesInputs) {
+                       const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
+                       const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
+                       const T* pa = sa.data<T>();
+                       const T* pb = sb.data<T>();
+                       parallel_for_each_offset<4>(
+                           shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
+                             const T partial =
+                                 i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
+                             store(dx[o[0]], d[o[1]] * partial);
+                           });
+                     } else {
+                       const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
+                       parallel_for_each_offset<2>(shape, {&sg, &so}, grain, [&](const auto& o) {
+                         store(dx[o[0]], d[o[1]] * partial);
+                       });
+                     }
+                   });
+                 }
+               });
+             }});
     if (kSavesInputs && tape_details()) note_saved(out, {{"a", a}, {"b", b}});
   }
   return out;
@@ -304,24 +313,25 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   });
   if (recording(x)) {
     // dx = dout where the mask is false, 0 where it is true
-    record(
-        "masked_fill", {x}, out,
-        [mask, sm](const Tensor& dout, Grads& g) {
-          dispatch_floating("masked_fill", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const auto [grad, first] = g.write(0, Writes::Every);
-            T* dx = grad.data<T>();
-            const T* d = dout.data<T>();
-            const bool* pm = mask.data<bool>();
-            assign_or_add(first, [&](auto store) {
-              parallel_for_each_offset<2>(
-                  dout.shape(), {&dout.strides(), &sm}, kGrainElements,
-                  [&](const auto& o) { store(dx[o[0]], pm[o[1]] ? T{0} : d[o[0]]); });
-            });
-          });
-        },
-        [mask](const Tensor& dout, Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
-        std::isinf(value));
+    record("masked_fill", {x}, out,
+           {.backward = [mask](const Tensor& dout,
+                               Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
+            .fast =
+                [mask, sm](const Tensor& dout, Grads& g) {
+                  dispatch_floating("masked_fill", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    T* dx = grad.data<T>();
+                    const T* d = dout.data<T>();
+                    const bool* pm = mask.data<bool>();
+                    assign_or_add(first, [&](auto store) {
+                      parallel_for_each_offset<2>(
+                          dout.shape(), {&dout.strides(), &sm}, kGrainElements,
+                          [&](const auto& o) { store(dx[o[0]], pm[o[1]] ? T{0} : d[o[0]]); });
+                    });
+                  });
+                },
+            .allow_inf = std::isinf(value)});
     if (tape_details()) note_saved(out, {{"mask", mask}});
   }
   return out;
@@ -348,30 +358,32 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
   if (recording(a, b)) {
     // da = dout where cond, db = dout where not cond; each summed to its operand's shape
-    record(
-        "where", {a, b}, out,
-        [cond, sc, shape, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
-          dispatch_floating("where", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const T* d = dout.data<T>();
-            const bool* pc = cond.data<bool>();
-            for (size_t i = 0; i < 2; ++i) {
-              if (!g.wants(i)) continue;
-              const Shape& s = i == 0 ? a_shape : b_shape;
-              const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
-              T* dx = g.write(i, Writes::Some).grad.data<T>();
-              const bool take = i == 0;
-              for_each_offset<3>(shape, {&sg, &dout.strides(), &sc}, [&](const auto& o) {
-                if (pc[o[2]] == take) dx[o[0]] += d[o[1]];
-              });
-            }
-          });
-        },
-        [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
-          const Tensor zero = zeros_like(dout);
-          if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
-          if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
-        });
+    record("where", {a, b}, out,
+           {.backward =
+                [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
+                  const Tensor zero = zeros_like(dout);
+                  if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
+                  if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
+                },
+            .fast =
+                [cond, sc, shape, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout,
+                                                                            Grads& g) {
+                  dispatch_floating("where", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* d = dout.data<T>();
+                    const bool* pc = cond.data<bool>();
+                    for (size_t i = 0; i < 2; ++i) {
+                      if (!g.wants(i)) continue;
+                      const Shape& s = i == 0 ? a_shape : b_shape;
+                      const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
+                      T* dx = g.write(i, Writes::Some).grad.data<T>();
+                      const bool take = i == 0;
+                      for_each_offset<3>(shape, {&sg, &dout.strides(), &sc}, [&](const auto& o) {
+                        if (pc[o[2]] == take) dx[o[0]] += d[o[1]];
+                      });
+                    }
+                  });
+                }});
     if (tape_details()) note_saved(out, {{"cond", cond}});
   }
   return out;

@@ -61,28 +61,29 @@ Tensor embedding(const Tensor& weight_in, const Tensor& ids_in,
     embedding_forward<T>(out.data<T>(), weight.data<T>(), pid, N, C);
   });
   if (recording(weight)) {
-    record(
-        "embedding", {weight}, out,
-        [ids, N, C, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {
-          dispatch_floating("embedding", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            embedding_backward<T>(g.write(0, Writes::Some).grad.data<T>(), dout.data<T>(),
-                                  ids.data<int64_t>(), N, C, pad);
-          });
-        },
-        [ids, N, C, V, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {
-          // dweight = onehot(ids)^T dout, [V, N] @ [N, C]: row n of dout added into row
-          // ids[n], padding rows left out; the scatter as a product, differentiable in dout
-          Tensor onehot = zeros({N, V}, dout.dtype());
-          dispatch_floating("embedding", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const int64_t* pid = ids.data<int64_t>();
-            for (int64_t n = 0; n < N; ++n) {
-              if (pid[n] != pad) onehot.data<T>()[n * V + pid[n]] = T{1};
-            }
-          });
-          g.pass(0, matmul(transpose(onehot, 0, 1), reshape(dout, {N, C})));
-        });
+    record("embedding", {weight}, out,
+           {.backward =
+                [ids, N, C, V, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {
+                  // dweight = onehot(ids)^T dout, [V, N] @ [N, C]: row n of dout added into row
+                  // ids[n], padding rows left out; the scatter as a product, differentiable in dout
+                  Tensor onehot = zeros({N, V}, dout.dtype());
+                  dispatch_floating("embedding", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const int64_t* pid = ids.data<int64_t>();
+                    for (int64_t n = 0; n < N; ++n) {
+                      if (pid[n] != pad) onehot.data<T>()[n * V + pid[n]] = T{1};
+                    }
+                  });
+                  g.pass(0, matmul(transpose(onehot, 0, 1), reshape(dout, {N, C})));
+                },
+            .fast =
+                [ids, N, C, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {
+                  dispatch_floating("embedding", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    embedding_backward<T>(g.write(0, Writes::Some).grad.data<T>(), dout.data<T>(),
+                                          ids.data<int64_t>(), N, C, pad);
+                  });
+                }});
     if (tape_details()) note_saved(out, {{"ids", ids}});
   }
   return out;

@@ -179,37 +179,27 @@ void check_norm(const char* op, const Tensor& input, const Tensor& weight, const
   }
 }
 
-// Layer norm's gradients at input x, in differentiable ops (the create_graph formula of both
-// ops): xhat = (x - mean) * rstd, rstd = (var + eps)^(-1/2), recomputed from x; then
-//   dxhat = dout * w
-//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (row means)
-//   dw = sum over rows of dout * xhat, db = sum over rows of dout
-// Each is computed when its flag asks for it, else left undefined.
-struct NormGrads {
-  Tensor dx, dw, db;
-};
-NormGrads norm_grads(const Tensor& dout, const Tensor& x, const Tensor& w, double eps, bool want_x,
-                     bool want_w, bool want_b) {
-  const int64_t C = x.size(-1);
-  const Tensor xc = sub(x, tapegrad::mean(x, {-1}, true));
-  const Tensor rstd = pow(add(tapegrad::mean(mul(xc, xc), {-1}, true), eps), -0.5);
-  const Tensor xhat = mul(xc, rstd);
-  NormGrads g;
-  if (want_x) {
-    const Tensor dxhat = w.defined() ? mul(dout, w) : dout;
-    g.dx = mul(rstd, sub(sub(dxhat, tapegrad::mean(dxhat, {-1}, true)),
-                         mul(xhat, tapegrad::mean(mul(dxhat, xhat), {-1}, true))));
-  }
-  if (want_w) g.dw = sum_to(mul(dout, xhat), {C});
-  if (want_b) g.db = sum_to(dout, {C});
-  return g;
+}  // namespace
+
+Tensor layer_norm_reference(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const Tensor centred = x - mean(x, {-1}, true);
+  const Tensor var = mean(centred * centred, {-1}, true);
+  Tensor y = centred / sqrt(var + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
 }
 
-}  // namespace
+SumNorm add_and_layer_norm_reference(const Tensor& x, const Tensor& d, const Tensor& weight,
+                                     const Tensor& bias, double eps, double p, uint64_t key) {
+  const Tensor sum = x + dropout(d, p, key);
+  return {sum, layer_norm_reference(sum, weight, bias, eps)};
+}
 
 Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
   const profile::Scope profile_scope("layer_norm");
   check_norm("layer_norm", input, weight, bias, eps);
+  if (reference_mode()) return layer_norm_reference(input, weight, bias, eps);
   const int64_t C = input.size(-1);
   const Tensor x = input.contiguous();
   const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
@@ -232,42 +222,38 @@ Tensor layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   if (with_w) inputs.push_back(w);
   if (with_b) inputs.push_back(b);
   if (recording(inputs)) {
-    record(
-        "layer_norm", inputs, out,
-        [x = x.detach(), w = with_w ? w.detach() : Tensor(), mean, rstd, with_w, with_b, N, C](
-            const Tensor& dout, Grads& g) {
-          dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const size_t iw = 1, ib = with_w ? 2 : 1;
-            T* dw = with_w && g.wants(iw) ? g.write(iw, Writes::Some).grad.data<T>() : nullptr;
-            T* db = with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
-            const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(),
-                    *ps = rstd.data<T>();
-            const T* pw = with_w ? w.data<T>() : nullptr;
-            if (g.wants(0)) {
-              const auto [grad, first] = g.write(0, Writes::Every);
-              assign_or_add(first, [&, dx = grad.data<T>()](auto store) {
-                parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                  layernorm_backward_input<T>(store, dx + n0 * C, dy + n0 * C, px + n0 * C, pw,
-                                              pm + n0, ps + n0, n1 - n0, C);
-                });
-              });
-            }
-            if (dw || db) {
-              parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
-                layernorm_backward_params<T>(dw, db, dy, px, pm, ps, N, C, c0, c1);
-              });
-            }
+    BackwardFn fast = [x = x.detach(), w = with_w ? w.detach() : Tensor(), mean, rstd, with_w,
+                       with_b, N, C](const Tensor& dout, Grads& g) {
+      dispatch_floating("layer_norm", dout.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const size_t iw = 1, ib = with_w ? 2 : 1;
+        T* dw = with_w && g.wants(iw) ? g.write(iw, Writes::Some).grad.data<T>() : nullptr;
+        T* db = with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
+        const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(), *ps = rstd.data<T>();
+        const T* pw = with_w ? w.data<T>() : nullptr;
+        if (g.wants(0)) {
+          const auto [grad, first] = g.write(0, Writes::Every);
+          assign_or_add(first, [&, dx = grad.data<T>()](auto store) {
+            parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+              layernorm_backward_input<T>(store, dx + n0 * C, dy + n0 * C, px + n0 * C, pw, pm + n0,
+                                          ps + n0, n1 - n0, C);
+            });
           });
-        },
-        [x, w, with_w, with_b, eps](const Tensor& dout, Grads& g) {
-          const size_t iw = 1, ib = with_w ? 2 : 1;
-          const NormGrads n =
-              norm_grads(dout, x, w, eps, g.wants(0), with_w && g.wants(iw), with_b && g.wants(ib));
-          if (n.dx.defined()) g.pass(0, n.dx);
-          if (n.dw.defined()) g.pass(iw, n.dw);
-          if (n.db.defined()) g.pass(ib, n.db);
-        });
+        }
+        if (dw || db) {
+          parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
+            layernorm_backward_params<T>(dw, db, dy, px, pm, ps, N, C, c0, c1);
+          });
+        }
+      });
+    };
+    ReferenceFn reference = [x = x.detach(), w = with_w ? w.detach() : Tensor(),
+                             b = with_b ? b.detach() : Tensor(), with_w, with_b, eps](Grads& g) {
+      const size_t iw = 1, ib = with_w ? 2 : 1;
+      return std::vector{layer_norm_reference(g.input(0, x), with_w ? g.input(iw, w) : w,
+                                              with_b ? g.input(ib, b) : b, eps)};
+    };
+    record("layer_norm", inputs, out, {.fast = std::move(fast), .reference = std::move(reference)});
     if (tape_details()) {
       std::vector<SavedBuffer> saved{{"x", x}, {"mean", mean}, {"rstd", rstd}};
       if (with_w) saved.emplace_back("w", w);
@@ -293,11 +279,15 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
   TG_CHECK(dropout >= 0 && dropout <= 1, "{}: dropout must be in [0, 1], got {}", op, dropout);
   const bool drop = training && dropout > 0;
   TG_CHECK(!drop || gen != nullptr, "{}: dropout {} in training needs a generator", op, dropout);
+  const uint64_t key = drop ? gen->next_u64() : 0;
+  if (reference_mode()) {
+    return add_and_layer_norm_reference(x_in, d_in, weight, bias, eps, drop ? dropout : 0, key);
+  }
   const Tensor x = x_in.contiguous(), d = d_in.contiguous();
   const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
-  const DropoutMask mask(dropout, drop ? gen->next_u64() : 0);
+  const DropoutMask mask(dropout, key);
   const double scale = drop ? dropout_scale(dropout) : 1.0;
   const bool with_w = w.defined(), with_b = b.defined();
   std::vector<Tensor> inputs{x, d};
@@ -336,8 +326,8 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
   const Tensor saved_sum = r.sum.detach();
   // The sum's gradient in a walk: the norm's through layer norm (dn) plus, with keep_sum, the
   // sum's own (dsum); either may be missing when only one output was used.
-  BackwardFn backward = [s = saved_sum, w = with_w ? w.detach() : Tensor(), mean, rstd, mask, scale,
-                         drop, with_w, with_b, keep_sum, N, C, op](const Tensor& dn_in, Grads& g) {
+  BackwardFn fast = [s = saved_sum, w = with_w ? w.detach() : Tensor(), mean, rstd, mask, scale,
+                     drop, with_w, with_b, keep_sum, N, C, op](const Tensor& dn_in, Grads& g) {
     const Tensor dsum_in = keep_sum ? g.dout(1) : Tensor();
     dispatch_floating(op, s.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -403,39 +393,24 @@ SumNorm add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, const T
       }
     });
   };
-  BackwardFn formula = [x, s = saved_sum, w, with_w, with_b, eps, mask, scale, drop, keep_sum](
-                           const Tensor& dn, Grads& g) {
-    // The sum as a function of x and d, through the same mask, then layer norm's gradients at
-    // it; the sum's gradient goes to x as it is and to d through the dropout. d itself is not
-    // kept (one more [.., C] a layer until backward): what the sum reads of it, s - x on the
-    // kept elements, is rebuilt from the saved sum and joined to d's place in the graph.
-    const Tensor keep = drop ? keep_mask(s.shape(), mask) : Tensor();
-    auto dropped = [&](const Tensor& t) {
-      return drop ? where(keep, mul(t, scale), zeros_like(t)) : t;
-    };
-    const Tensor rest = sub(s, x.detach());
-    const Tensor d = g.input(1, drop ? where(keep, div(rest, scale), zeros_like(rest)) : rest);
+  // d is not kept (one more [.., C] a layer until backward): the reference reads it through
+  // the dropout only, so d on the kept elements, (s - x) / scale, stands in for it.
+  ReferenceFn reference = [x = x.detach(), s = saved_sum, w = with_w ? w.detach() : Tensor(),
+                           b = with_b ? b.detach() : Tensor(), with_w, with_b, eps, mask, drop,
+                           dropout, scale, keep_sum](Grads& g) {
+    const Tensor rest = s - x;
+    const Tensor d = !drop       ? rest
+                     : scale > 0 ? where(keep_mask(s.shape(), mask), rest / scale, zeros_like(rest))
+                                 : zeros_like(rest);
     const size_t iw = 2, ib = with_w ? 3 : 2;
-    const bool want_s = g.wants(0) || g.wants(1);
-    NormGrads n;
-    if (dn.defined()) {
-      n = norm_grads(dn, add(x, dropped(d)), w, eps, want_s, with_w && g.wants(iw),
-                     with_b && g.wants(ib));
-    }
-    Tensor ds = n.dx;
-    if (const Tensor& dsum = keep_sum ? g.dout(1) : Tensor(); dsum.defined() && want_s) {
-      ds = ds.defined() ? add(ds, dsum) : dsum;
-    }
-    if (g.wants(0)) g.pass(0, ds);
-    if (g.wants(1)) g.pass(1, dropped(ds));
-    if (n.dw.defined()) g.pass(iw, n.dw);
-    if (n.db.defined()) g.pass(ib, n.db);
+    const SumNorm r = add_and_layer_norm_reference(
+        g.input(0, x), g.input(1, d), with_w ? g.input(iw, w) : w, with_b ? g.input(ib, b) : b, eps,
+        drop ? dropout : 0.0, mask.key);
+    return keep_sum ? std::vector{r.norm, r.sum} : std::vector{r.norm};
   };
-  if (keep_sum) {
-    record(op, inputs, {&r.norm, &r.sum}, std::move(backward), std::move(formula));
-  } else {
-    record(op, inputs, r.norm, std::move(backward), std::move(formula));
-  }
+  std::vector<Tensor*> outs{&r.norm};
+  if (keep_sum) outs.push_back(&r.sum);
+  record(op, inputs, outs, {.fast = std::move(fast), .reference = std::move(reference)});
   if (tape_details()) {
     std::vector<SavedBuffer> saved{{"sum", r.sum}, {"mean", mean}, {"rstd", rstd}};
     if (with_w) saved.emplace_back("w", w);

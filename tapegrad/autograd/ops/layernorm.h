@@ -9,6 +9,10 @@ namespace tapegrad {
 // x [..., C]; weight [C] and bias [C] are optional (undefined tensors to leave them out).
 // out = (x - mean) / sqrt(var + eps) * weight + bias, var the biased variance, as PyTorch.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// The definition in primitives, which the fused kernels are tested equal to and create_graph
+// differentiates: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim.
+Tensor layer_norm_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            double eps = 1e-5);
 
 // layer_norm(x + dropout(d)): a post-norm transformer's "add & norm" after each sublayer
 // (d its output, x the residual stream) as one op. Each row's sum is made and normalised
@@ -31,5 +35,9 @@ struct SumNorm {
 SumNorm add_and_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight,
                            const Tensor& bias, double eps = 1e-5, double dropout = 0,
                            bool training = false, Generator* gen = nullptr);
+// Both fused ops' definition in primitives: sum = x + dropout(d, p, key), norm =
+// layer_norm_reference(sum), with the dropout mask of one generator draw, `key` (p = 0: none).
+SumNorm add_and_layer_norm_reference(const Tensor& x, const Tensor& d, const Tensor& weight,
+                                     const Tensor& bias, double eps, double p, uint64_t key);
 
 }  // namespace tapegrad

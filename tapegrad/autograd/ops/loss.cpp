@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
@@ -66,6 +67,25 @@ void cross_entropy_backward(Store store, T* dlogits, T dloss, const T* logits, c
 
 }  // namespace
 
+Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets,
+                               const CrossEntropyOptions& options) {
+  const int64_t N = logits.size(0), C = logits.size(1);
+  const double eps = options.label_smoothing;
+  // q, the smoothed target distribution of each row kept; zeros on an ignored row
+  Tensor q = zeros({N, C}, DType::Float64);
+  double* pq = q.data<double>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const auto y = static_cast<int64_t>(targets.at({n}));
+    if (y == options.ignore_index) continue;
+    ++count;
+    for (int64_t c = 0; c < C; ++c) pq[n * C + c] = eps / static_cast<double>(C);
+    pq[n * C + y] += 1 - eps;
+  }
+  const Tensor loss = neg(sum(q.to(logits.dtype()) * log_softmax(logits, -1)));
+  return loss / static_cast<double>(std::max<int64_t>(count, 1));
+}
+
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
                      const CrossEntropyOptions& options) {
   const profile::Scope profile_scope("cross_entropy");
@@ -90,6 +110,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
              y[n], n, C, logits.shape());
     ++count;
   }
+  if (reference_mode()) return cross_entropy_reference(logits_in, targets_in, options);
   Tensor lse = empty({N}, logits.dtype());
   Tensor out = empty({}, logits.dtype());
   dispatch_floating("cross_entropy", logits.dtype(), [&](auto tag) {
@@ -105,38 +126,27 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
     *out.data<T>() = static_cast<T>(count > 0 ? total / static_cast<double>(count) : 0.0);
   });
   if (recording(logits)) {
-    record(
-        "cross_entropy", {logits}, out,
-        [logits = logits.detach(), targets, lse, N, C, eps, count, ignore = options.ignore_index](
-            const Tensor& dout, Grads& g) {
-          dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const auto [grad, first] = g.write(0, Writes::Every);
-            const T dloss = *dout.data<T>();
-            assign_or_add(first, [&, dz = grad.data<T>()](auto store) {
-              parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-                cross_entropy_backward<T>(store, dz, dloss, logits.data<T>(), lse.data<T>(),
-                                          targets.data<int64_t>(), C, ignore, eps, count, n0, n1);
-              });
-            });
-          });
-        },
-        [logits, targets, N, C, eps, count, ignore = options.ignore_index](const Tensor& dout,
-                                                                           Grads& g) {
-          // dlogits = (softmax(logits) - q) * dout / count on the rows not ignored, with q the
-          // smoothed target distribution; 0 on ignored rows (and everywhere when all are)
-          Tensor q = zeros({N, C}, DType::Float64), kept = zeros({N, 1}, DType::Float64);
-          const int64_t* y = targets.data<int64_t>();
-          for (int64_t n = 0; n < N; ++n) {
-            if (y[n] == ignore) continue;
-            kept.data<double>()[n] = 1;
-            for (int64_t c = 0; c < C; ++c) q.data<double>()[n * C + c] = eps / C;
-            q.data<double>()[n * C + y[n]] += 1 - eps;
-          }
-          const Tensor p = softmax(logits, -1);
-          const Tensor diff = sub(mul(p, kept.to(p.dtype())), q.to(p.dtype()));
-          g.pass(0, mul(diff, div(dout, static_cast<double>(std::max<int64_t>(count, 1)))));
-        });
+    record("cross_entropy", {logits}, out,
+           {.fast =
+                [logits = logits.detach(), targets, lse, N, C, eps, count,
+                 ignore = options.ignore_index](const Tensor& dout, Grads& g) {
+                  dispatch_floating("cross_entropy", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    const T dloss = *dout.data<T>();
+                    assign_or_add(first, [&, dz = grad.data<T>()](auto store) {
+                      parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
+                        cross_entropy_backward<T>(store, dz, dloss, logits.data<T>(), lse.data<T>(),
+                                                  targets.data<int64_t>(), C, ignore, eps, count,
+                                                  n0, n1);
+                      });
+                    });
+                  });
+                },
+            .reference =
+                [logits = logits.detach(), targets, options](Grads& g) {
+                  return std::vector{cross_entropy_reference(g.input(0, logits), targets, options)};
+                }});
     if (tape_details()) note_saved(out, {{"logits", logits}, {"targets", targets}, {"lse", lse}});
   }
   return out;

@@ -20,5 +20,10 @@ struct CrossEntropyOptions {
 // NaN) and so is the gradient.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
                      const CrossEntropyOptions& options = {});
+// The definition in primitives, which the fused kernel is tested equal to and create_graph
+// differentiates: -sum(q * log_softmax(logits)) / count, q each kept row's smoothed target
+// distribution (zeros on an ignored row). The targets are checked by cross_entropy.
+Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets,
+                               const CrossEntropyOptions& options = {});
 
 }  // namespace tapegrad

@@ -148,34 +148,36 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (recording(a, b)) {
     const Shape a_grad_strides = strides_of(a, contiguous_strides(a.shape()));
     const Shape b_grad_strides = strides_of(b, contiguous_strides(b.shape()));
-    record(
-        "matmul", {a, b}, out,
-        [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
-         b_grad_strides](const Tensor& dout, Grads& g) {
-          if (K == 0) return;
-          dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const T* dc = dout.data<T>();
-            const Layout ldc{false, N};
-            // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
-            if (g.wants(0)) {
-              const auto [da, first] = g.write(0, Writes::Every);
-              batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld}, sb,
-                              first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
-            }
-            // dB [K, N] += op(A)^T @ dC [M, N]
-            if (g.wants(1)) {
-              const auto [db, first] = g.write(1, Writes::Every);
-              batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc, sc,
-                              first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
-            }
-          });
-        },
-        [a, b](const Tensor& dout, Grads& g) {
-          // dA = dC B^T, dB = A^T dC, each summed over the batch dims it was broadcast along
-          if (g.wants(0)) g.pass(0, sum_to(matmul(dout, transpose(b, -2, -1)), a.shape()));
-          if (g.wants(1)) g.pass(1, sum_to(matmul(transpose(a, -2, -1), dout), b.shape()));
-        });
+    record("matmul", {a, b}, out,
+           {.backward =
+                [a, b](const Tensor& dout, Grads& g) {
+                  // dA = dC B^T, dB = A^T dC, each summed over the batch dims it was broadcast
+                  // along
+                  if (g.wants(0)) g.pass(0, sum_to(matmul(dout, transpose(b, -2, -1)), a.shape()));
+                  if (g.wants(1)) g.pass(1, sum_to(matmul(transpose(a, -2, -1), dout), b.shape()));
+                },
+            .fast =
+                [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
+                 b_grad_strides](const Tensor& dout, Grads& g) {
+                  if (K == 0) return;
+                  dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* dc = dout.data<T>();
+                    const Layout ldc{false, N};
+                    // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
+                    if (g.wants(0)) {
+                      const auto [da, first] = g.write(0, Writes::Every);
+                      batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld},
+                                      sb, first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
+                    }
+                    // dB [K, N] += op(A)^T @ dC [M, N]
+                    if (g.wants(1)) {
+                      const auto [db, first] = g.write(1, Writes::Every);
+                      batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc,
+                                      sc, first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
+                    }
+                  });
+                }});
     if (tape_details()) note_saved(out, {{"a", a}, {"b", b}});
   }
   return out;
@@ -302,7 +304,12 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                 N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Shape out_shape = x.shape();
   out_shape.back() = OC;
-  const DropoutMask mask(epilogue.dropout, drop ? epilogue.gen->next_u64() : 0);
+  const uint64_t key = drop ? epilogue.gen->next_u64() : 0;
+  if (reference_mode()) {
+    return linear_reference(x_in, weight, bias, epilogue.activation, drop ? epilogue.dropout : 0,
+                            key);
+  }
+  const DropoutMask mask(epilogue.dropout, key);
   const double scale = drop ? dropout_scale(epilogue.dropout) : 1.0;
   std::vector<Tensor> inputs{x, w};
   if (b.defined()) inputs.push_back(b);
@@ -348,77 +355,68 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
     });
   });
   if (record_it) {
-    record(
-        "linear", inputs, out,
-        [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), pre, epilogue, mask,
-         scale, drop, tail, with_bias = b.defined(), N, C, OC,
-         flops](const Tensor& dout_in, Grads& g) {
-          if (N == 0 || OC == 0) return;
-          profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
-          dispatch_floating("linear", dout_in.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            Tensor dh = dout_in;  // the gradient of the product plus bias
-            if (tail) {
-              dh = empty(dout_in.shape(), dout_in.dtype());
-              const T *dy = dout_in.data<T>(), *py = y.data<T>();
-              const T* pp = pre.defined() ? pre.data<T>() : nullptr;
-              T* pdh = dh.data<T>();
-              parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
-                tail_backward<T>(pdh, dy, py, pp, epilogue.activation, drop ? &mask : nullptr,
-                                 static_cast<T>(scale), OC, n0, n1);
-              });
-            }
-            const T *dy = dh.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
-            T *dx = nullptr, *dw = nullptr, *db = nullptr;
-            T beta_x = T{1}, beta_w = T{1};
-            if (g.wants(0) && C > 0) {
-              const auto [grad, first] = g.write(0, Writes::Every);
-              dx = grad.data<T>();
-              beta_x = first ? T{0} : T{1};
-            }
-            if (g.wants(1) && C > 0) {
-              const auto [grad, first] = g.write(1, Writes::Every);
-              dw = grad.data<T>();
-              beta_w = first ? T{0} : T{1};
-            }
-            if (with_bias && g.wants(2)) db = g.write(2, Writes::Some).grad.data<T>();
-            const int shares = shares_of(2 * flops);
-            parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
-              for (int64_t p = p0; p < p1; ++p) {
-                // dx [N, C] += dh [N, OC] @ w [OC, C]
-                if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
-                  gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
-                          dx + n0 * C, C);
-                }
-                const auto [c0, c1] = share(OC, p, shares);
-                // dw [OC, C] += dh^T @ x [N, C]: rows c0..c1 of dh^T are its columns
-                if (dw && c1 > c0) {
-                  gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w, dw + c0 * C, C);
-                }
-                // dbias [OC] += sum over rows of dh
-                if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
-              }
-            });
-          });
-        },
-        [x, w, b, epilogue, mask, scale, drop, with_bias = b.defined(), N, C, OC](
-            const Tensor& dout, Grads& g) {
-          // dh = dout through the dropout (kept elements times scale) and the activation's
-          // slope at the pre-activation h, recomputed; then dx = dh w, dw = dh^T x over all
-          // rows, dbias = dh summed over the rows
-          Tensor dh = dout;
-          if (drop) dh = where(keep_mask(dout.shape(), mask), mul(dh, scale), zeros_like(dh));
-          if (epilogue.activation != LinearEpilogue::None) {
-            const Tensor h = linear(x, w, b);
-            dh = epilogue.activation == LinearEpilogue::ReLU ? masked_fill(dh, eq(relu(h), 0), 0)
-                                                             : mul(dh, gelu_slope(h));
-          }
-          if (g.wants(0)) g.pass(0, reshape(matmul(reshape(dh, {N, OC}), w), x.shape()));
-          if (g.wants(1)) {
-            g.pass(1, matmul(transpose(reshape(dh, {N, OC}), 0, 1), reshape(x, {N, C})));
-          }
-          if (with_bias && g.wants(2)) g.pass(2, sum_to(dh, {OC}));
-        });
+    record("linear", inputs, out,
+           {.fast =
+                [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), pre, epilogue,
+                 mask, scale, drop, tail, with_bias = b.defined(), N, C, OC,
+                 flops](const Tensor& dout_in, Grads& g) {
+                  if (N == 0 || OC == 0) return;
+                  profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
+                  dispatch_floating("linear", dout_in.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    Tensor dh = dout_in;  // the gradient of the product plus bias
+                    if (tail) {
+                      dh = empty(dout_in.shape(), dout_in.dtype());
+                      const T *dy = dout_in.data<T>(), *py = y.data<T>();
+                      const T* pp = pre.defined() ? pre.data<T>() : nullptr;
+                      T* pdh = dh.data<T>();
+                      parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
+                        tail_backward<T>(pdh, dy, py, pp, epilogue.activation,
+                                         drop ? &mask : nullptr, static_cast<T>(scale), OC, n0, n1);
+                      });
+                    }
+                    const T *dy = dh.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
+                    T *dx = nullptr, *dw = nullptr, *db = nullptr;
+                    T beta_x = T{1}, beta_w = T{1};
+                    if (g.wants(0) && C > 0) {
+                      const auto [grad, first] = g.write(0, Writes::Every);
+                      dx = grad.data<T>();
+                      beta_x = first ? T{0} : T{1};
+                    }
+                    if (g.wants(1) && C > 0) {
+                      const auto [grad, first] = g.write(1, Writes::Every);
+                      dw = grad.data<T>();
+                      beta_w = first ? T{0} : T{1};
+                    }
+                    if (with_bias && g.wants(2)) db = g.write(2, Writes::Some).grad.data<T>();
+                    const int shares = shares_of(2 * flops);
+                    parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
+                      for (int64_t p = p0; p < p1; ++p) {
+                        // dx [N, C] += dh [N, OC] @ w [OC, C]
+                        if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
+                          gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
+                                  dx + n0 * C, C);
+                        }
+                        const auto [c0, c1] = share(OC, p, shares);
+                        // dw [OC, C] += dh^T @ x [N, C]: rows c0..c1 of dh^T are its columns
+                        if (dw && c1 > c0) {
+                          gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w,
+                                  dw + c0 * C, C);
+                        }
+                        // dbias [OC] += sum over rows of dh
+                        if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
+                      }
+                    });
+                  });
+                },
+            .reference =
+                [x = x.detach(), w = w.detach(), b = b.defined() ? b.detach() : Tensor(),
+                 activation = epilogue.activation, p = drop ? epilogue.dropout : 0.0,
+                 key = mask.key](Grads& g) {
+                  return std::vector{linear_reference(g.input(0, x), g.input(1, w),
+                                                      b.defined() ? g.input(2, b) : b, activation,
+                                                      p, key)};
+                }});
     if (tape_details()) {
       std::vector<SavedBuffer> saved{{"x", x}, {"w", w}};
       if (pre.defined()) saved.emplace_back("pre-activation", pre);
@@ -426,6 +424,18 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
     }
   }
   return out;
+}
+
+Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        LinearEpilogue::Activation activation, double p, uint64_t key) {
+  const int64_t C = weight.size(1), OC = weight.size(0);
+  Shape out_shape = x.shape();
+  out_shape.back() = OC;
+  Tensor h = reshape(matmul(reshape(x, {-1, C}), transpose(weight, 0, 1)), out_shape);
+  if (bias.defined()) h = h + bias;
+  if (activation == LinearEpilogue::ReLU) h = relu(h);
+  if (activation == LinearEpilogue::GELU) h = gelu(h);
+  return dropout(h, p, key);
 }
 
 Tensor matmul_reference(const Tensor& a, const Tensor& b) {

@@ -33,6 +33,12 @@ struct LinearEpilogue {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const LinearEpilogue& epilogue = {});
 
+// linear's definition in primitives, which the fused kernel is tested equal to and create_graph
+// differentiates: dropout(activation(x @ weight^T + bias), p, key), the dropout mask given by
+// its key (one generator draw; p = 0: none).
+Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        LinearEpilogue::Activation activation, double p, uint64_t key);
+
 // The naive triple loop, in double precision, forward only: the reference the gemm paths are
 // tested against.
 Tensor matmul_reference(const Tensor& a, const Tensor& b);

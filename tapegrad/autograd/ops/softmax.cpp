@@ -64,23 +64,24 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
                  });
   });
   if (recording(x)) {
-    record(
-        op, {x}, out,
-        [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
-          dispatch_floating(op, dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const auto [grad, first] = g.write(0, Writes::Every);
-            assign_or_add(
-                first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
-                  parallel_for(r.outer, grain_of_items(r.D * r.inner), [&](int64_t b, int64_t e) {
-                    softmax_backward<T>(store, dx, dy, py, r, log, b, e);
+    record(op, {x}, out,
+           {.backward = [y = out.detach(), dim, log](
+                            const Tensor& dout,
+                            Grads& g) { g.pass(0, softmax_grad(dout, g.output(y), dim, log)); },
+            .fast =
+                [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
+                  dispatch_floating(op, dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
+                                          py = y.data<T>()](auto store) {
+                      parallel_for(r.outer, grain_of_items(r.D * r.inner),
+                                   [&](int64_t b, int64_t e) {
+                                     softmax_backward<T>(store, dx, dy, py, r, log, b, e);
+                                   });
+                    });
                   });
-                });
-          });
-        },
-        [y = out.detach(), dim, log](const Tensor& dout, Grads& g) {
-          g.pass(0, softmax_grad(dout, g.output(y), dim, log));
-        });
+                }});
     if (tape_details()) note_saved(out, {{"y", out}});
   }
   return out;
@@ -120,23 +121,23 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   });
   if (recording(x)) {
     // The backward is softmax's: a blocked position has y = 0, so it gets no gradient.
-    record(
-        "masked_softmax", {x}, out,
-        [y = out.detach(), r](const Tensor& dout, Grads& g) {
-          dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const auto [grad, first] = g.write(0, Writes::Every);
-            assign_or_add(
-                first, [&, dx = grad.data<T>(), dy = dout.data<T>(), py = y.data<T>()](auto store) {
-                  parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
-                    softmax_backward<T>(store, dx, dy, py, r, false, b, e);
+    record("masked_softmax", {x}, out,
+           {.backward = [y = out.detach()](
+                            const Tensor& dout,
+                            Grads& g) { g.pass(0, softmax_grad(dout, g.output(y), -1, false)); },
+            .fast =
+                [y = out.detach(), r](const Tensor& dout, Grads& g) {
+                  dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
+                                          py = y.data<T>()](auto store) {
+                      parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
+                        softmax_backward<T>(store, dx, dy, py, r, false, b, e);
+                      });
+                    });
                   });
-                });
-          });
-        },
-        [y = out.detach()](const Tensor& dout, Grads& g) {
-          g.pass(0, softmax_grad(dout, g.output(y), -1, false));
-        });
+                }});
     if (tape_details()) note_saved(out, {{"y", out}});
   }
   return out;
