@@ -95,20 +95,18 @@ struct Walk {
   std::vector<const GradNode*> targets;           // grad()'s inputs
   std::vector<Tensor> captured;                   // and their gradients
 
-  // Buffers that are some tensor's pending gradient in this walk, with what took them (for the
-  // error). Only a walk that adds in place needs it: a create_graph walk never writes a buffer.
-  std::unordered_map<const Storage*, const char*> held;
+  // Buffers that are some tensor's pending gradient in this walk. Only a walk that adds in
+  // place needs them: a create_graph walk never writes a buffer.
+  std::unordered_set<const Storage*> held;
 
-  // Makes g node's gradient buffer: refused if another gradient holds it already.
-  void hold(GradNode& node, const Tensor& g, const char* op) {
-    if (!create_graph) {
-      const auto [it, fresh] = held.emplace(g.impl().storage.get(), op);
-      TG_CHECK(fresh,
-               "backward of '{}': a gradient buffer of shape {} was handed to a second tensor; it "
-               "already holds the gradient from '{}'. Two gradients never share a buffer (the "
-               "next += into one would change the other): pass a copy, or write() into the "
-               "second tensor's own buffer",
-               op, g.shape(), it->second);
+  // Makes g node's gradient buffer, or a copy of g when another gradient holds g's buffer
+  // already (dout handed to both operands of an add): the next += into one must not change the
+  // other.
+  void hold(GradNode& node, const Tensor& g) {
+    if (!create_graph && !held.insert(g.impl().storage.get()).second) {
+      node.pending = g.clone();
+      held.insert(node.pending.impl().storage.get());
+      return;
     }
     node.pending = g;
   }
@@ -120,10 +118,10 @@ struct Walk {
 
   // node.pending += g: the first gradient is adopted, later ones added (in place, or recorded
   // when the walk creates a graph).
-  void add(const std::shared_ptr<GradNode>& node, const Tensor& g, const char* op) {
+  void add(const std::shared_ptr<GradNode>& node, const Tensor& g) {
     if (!node->pending.defined()) {
       if (!node->grad_fn) leaves.push_back(node);
-      hold(*node, g, op);
+      hold(*node, g);
     } else if (create_graph) {
       node->pending = tapegrad::add(node->pending, g);
     } else {
@@ -233,8 +231,7 @@ Grads::Buffer Grads::write(size_t i, Writes writes) {
            entry_.op);
   GradNode& n = node(i, "write");
   if (n.pending.defined()) return {n.pending, false};
-  walk_.hold(n, writes == Writes::Every ? empty(n.shape, n.dtype) : zeros(n.shape, n.dtype),
-             entry_.op);
+  walk_.hold(n, writes == Writes::Every ? empty(n.shape, n.dtype) : zeros(n.shape, n.dtype));
   return {n.pending, writes == Writes::Every};
 }
 
@@ -246,12 +243,11 @@ void Grads::pass(size_t i, const Tensor& g) {
            entry_.op, i, i);
   const GradNode& n = *entry_.inputs[i];
   TG_CHECK(g.defined(), "backward of '{}': pass({}) of an undefined tensor", entry_.op, i);
-  TG_CHECK(
-      g.shape() == n.shape && g.dtype() == n.dtype && (walk_.create_graph || g.is_contiguous()),
-      "backward of '{}': a gradient of shape {} and dtype {} was passed to input {} of shape "
-      "{} and dtype {}",
-      entry_.op, g.shape(), g.dtype(), i, n.shape, n.dtype);
-  walk_.add(entry_.inputs[i], walk_.create_graph ? g.contiguous() : g, entry_.op);
+  TG_CHECK(g.shape() == n.shape && g.dtype() == n.dtype,
+           "backward of '{}': a gradient of shape {} and dtype {} was passed to input {} of shape "
+           "{} and dtype {}",
+           entry_.op, g.shape(), g.dtype(), i, n.shape, n.dtype);
+  walk_.add(entry_.inputs[i], g.contiguous());
 }
 
 Tensor Grads::output(const Tensor& saved, size_t k) const {
@@ -431,7 +427,7 @@ class Walker {
       any_entry_ = true;
     }
     // the walk adds into its buffers in place, so it starts from its own copy of the seed
-    walk_.add(node, walk_.create_graph ? seed.contiguous() : seed.clone(), "the seed");
+    walk_.add(node, walk_.create_graph ? seed.contiguous() : seed.clone());
   }
 
   // grad() runs only the entries on a path from an input to the outputs.
@@ -541,7 +537,7 @@ class Walker {
              e.outputs.size());
     for (size_t k = 0; k < outs.size(); ++k) {
       if (!douts[k].defined() || !outs[k].requires_grad()) continue;
-      walk_.add(outs[k].impl().node, walk_.create_graph ? douts[k] : douts[k].clone(), e.op);
+      walk_.add(outs[k].impl().node, douts[k]);
     }
     for (size_t i = t_tape.entries.size(); i-- > start;) {
       const auto inner = t_tape.entries[i].lock();

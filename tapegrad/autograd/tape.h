@@ -92,7 +92,7 @@ class Grads {
   };
   Buffer write(size_t i, Writes writes);
 
-  // Hands g (input i's shape and dtype; contiguous in a kernel) on as input i's gradient. Under
+  // Hands g (input i's shape and dtype, any layout) on as input i's gradient. Under
   // create_graph the sum of gradients is itself recorded.
   void pass(size_t i, const Tensor& g);
 

@@ -1,0 +1,406 @@
+// The registry of every op the library differentiates, each with inputs that exercise it
+// (float64, odd shapes, broadcasting, masks, padding, dropout), and the tests that walk it:
+//   - fast equals reference: forward values and first-order gradients with the fast kernels
+//     against the same under a ReferenceModeGuard (each primitive's one backward in
+//     differentiable ops, each composite's reference), to 1e-12;
+//   - second order: gradgradcheck, which differentiates the backward or the reference;
+//   - nothing skips the registry: every op the library's sources declare or record has a case.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+#include "tapegrad/autograd/autograd.h"
+
+using namespace tapegrad;
+using tapegrad::testing::random_leaf;
+
+namespace {
+
+using Inputs = std::vector<Tensor>;
+
+struct OpCase {
+  std::string op;    // the function (and the name it records on the tape)
+  std::string what;  // what this case exercises
+  std::function<Inputs()> inputs;
+  std::function<std::vector<Tensor>(const Inputs&)> run;
+  GradcheckOptions second_order{};  // for gradgradcheck
+};
+
+Tensor leaf(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1) {
+  return random_leaf(shape, seed, lo, hi);
+}
+
+// A bool mask with the given positions true.
+Tensor mask_of(const Shape& shape, const std::vector<int64_t>& blocked) {
+  Tensor m = zeros(shape, DType::Bool);
+  for (const int64_t i : blocked) m.data<bool>()[i] = true;
+  return m;
+}
+
+// The dropout of a case draws from a fresh generator, so both runs draw the same mask.
+constexpr uint64_t kDropSeed = 77;
+
+std::vector<OpCase> elementwise_cases() {
+  const auto two = [](const Shape& a, const Shape& b, double lo = -1) {
+    return [=] { return Inputs{leaf(a, 1, lo, 1), leaf(b, 2, 0.5, 1.5)}; };
+  };
+  const auto one = [](double lo, double hi) {
+    return [=] { return Inputs{leaf({3, 5}, 3, lo, hi)}; };
+  };
+  using R = std::vector<Tensor>;
+  return {
+      {"add", "broadcast [3, 1, 5] + [4, 1]", two({3, 1, 5}, {4, 1}),
+       [](const Inputs& in) { return R{add(in[0], in[1])}; }},
+      {"add", "a scalar", one(-1, 1), [](const Inputs& in) { return R{add(in[0], 0.5)}; }},
+      {"sub", "broadcast [3, 5] - [5]", two({3, 5}, {5}),
+       [](const Inputs& in) { return R{sub(in[0], in[1])}; }},
+      {"sub", "a scalar", one(-1, 1), [](const Inputs& in) { return R{sub(in[0], 0.5)}; }},
+      {"mul", "broadcast [2, 3, 5] * [3, 1]", two({2, 3, 5}, {3, 1}),
+       [](const Inputs& in) { return R{mul(in[0], in[1])}; }},
+      {"mul", "one tensor twice", one(-1, 1),
+       [](const Inputs& in) { return R{mul(in[0], in[0])}; }},
+      {"mul", "a scalar", one(-1, 1), [](const Inputs& in) { return R{mul(in[0], -1.5)}; }},
+      {"div", "broadcast [3, 5] / [1, 5]", two({3, 5}, {1, 5}),
+       [](const Inputs& in) { return R{div(in[0], in[1])}; }},
+      {"div", "a scalar", one(-1, 1), [](const Inputs& in) { return R{div(in[0], 3.0)}; }},
+      {"neg", "", one(-1, 1), [](const Inputs& in) { return R{neg(in[0])}; }},
+      {"exp", "", one(-2, 2), [](const Inputs& in) { return R{exp(in[0])}; }},
+      {"log", "", one(0.2, 3), [](const Inputs& in) { return R{log(in[0])}; }},
+      {"sqrt", "", one(0.2, 3), [](const Inputs& in) { return R{sqrt(in[0])}; }},
+      {"tanh", "", one(-2, 2), [](const Inputs& in) { return R{tanh(in[0])}; }},
+      {"relu", "no element at the kink", one(-1, 1),
+       [](const Inputs& in) { return R{relu(in[0])}; }},
+      {"gelu", "", one(-3, 3), [](const Inputs& in) { return R{gelu(in[0])}; }},
+      {"erf", "", one(-2, 2), [](const Inputs& in) { return R{erf(in[0])}; }},
+      {"pow", "p = 2.5", one(0.2, 2), [](const Inputs& in) { return R{pow(in[0], 2.5)}; }},
+      {"pow", "p = -1", one(0.5, 2), [](const Inputs& in) { return R{pow(in[0], -1.0)}; }},
+      {"masked_fill", "a broadcast mask, -inf kept out of the gradient", one(-1, 1),
+       [](const Inputs& in) {
+         return R{masked_fill(in[0], mask_of({1, 5}, {1, 4}), 2.0)};
+       }},
+      {"where", "condition, a and b broadcast together", two({3, 1}, {1, 5}),
+       [](const Inputs& in) {
+         return R{where(mask_of({3, 5}, {0, 3, 7, 8, 14}), in[0], in[1])};
+       }},
+  };
+}
+
+std::vector<OpCase> reduce_and_shape_cases() {
+  using R = std::vector<Tensor>;
+  const auto x = [](const Shape& shape) { return [=] { return Inputs{leaf(shape, 4)}; }; };
+  return {
+      {"sum", "all dims", x({3, 4, 5}), [](const Inputs& in) { return R{sum(in[0])}; }},
+      {"sum", "dims 0 and 2, kept", x({3, 4, 5}),
+       [](const Inputs& in) {
+         return R{sum(in[0], {0, 2}, true)};
+       }},
+      {"mean", "the last dim", x({3, 4, 5}), [](const Inputs& in) { return R{mean(in[0], {-1})}; }},
+      {"sum_to", "to a broadcast operand's shape", x({3, 4, 5}),
+       [](const Inputs& in) {
+         return R{sum_to(in[0], {4, 1})};
+       }},
+      {"max", "along dim 1", x({3, 4, 5}), [](const Inputs& in) { return R{max(in[0], {1})}; }},
+      {"view", "", x({3, 4, 5}),
+       [](const Inputs& in) {
+         return R{view(in[0], {12, 5})};
+       }},
+      {"reshape", "of a transposed view (a copy)", x({3, 4, 5}),
+       [](const Inputs& in) { return R{reshape(transpose(in[0], 0, 2), {-1})}; }},
+      {"unsqueeze", "", x({3, 5}), [](const Inputs& in) { return R{unsqueeze(in[0], 1)}; }},
+      {"squeeze", "", x({3, 1, 5}), [](const Inputs& in) { return R{squeeze(in[0], 1)}; }},
+      {"permute", "", x({3, 4, 5}),
+       [](const Inputs& in) {
+         return R{permute(in[0], {2, 0, 1})};
+       }},
+      {"transpose", "", x({3, 4, 5}), [](const Inputs& in) { return R{transpose(in[0], 0, 2)}; }},
+      {"slice", "a window of dim 1", x({3, 7}),
+       [](const Inputs& in) { return R{slice(in[0], 1, 2, -1)}; }},
+      {"split", "uneven parts", x({3, 7}),
+       [](const Inputs& in) {
+         return split(in[0], {2, 4, 1}, 1);
+       }},
+      {"chunk", "a smaller last chunk", x({7, 3}),
+       [](const Inputs& in) { return chunk(in[0], 3, 0); }},
+      {"expand", "", x({3, 1}),
+       [](const Inputs& in) {
+         return R{expand(in[0], {2, 3, 5})};
+       }},
+      {"concat", "three parts along dim 1",
+       [] {
+         return Inputs{leaf({2, 3}, 5), leaf({2, 1}, 6), leaf({2, 4}, 7)};
+       },
+       [](const Inputs& in) {
+         return R{concat({in[0], in[1], in[2]}, 1)};
+       }},
+      {"contiguous", "of a permuted view", x({3, 4, 5}),
+       [](const Inputs& in) {
+         return R{permute(in[0], {1, 0, 2}).contiguous()};
+       }},
+      {"clone", "", x({3, 5}), [](const Inputs& in) { return R{in[0].clone()}; }},
+      {"to",
+       "float64 to float32 and back",
+       x({3, 5}),
+       [](const Inputs& in) { return R{in[0].to(DType::Float32).to(DType::Float64)}; },
+       // linear, so a long step is exact but for float32's rounding (6e-8 / 1e-2)
+       {.step = 1e-2, .atol = 1e-5}},
+  };
+}
+
+std::vector<OpCase> matmul_softmax_cases() {
+  using R = std::vector<Tensor>;
+  return {
+      {"matmul", "batched, broadcast [2, 1, 3, 4] @ [5, 4, 6]",
+       [] {
+         return Inputs{leaf({2, 1, 3, 4}, 8), leaf({5, 4, 6}, 9)};
+       },
+       [](const Inputs& in) { return R{matmul(in[0], in[1])}; }},
+      {"matmul", "a transposed view, folded into one gemm",
+       [] {
+         return Inputs{leaf({2, 3, 7}, 10), leaf({5, 7}, 11)};
+       },
+       [](const Inputs& in) { return R{matmul(in[0], transpose(in[1], 0, 1))}; }},
+      {"softmax", "along a middle dim",
+       [] {
+         return Inputs{leaf({3, 5, 4}, 12, -2, 2)};
+       },
+       [](const Inputs& in) { return R{softmax(in[0], 1)}; }},
+      {"log_softmax", "along the last dim",
+       [] {
+         return Inputs{leaf({3, 7}, 13, -2, 2)};
+       },
+       [](const Inputs& in) { return R{log_softmax(in[0], -1)}; }},
+      {"masked_softmax", "a padding mask and a fully blocked row",
+       [] {
+         return Inputs{leaf({2, 3, 5}, 14, -2, 2)};
+       },
+       [](const Inputs& in) {
+         Tensor m = mask_of({2, 3, 5}, {3, 4, 19});
+         for (int64_t j = 5; j < 10; ++j) m.data<bool>()[j] = true;  // row 1 blocked
+         return R{masked_softmax(in[0], m)};
+       }},
+      {"embedding", "repeated ids and a padding row",
+       [] {
+         return Inputs{leaf({6, 5}, 15)};
+       },
+       [](const Inputs& in) {
+         const Tensor ids = tensor({1, 3, 0, 3, 5, 1, 0}, {7}, DType::Int64);
+         return R{embedding(in[0], ids, 0)};
+       }},
+      {"dropout", "p = 0.3 in training",
+       [] {
+         return Inputs{leaf({4, 9}, 16)};
+       },
+       [](const Inputs& in) {
+         Generator gen(kDropSeed);
+         return R{dropout(in[0], 0.3, true, gen)};
+       }},
+  };
+}
+
+// Composites: fused kernels against their references.
+std::vector<OpCase> composite_cases() {
+  using R = std::vector<Tensor>;
+  const auto norm_inputs = [] {
+    return Inputs{leaf({2, 3, 7}, 17), leaf({7}, 18, 0.5, 1.5), leaf({7}, 19)};
+  };
+  const auto sum_norm_inputs = [] {
+    return Inputs{leaf({3, 7}, 20), leaf({3, 7}, 21), leaf({7}, 22, 0.5, 1.5), leaf({7}, 23)};
+  };
+  const auto linear_inputs = [](bool bias) {
+    return [=] {
+      Inputs in{leaf({2, 3, 5}, 24), leaf({6, 5}, 25)};
+      if (bias) in.push_back(leaf({6}, 26));
+      return in;
+    };
+  };
+  const auto linear_case = [](LinearEpilogue::Activation act, double p) {
+    return [=](const Inputs& in) {
+      Generator gen(kDropSeed);
+      const Tensor b = in.size() > 2 ? in[2] : Tensor();
+      return R{linear(in[0], in[1], b,
+                      {.activation = act, .dropout = p, .training = true, .gen = &gen})};
+    };
+  };
+  return {
+      {"layer_norm", "with weight and bias", norm_inputs,
+       [](const Inputs& in) { return R{layer_norm(in[0], in[1], in[2])}; }},
+      {"layer_norm", "without weight and bias",
+       [] {
+         return Inputs{leaf({5, 3}, 27)};
+       },
+       [](const Inputs& in) { return R{layer_norm(in[0], Tensor(), Tensor())}; }},
+      {"add_layer_norm", "dropout 0.25 on d", sum_norm_inputs,
+       [](const Inputs& in) {
+         Generator gen(kDropSeed);
+         return R{add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, 0.25, true, &gen)};
+       }},
+      {"add_and_layer_norm", "both outputs, dropout 0.25", sum_norm_inputs,
+       [](const Inputs& in) {
+         Generator gen(kDropSeed);
+         const SumNorm r = add_and_layer_norm(in[0], in[1], in[2], in[3], 1e-5, 0.25, true, &gen);
+         return R{r.sum, r.norm};
+       }},
+      {"add_and_layer_norm", "x and d one tensor, no affine",
+       [] {
+         return Inputs{leaf({4, 6}, 28)};
+       },
+       [](const Inputs& in) {
+         const SumNorm r = add_and_layer_norm(in[0], in[0], Tensor(), Tensor());
+         return R{r.sum, r.norm};
+       }},
+      {"linear", "bias, no epilogue", linear_inputs(true), linear_case(LinearEpilogue::None, 0)},
+      {"linear", "no bias, ReLU", linear_inputs(false), linear_case(LinearEpilogue::ReLU, 0)},
+      {"linear", "GELU and dropout 0.3", linear_inputs(true),
+       linear_case(LinearEpilogue::GELU, 0.3)},
+      {"attention", "T != S, a padding mask with a fully blocked row, dropout 0.2",
+       [] {
+         return Inputs{leaf({2, 3, 6}, 29), leaf({2, 5, 6}, 30), leaf({2, 5, 6}, 31)};
+       },
+       [](const Inputs& in) {
+         Tensor blocked = mask_of({2, 1, 3, 5}, {3, 4, 28, 29});
+         for (int64_t j = 5; j < 10; ++j) blocked.data<bool>()[j] = true;  // query 1 of item 0
+         Generator gen(kDropSeed);
+         return R{attention(in[0], in[1], in[2], 3,
+                            {.blocked = blocked, .dropout = 0.2, .training = true, .gen = &gen})};
+       }},
+      {"attention", "one query, a causal mask",
+       [] {
+         return Inputs{leaf({3, 1, 4}, 32), leaf({3, 4, 4}, 33), leaf({3, 4, 4}, 34)};
+       },
+       [](const Inputs& in) {
+         return R{attention(in[0], in[1], in[2], 2, {.blocked = mask_of({1, 1, 1, 4}, {3})})};
+       }},
+      {"cross_entropy", "label smoothing 0.1 and an ignored row",
+       [] {
+         return Inputs{leaf({5, 7}, 35, -2, 2)};
+       },
+       [](const Inputs& in) {
+         const Tensor targets = tensor({3, -100, 0, 6, 3}, {5}, DType::Int64);
+         return R{cross_entropy(in[0], targets, {.label_smoothing = 0.1})};
+       }},
+  };
+}
+
+std::vector<OpCase> registry() {
+  std::vector<OpCase> all;
+  for (auto part :
+       {elementwise_cases(), reduce_and_shape_cases(), matmul_softmax_cases(), composite_cases()}) {
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+std::string name_of(const OpCase& c) { return c.what.empty() ? c.op : c.op + ", " + c.what; }
+
+// Outputs and first-order gradients of a case: sum_k <out_k, dout_k> differentiated, dout_k
+// fixed random tensors.
+std::vector<Tensor> outputs_and_gradients(const OpCase& c) {
+  const Inputs in = c.inputs();
+  const std::vector<Tensor> outs = c.run(in);
+  std::vector<Tensor> douts, result;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    douts.push_back(random_leaf(outs[k].shape(), 100 + k).detach());
+    result.push_back(outs[k].detach());
+  }
+  const std::vector<Tensor> grads = grad(outs, in, douts, {.allow_unused = true});
+  result.insert(result.end(), grads.begin(), grads.end());
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("every op's fast kernels equal its backward or reference", "[autograd][registry]") {
+  for (const OpCase& c : registry()) {
+    INFO(name_of(c));
+    const std::vector<Tensor> fast = outputs_and_gradients(c);
+    std::vector<Tensor> reference;
+    {
+      const ReferenceModeGuard reference_mode;
+      reference = outputs_and_gradients(c);
+    }
+    REQUIRE(fast.size() == reference.size());
+    for (size_t i = 0; i < fast.size(); ++i) {
+      INFO("result " << i << " (outputs first, then each input's gradient)");
+      REQUIRE(fast[i].defined() == reference[i].defined());
+      if (!fast[i].defined()) continue;
+      REQUIRE(fast[i].shape() == reference[i].shape());
+      const std::vector<double> a = fast[i].to_vector<double>(),
+                                b = reference[i].to_vector<double>();
+      for (size_t j = 0; j < a.size(); ++j) {
+        INFO("element " << j << ": fast " << a[j] << ", reference " << b[j]);
+        // float64 sums of a few terms in another order
+        REQUIRE(std::abs(a[j] - b[j]) <= 1e-12 * std::max(1.0, std::abs(b[j])));
+      }
+    }
+  }
+}
+
+TEST_CASE("every op's second derivative passes gradgradcheck", "[autograd][registry][gradcheck]") {
+  for (const OpCase& c : registry()) {
+    INFO(name_of(c));
+    const Inputs in = c.inputs();
+    const auto flat = [&c](const Inputs& x) {
+      std::vector<Tensor> parts;
+      for (const Tensor& out : c.run(x)) parts.push_back(reshape(out, {-1}));
+      return concat(parts, 0);
+    };
+    const GradcheckResult r = gradgradcheck(flat, in, c.second_order);
+    INFO("gradgradcheck: " << r.message());
+    REQUIRE(r.ok);
+  }
+}
+
+// An op the sources declare in an ops header, or name in a record() call, has a case; the ops
+// that are not differentiable, or are a reference themselves, are listed here with why.
+TEST_CASE("every op of the library has a case in the registry", "[autograd][registry]") {
+  const std::map<std::string, std::string> exempt{
+      {"eq", "a comparison: no gradient"},
+      {"ne", "a comparison: no gradient"},
+      {"logical_or", "bool masks: no gradient"},
+      {"argmax", "an index: no gradient"},
+      {"keep_mask", "a bool mask: no gradient"},
+      {"dropout_scale", "a number"},
+      {"gelu_slope", "a composition of ops with cases (erf, exp, mul, add)"},
+      {"gelu_of", "a scalar function inside gelu's kernel"},
+      {"gelu_slope_of", "a scalar function inside gelu's kernel"},
+      {"matmul_reference", "forward only, double loops: what the gemm is tested against"},
+      {"linear_reference", "a reference"},
+      {"layer_norm_reference", "a reference"},
+      {"add_and_layer_norm_reference", "a reference"},
+      {"attention_reference", "a reference"},
+      {"cross_entropy_reference", "a reference"},
+  };
+  std::set<std::string> covered;
+  for (const OpCase& c : registry()) covered.insert(c.op);
+  const std::filesystem::path root = TAPEGRAD_SOURCE_DIR "/tapegrad/autograd";
+  std::set<std::string> found;
+  const std::regex declared(
+      R"re((?:^|\n)(?:Tensor|SumNorm|std::vector<Tensor>|T|inline double) (\w+)\()re");
+  const std::regex recorded(R"re(record\(\s*"(\w+)")re");
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    std::ifstream file(entry.path());
+    std::stringstream text;
+    text << file.rdbuf();
+    const std::string s = text.str();
+    const bool header =
+        entry.path().parent_path().filename() == "ops" && entry.path().extension() == ".h";
+    for (const std::regex* re : {&declared, &recorded}) {
+      if (re == &declared && !header) continue;
+      for (std::sregex_iterator it(s.begin(), s.end(), *re), end; it != end; ++it) {
+        found.insert((*it)[1]);
+      }
+    }
+  }
+  REQUIRE(found.size() > 40);  // the scan sees the ops
+  for (const std::string& op : found) {
+    INFO(op << " has no case in tests/autograd/test_registry.cpp");
+    CHECK((covered.count(op) > 0 || exempt.count(op) > 0));
+  }
+}
