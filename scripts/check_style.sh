@@ -2,7 +2,7 @@
 # The style CI checks (STYLE.md): every C++ file the project tracks is clang-format clean
 # (.clang-format) and opens with a comment saying what it holds. Then prints the library's size:
 # lines per folder of tapegrad/, and in all, with how many of them are code (not blank, not a
-# comment line).
+# comment line); and enforces the learner's folders' line budget (scripts/line_budget.py).
 #   bash scripts/check_style.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,3 +34,4 @@ for d in $(git ls-files tapegrad | grep -E '\.(h|cpp)$' | xargs -n1 dirname | so
 done
 printf '  %-28s' "all"
 git ls-files tapegrad | grep -E '\.(h|cpp)$' | xargs cat | count
+python3 scripts/line_budget.py

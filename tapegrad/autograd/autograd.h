@@ -20,4 +20,3 @@
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/autograd/vmath.h"

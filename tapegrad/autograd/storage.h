@@ -3,12 +3,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 namespace tapegrad {
 
-// A flat, 64-byte aligned, uninitialised buffer. Buffers come from a caching allocator: a freed
-// buffer is kept for the next request of the same rounded size, so a training step, which
-// allocates the same shapes every time, stops paying for fresh pages (page faults) and malloc.
+// A flat, 64-byte aligned, uninitialised buffer, from detail::allocate.
 class Storage {
  public:
   explicit Storage(size_t nbytes);
@@ -30,6 +29,15 @@ class Storage {
   size_t nbytes_;
   uint64_t version_ = 0;
 };
+
+namespace detail {
+constexpr std::align_val_t kStorageAlignment{64};
+// Where a Storage's bytes come from and go back to: the fast room's caching allocator
+// (fast/buffer_cache.cpp), or the system's in the learner's edition. peak_in_use bounds what
+// the cache keeps.
+void* allocate(size_t nbytes);
+void deallocate(void* data, size_t nbytes, size_t peak_in_use);
+}  // namespace detail
 
 // Bytes held by all live Storage objects of the process: the memory tests watch this.
 size_t storage_bytes_in_use();

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
@@ -193,6 +194,7 @@ bool grad_enabled() { return t_grad_enabled; }
 bool anomaly_enabled() { return t_anomaly; }
 bool tape_details() { return t_details || t_anomaly; }
 bool reference_mode() { return t_reference; }
+const FastOps* fast_ops() { return t_reference ? nullptr : installed_fast_ops(); }
 
 bool recording(const std::vector<Tensor>& inputs) {
   return grad_enabled() && std::any_of(inputs.begin(), inputs.end(),

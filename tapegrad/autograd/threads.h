@@ -5,8 +5,9 @@
 // threads never spin against ours. The split of a loop depends only on its size, its grain and the
 // thread count, never on timing, so a run is reproducible for a given thread count.
 //
-// Workers spin briefly between loops (a training step issues them back to back) and then
-// sleep, so an idle program does not burn a core.
+// The pool is the fast room's (fast/thread_pool.cpp): its workers spin briefly between loops (a
+// training step issues them back to back) and then sleep, so an idle program does not burn a
+// core. In the learner's edition (-DTAPEGRAD_FAST=OFF) parallel_for is a plain loop.
 #pragma once
 
 #include <cstdint>

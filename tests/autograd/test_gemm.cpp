@@ -1,7 +1,7 @@
-// The packed float kernel (tapegrad/autograd/gemm.h) against a float64 triple loop, on shapes that
-// cross every block edge (register tile, MC rows, KC steps, NC columns), all four layouts, each
-// operand both packed and read in place, padded leading dimensions and each kind of beta; and
-// the small kernel under gemm<float> the same way, on the tiny shapes it takes.
+// The packed float kernel (tapegrad/autograd/fast/gemm.h) against a float64 triple loop, on
+// shapes that cross every block edge (register tile, MC rows, KC steps, NC columns), all four
+// layouts, each operand both packed and read in place, padded leading dimensions and each kind
+// of beta; and the small kernel under gemm<float> the same way, on the tiny shapes it takes.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "tapegrad/autograd/gemm.h"
+#include "tapegrad/autograd/fast/gemm.h"
 
 using tapegrad::gemm;
 using tapegrad::sgemm;

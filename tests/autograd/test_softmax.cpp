@@ -5,6 +5,7 @@
 
 #include "helpers.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/autograd/fast/vmath.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;

@@ -297,21 +297,6 @@ TEST_CASE("zero-size tensors flow through every op family forward and backward",
   CHECK(e.grad().shape() == Shape{0, 4});
 }
 
-TEST_CASE("freed storage is cached and reused by the next tensor of that size", "[autograd]") {
-  release_cached_storage();
-  CHECK(storage_bytes_cached() == 0);
-  const void* first = nullptr;
-  {
-    Tensor a = empty({1000});
-    first = a.data<float>();
-  }
-  CHECK(storage_bytes_cached() >= 4000);
-  Tensor b = empty({999});  // rounds to the same bucket
-  CHECK(b.data<float>() == first);
-  CHECK(storage_bytes_cached() == 0);
-  release_cached_storage();
-}
-
 TEST_CASE("each backward is right as its gradient's first writer and as a later one",
           "[autograd][gradcheck]") {
   // x [3, 4] feeds every op; the op recorded last runs its backward first and so writes x's

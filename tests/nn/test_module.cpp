@@ -1,5 +1,6 @@
 // Module: names, counts, modes, dtype conversion, summary, shape trace, name errors.
 #include "helpers.h"
+#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
@@ -174,17 +175,21 @@ TEST_CASE("the profiler charges each op to the module that ran it", "[nn]") {
     REQUIRE(it != rows.end());
     return *it;
   };
-  // a Linear: its one op, forward and backward, with its flops (2 rows x 3 x 8 x 8, twice back)
+  // a Linear: its flops (2 rows x 3 x 8 x 8, twice back); with the fast room one fused op
+  // forward and backward (in the learner's edition, its reference's primitives)
+  const bool fused = installed_fast_ops() != nullptr;
   const auto q = row("encoder.layers.0.self_attn.q_proj");
-  CHECK(q.forward_calls == 1);
-  CHECK(q.backward_calls == 1);
+  CHECK((fused ? q.forward_calls == 1 : q.forward_calls > 1));
+  CHECK((fused ? q.backward_calls == 1 : q.backward_calls > 1));
   CHECK(q.flops == 2.0 * 6 * 8 * 8 * 3);
   // the attention op itself runs in MultiHeadAttention's own forward
   CHECK(row("decoder.layers.1.cross_attn").forward_calls >= 1);
-  CHECK(row("decoder.layers.1.norm3").backward_calls == 1);
+  CHECK((fused ? row("decoder.layers.1.norm3").backward_calls == 1
+               : row("decoder.layers.1.norm3").backward_calls > 1));
   // the loss and the reshapes around it ran outside any module, and so did their backward
   CHECK(row("(no module)").forward_calls >= 3);
-  CHECK(row("(no module)").backward_calls == 2);  // the loss's and the logits' view's
+  // fused: the loss's and the logits' view's
+  CHECK((fused ? row("(no module)").backward_calls == 2 : row("(no module)").backward_calls > 2));
   int64_t calls = 0, op_calls = 0;
   for (const auto& r : rows) calls += r.forward_calls + r.backward_calls;
   for (const auto& r : profile.rows()) op_calls += r.forward_calls + r.backward_calls;

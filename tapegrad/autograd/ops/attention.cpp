@@ -1,387 +1,63 @@
-// Fused attention: one pass per (batch item, head), each its own small problem: two gemms on
-// the head's strided columns, the masked softmax and the dropout in between on a tile of the
-// scores, kept transposed ([S, T]: see below).
+// Scaled dot-product attention as its definition in primitives, per head:
+// softmax(mask(q k^T / sqrt(D))) v, with dropout on the weights. Its gradients of every order
+// come from differentiating this. The fused kernel that computes the same faster is the fast
+// room's (fast/attention.cpp).
 #include "tapegrad/autograd/ops/attention.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
-#include <vector>
 
-#include "tapegrad/autograd/gemm.h"
+#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/matmul.h"
-#include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/ops/softmax.h"
-#include "tapegrad/autograd/ops/softmax_kernels.h"
 #include "tapegrad/autograd/profile.h"
-#include "tapegrad/autograd/tape.h"
-#include "tapegrad/autograd/threads.h"
-#include "tapegrad/autograd/vmath.h"
 
 namespace tapegrad {
 
 namespace {
 
-// The problem's sizes and where each (b, h) finds its operands. Row strides are all C: a
-// head's [T, D] block of q is q + b*T*C + h*D, row i at + i*C. k and v step from one batch item
-// to the next by kv_batch, S*C when packed; more when they are the first S rows of a longer
-// buffer, as an incremental decoder's cache is (read in place when nothing is recorded).
-struct Heads {
-  int64_t B, H, T, S, D, C, kv_batch;
-  int64_t TP;          // a tile's row length (below): T rounded up to whole vectors
-  Shape mask_strides;  // the blocked mask's strides over [B, H, T, S]; empty when none
-  int64_t q_at(int64_t n) const { return (n / H) * T * C + (n % H) * D; }
-  int64_t kv_at(int64_t n) const { return (n / H) * kv_batch + (n % H) * D; }
-  int64_t mask_at(int64_t n) const {
-    return mask_strides.empty() ? 0 : (n / H) * mask_strides[0] + (n % H) * mask_strides[1];
-  }
-  // Items (b, h) worth handing to another thread.
-  int64_t grain() const {
-    const double flops = std::max(1.0, 4.0 * static_cast<double>(T) * S * D);
-    return static_cast<int64_t>(kGrainFlops / flops) + 1;
-  }
-};
-
-// Item n's tile is kept transposed, [S, TP]: key j's row holds its score with every query, so
-// the softmax over a query's keys runs down a column, and each of its steps is one vector op
-// across queries. In the [T, S] layout a row is as short as S (12 keys in the small model),
-// shorter than a vector, and every step of a row's softmax had run scalar. The rows are
-// padded to TP, a whole number of vectors (16 lanes), so no loop over a row has a scalar
-// remainder; the pad lanes hold finite values nothing reads. A single query (T = 1, a decoding
-// step) is one row of S instead, and its softmax runs along it.
-constexpr int64_t kTileLanes = 16;
-int64_t tile_row(int64_t T) { return T == 1 ? 1 : (T + kTileLanes - 1) / kTileLanes * kTileLanes; }
-
-// bias (S, TP) = item n's blocked mask as a term of its scores: -inf where query i may not
-// attend key j, else 0 (pad lanes too). Read from the mask's bytes one by one, so it is made
-// once for the heads that share it (the mask does not depend on the head, as a rule), not once
-// a head.
-template <class F>
-void mask_tile(F* bias, const Heads& x, int64_t n, const uint8_t* blocked) {
-  const uint8_t* m = blocked + x.mask_at(n);
-  const int64_t row_step = x.mask_strides[2], col_step = x.mask_strides[3];
-  std::fill_n(bias, x.S * x.TP, F{0});
-  for (int64_t j = 0; j < x.S; ++j) {
-    for (int64_t i = 0; i < x.T; ++i) {
-      if (m[i * row_step + j * col_step]) bias[j * x.TP + i] = -std::numeric_limits<F>::infinity();
-    }
-  }
-}
-
-// A tile's vectors: kTileLanes columns of a row, loaded and stored whole.
-template <class F>
-struct Lanes {
-  typedef F Vec __attribute__((vector_size(kTileLanes * sizeof(F))));
-  static Vec load(const F* p) {
-    Vec v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static void store(F* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-};
-
-// p (S, TP) = the attention weights of item n from its scores, in place: scale, add the
-// mask's bias (null: none), softmax down each column. A query with every key blocked gets zero
-// weights. The columns go kTileLanes at a time, in vectors of GCC's vector extension (plain
-// loops over 16 lanes had come out scalar where a bias was in them), so each one's running max
-// and sum stay in a register from row to row, and the strip (S rows of 64 bytes) stays in L1
-// through its three passes: scale, mask and max; exp and sum; normalise. (The exp as a pass
-// over the whole tile of its own, [200, 208] out of L1, took 4% more of attention's time.)
-template <class F>
-void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
-  using V = Lanes<F>;
-  using Vec = typename V::Vec;
-  constexpr F kNegInf = -std::numeric_limits<F>::infinity();
-  const int64_t S = x.S, TP = x.TP;
-  for (int64_t c = 0; c < TP; c += kTileLanes) {
-    Vec top = Vec{} + kNegInf;
-    for (int64_t j = 0; j < S; ++j) {
-      F* row = p + j * TP + c;
-      Vec v = V::load(row) * scale;
-      if (bias) v += V::load(bias + j * TP + c);
-      V::store(row, v);
-      top = v > top ? v : top;
-    }
-    top = top == kNegInf ? Vec{} : top;  // a fully blocked column: exp(-inf - 0) zeros it
-    F shift[kTileLanes];
-    V::store(shift, top);
-    Vec sum{};
-    for (int64_t j = 0; j < S; ++j) {
-      F* row = p + j * TP + c;
-      for (int64_t l = 0; l < kTileLanes; ++l) row[l] = vexp(row[l] - shift[l]);
-      sum += V::load(row);
-    }
-    const Vec inv = sum == 0 ? Vec{} : 1 / sum;
-    for (int64_t j = 0; j < S; ++j) V::store(p + j * TP + c, V::load(p + j * TP + c) * inv);
-  }
-}
-
-// ds (S, TP) = the gradient of item n's scores from the weights' gradient dp (S, TP), in
-// place, with p (S, TP) the weights: scale * p * (dp - the column's sum of dp * p), kTileLanes
-// columns at a time. A fully blocked column has p all zero, so its gradient is zero.
-template <class F>
-void softmax_columns_backward(F* ds, const F* p, int64_t S, int64_t TP, F scale) {
-  using V = Lanes<F>;
-  for (int64_t c = 0; c < TP; c += kTileLanes) {
-    typename V::Vec dot{};
-    for (int64_t j = 0; j < S; ++j) dot += V::load(ds + j * TP + c) * V::load(p + j * TP + c);
-    for (int64_t j = 0; j < S; ++j) {
-      F* d = ds + j * TP + c;
-      const auto y = V::load(p + j * TP + c);
-      V::store(d, scale * y * (V::load(d) - dot));
-    }
-  }
-}
-
-// factor (S, TP) = what dropout multiplies item n's weights by: dropout_scale where the mask
-// keeps, else 0. The mask element of (n, i, j) is its flat index in [B, H, T, S], as the
-// dropout op's would be, so a row of the tile reads counters S apart; the pad lanes' counters
-// run past the item's, and multiply pad lanes.
-template <class F>
-void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& mask,
-                     double dropout) {
-  const auto scale = static_cast<F>(dropout_scale(dropout));
-  const int64_t S = x.S, TP = x.TP;
-  const auto first = static_cast<uint64_t>(n * x.T * S);
-  for (int64_t j = 0; j < S; ++j) {
-    for (int64_t i = 0; i < TP; ++i) {
-      factor[j * TP + i] = mask.keeps(first + static_cast<uint64_t>(i * S + j)) ? scale : F{0};
-    }
-  }
-}
-
-// out (D, TP) = the transpose of a head's block in (T, D) (rows C apart): the right operand of
-// the tile's products with a head's rows, whole vectors of queries wide. Its pad columns are
-// never written: the caller's buffer starts as zeros, so products with it give zero pad lanes.
-// kTileLanes queries at a time, so the rows written stay few while their lines fill.
-template <class F>
-void transpose_head(F* out, const F* in, const Heads& x) {
-  for (int64_t i0 = 0; i0 < x.T; i0 += kTileLanes) {
-    const int64_t i1 = std::min(x.T, i0 + kTileLanes);
-    for (int64_t d = 0; d < x.D; ++d) {
-      for (int64_t i = i0; i < i1; ++i) out[d * x.TP + i] = in[i * x.C + d];
-    }
-  }
-}
-
-// scores (1, S) of a single query row (a decoding step): q . k_j for the S keys, rows C apart.
-// gemm would first copy k transposed, as long as the products themselves; here each key is
-// read once, a D-long dot product in vectors of 64 bytes.
-template <class F>
-void one_query_scores(const F* q, const F* k, int64_t C, int64_t S, int64_t D, F* scores) {
-  constexpr int64_t W = 64 / sizeof(F);
-  typedef F Vec __attribute__((vector_size(W * sizeof(F))));
-  const int64_t whole = D / W * W;
-  for (int64_t j = 0; j < S; ++j) {
-    const F* key = k + j * C;
-    Vec acc{};
-    for (int64_t d = 0; d < whole; d += W) {
-      Vec a, b;
-      std::memcpy(&a, q + d, sizeof a);
-      std::memcpy(&b, key + d, sizeof b);
-      acc += a * b;
-    }
-    F lanes[W];  // summed pairwise: log2(W) rounds of independent adds, not a chain of W
-    std::memcpy(lanes, &acc, sizeof lanes);
-#pragma GCC unroll 16
-    for (int64_t w = W / 2; w > 0; w /= 2) {
-      for (int64_t l = 0; l < w; ++l) lanes[l] += lanes[l + w];
-    }
-    F sum = lanes[0];
-    for (int64_t d = whole; d < D; ++d) sum += q[d] * key[d];
-    scores[j] = sum;
-  }
-}
-
-}  // namespace
-
-Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t heads,
-                 const AttentionOptions& options, Tensor* weights_out) {
-  const profile::Scope profile_scope("attention");
-  TG_CHECK(q_in.dim() == 3 && k_in.dim() == 3 && v_in.dim() == 3,
+// attention's checks; the dropout mask's key, drawn when it applies.
+uint64_t check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                         const AttentionOptions& options) {
+  TG_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
            "attention: q, k and v must be [B, T, C], [B, S, C] and [B, S, C], got {}, {} and {}",
-           q_in.shape(), k_in.shape(), v_in.shape());
-  const int64_t B = q_in.size(0), T = q_in.size(1), C = q_in.size(2), S = k_in.size(1);
-  TG_CHECK(k_in.shape() == v_in.shape() && k_in.size(0) == B && k_in.size(2) == C,
-           "attention: k {} and v {} must be [B, S, C] with B = {} and C = {} (q is {})",
-           k_in.shape(), v_in.shape(), B, C, q_in.shape());
-  TG_CHECK(q_in.dtype() == k_in.dtype() && q_in.dtype() == v_in.dtype(),
-           "attention: dtypes differ: q {}, k {}, v {}", q_in.dtype(), k_in.dtype(), v_in.dtype());
+           q.shape(), k.shape(), v.shape());
+  const int64_t B = q.size(0), T = q.size(1), C = q.size(2), S = k.size(1);
+  TG_CHECK(k.shape() == v.shape() && k.size(0) == B && k.size(2) == C,
+           "attention: k {} and v {} must be [B, S, C] with B = {} and C = {} (q is {})", k.shape(),
+           v.shape(), B, C, q.shape());
+  TG_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(),
+           "attention: dtypes differ: q {}, k {}, v {}", q.dtype(), k.dtype(), v.dtype());
   TG_CHECK(heads > 0 && C % heads == 0, "attention: {} heads do not divide C = {}", heads, C);
   TG_CHECK(options.dropout >= 0 && options.dropout <= 1,
            "attention: dropout must be in [0, 1], got {}", options.dropout);
   const bool drop = options.training && options.dropout > 0;
   TG_CHECK(!drop || options.gen != nullptr,
            "attention: dropout {} in training needs a generator (options.gen)", options.dropout);
-  const Shape wshape{B, heads, T, S};
-  Heads x{B, heads, T, S, C / heads, C, S * C, tile_row(T), {}};
-  const Tensor& blocked = options.blocked;
-  if (blocked.defined()) {
+  if (const Tensor& blocked = options.blocked; blocked.defined()) {
+    const Shape wshape{B, heads, T, S};
     TG_CHECK(blocked.dtype() == DType::Bool, "attention: blocked mask must be bool, got {}",
              blocked.dtype());
     TG_CHECK(broadcast_shapes("attention", blocked.shape(), wshape) == wshape,
              "attention: blocked mask {} does not broadcast to [B, H, T, S] = {}", blocked.shape(),
              wshape);
-    x.mask_strides = broadcast_strides(blocked.shape(), blocked.strides(), wshape);
   }
-  // k and v rows packed at stride C with the same batch stride can be read where they are
-  const Shape& ks = k_in.strides();
-  const bool graph = recording(q_in, k_in, v_in);
-  const bool in_place = !graph && ks == v_in.strides() && ks[2] == 1 && (S == 1 || ks[1] == C) &&
-                        (B == 1 || ks[0] >= S * C);
-  const Tensor q = q_in.contiguous();
-  const Tensor k = in_place ? k_in : k_in.contiguous(), v = in_place ? v_in : v_in.contiguous();
-  if (in_place && B > 1) x.kv_batch = ks[0];
-  const uint8_t* pm = blocked.defined() ? mask_bytes(blocked) : nullptr;
-  const uint64_t key = drop ? options.gen->next_u64() : 0;
-  if (reference_mode()) {
-    return attention_reference(q_in, k_in, v_in, heads, blocked, drop ? options.dropout : 0, key,
-                               weights_out);
-  }
-  const DropoutMask mask(options.dropout, key);
-  const double dropout = drop ? options.dropout : 0.0;
-  // two products a head: scores q k^T and the weighted values, 2 T S D flops each
-  const double product_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(T) *
-                               static_cast<double>(S) * static_cast<double>(x.D);
-  profile::note_flops(2 * product_flops);
+  return drop ? options.gen->next_u64() : 0;
+}
 
-  Tensor out = empty({B, T, C}, q.dtype());
-  // The softmax weights, [B, H, S, TP] (each tile transposed), which backward keeps; when
-  // nothing keeps them (no graph, no caller asking), each thread's tile is scratch that stays
-  // in cache instead of being written out to memory.
-  const bool keep_weights = graph || weights_out != nullptr;
-  const int64_t TP = x.TP, tile = S * TP;
-  Tensor weights = keep_weights ? empty({B, heads, S, TP}, q.dtype()) : Tensor();
-  dispatch_floating("attention", q.dtype(), [&](auto tag) {
-    using F = decltype(tag);
-    const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-    const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
-    F* pw = keep_weights ? weights.data<F>() : nullptr;
-    F* po = out.data<F>();
-    parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
-      std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop ? tile : 0);
-      std::vector<F> factor(drop ? tile : 0), transposed(x.D * TP);
-      std::vector<F> bias(pm ? tile : 0);
-      int64_t bias_of = -1;  // the mask offset bias was made for
-      const int64_t row_zero = 0;
-      for (int64_t n = n0; n < n1; ++n) {
-        F* p = keep_weights ? pw + n * tile : scratch.data();
-        // scores^T (S, T) = k_bh (S, D) q_bh^T, then p = softmax(scale * scores | blocked)^T
-        if (T == 1) {
-          one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
-          static constexpr uint8_t kNothingBlocked = 0;
-          detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
-                                            &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
-        } else {
-          transpose_head<F>(transposed.data(), pq + x.q_at(n), x);
-          gemm<F>(false, false, S, TP, x.D, pk + x.kv_at(n), C, transposed.data(), TP, F{0}, p, TP);
-          if (pm && x.mask_at(n) != bias_of) {
-            mask_tile<F>(bias.data(), x, n, pm);
-            bias_of = x.mask_at(n);
-          }
-          softmax_columns<F>(p, x, pm ? bias.data() : nullptr, scale);
-        }
-        if (drop) {
-          dropout_factors<F>(factor.data(), x, n, mask, dropout);
-          for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
-        }
-        // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
-        gemm<F>(true, false, T, x.D, S, drop ? dropped.data() : p, TP, pv + x.kv_at(n), C, F{0},
-                po + x.q_at(n), C);
-      }
-    });
-  });
-  if (weights_out) *weights_out = transpose(slice(weights, 3, 0, T), 2, 3);
+}  // namespace
 
-  if (graph) {
-    record("attention", {q, k, v}, out,
-           {.fast =
-                [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout,
-                 product_flops](const Tensor& dout, Grads& g) {
-                  // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
-                  //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
-                  //   dP = dP' * keep * dropout_scale
-                  //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward)
-                  //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
-                  // The buffers are taken in the order q, k, v and each item writes its slices in
-                  // that order, so when two of q, k, v are one tensor its first writer goes first.
-                  // dP' always, then one product for each of dq, dk, dv wanted
-                  profile::note_flops(
-                      product_flops *
-                      (1 + (g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0) + (g.wants(2) ? 1 : 0)));
-                  dispatch_floating("attention", dout.dtype(), [&](auto tag) {
-                    using F = decltype(tag);
-                    const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-                    F* dgrad[3] = {nullptr, nullptr, nullptr};
-                    F beta[3] = {F{1}, F{1}, F{1}};
-                    for (size_t i = 0; i < 3; ++i) {
-                      if (!g.wants(i)) continue;
-                      const auto [grad, first] = g.write(i, Writes::Every);
-                      dgrad[i] = grad.data<F>();
-                      beta[i] = first ? F{0} : F{1};
-                    }
-                    const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
-                    const F *pw = weights.data<F>(), *pd = dout.data<F>();
-                    const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
-                    const auto assign = [](F& dst, F value) { dst = value; };
-                    parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
-                      const int64_t TP = x.TP, tile = S * TP;
-                      std::vector<F> ds(tile), dropped(dropout > 0 ? tile : 0);
-                      std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
-                      for (int64_t n = n0; n < n1; ++n) {
-                        const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
-                        const F* dout_bh = pd + x.q_at(n);
-                        if (dropout > 0) dropout_factors<F>(factor.data(), x, n, mask, dropout);
-                        if (dgrad[0] || dgrad[1]) {
-                          // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
-                          // softmax
-                          transpose_head<F>(transposed.data(), dout_bh, x);
-                          gemm<F>(false, false, S, TP, D, pv + x.kv_at(n), C, transposed.data(), TP,
-                                  F{0}, ds.data(), TP);
-                          if (dropout > 0) {
-                            for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
-                          }
-                          if (T == 1) {  // one row of S, as the forward's softmax ran
-                            detail::softmax_backward<F>(assign, ds.data(), ds.data(), p,
-                                                        detail::Rows{1, S, 1}, false, 0, 1, scale);
-                          } else {
-                            softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
-                          }
-                        }
-                        if (dgrad[0]) {
-                          gemm<F>(true, false, T, D, S, ds.data(), TP, pk + x.kv_at(n), C, beta[0],
-                                  dgrad[0] + x.q_at(n), C);
-                        }
-                        if (dgrad[1]) {
-                          gemm<F>(false, false, S, D, T, ds.data(), TP, pq + x.q_at(n), C, beta[1],
-                                  dgrad[1] + x.kv_at(n), C);
-                        }
-                        if (dgrad[2]) {
-                          const F* pdrop = p;
-                          if (dropout > 0) {
-                            for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
-                            pdrop = dropped.data();
-                          }
-                          gemm<F>(false, false, S, D, T, pdrop, TP, dout_bh, C, beta[2],
-                                  dgrad[2] + x.kv_at(n), C);
-                        }
-                      }
-                    });
-                  });
-                },
-            .reference =
-                [q = q.detach(), k = k.detach(), v = v.detach(), heads, blocked, dropout,
-                 key = mask.key](Grads& g) {
-                  return std::vector{attention_reference(
-                      g.input(0, q), g.input(1, k), g.input(2, v), heads, blocked, dropout, key)};
-                }});
-    if (tape_details()) note_saved(out, {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                 const AttentionOptions& options, Tensor* weights) {
+  const profile::Scope profile_scope("attention");
+  const uint64_t key = check_attention(q, k, v, heads, options);
+  const double p = options.training ? options.dropout : 0;
+  if (const FastOps* fast = fast_ops()) {
+    return fast->attention(q, k, v, heads, options.blocked, p, key, weights);
   }
-  return out;
+  return attention_reference(q, k, v, heads, options.blocked, p, key, weights);
 }
 
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,

@@ -1,18 +1,10 @@
-// matmul: C = op(A) op(B), one gemm per batch element (or one in all when folded; gemm.h).
-//
-// Each operand's last two dims must be a BLAS-style matrix: row-major with unit column stride
-// (no transpose, ld = row stride) or its transpose (unit row stride, ld = column stride). Any
-// other view is first made contiguous. Gradient buffers are always contiguous, and beta = 1
-// makes the gemm accumulate straight into them, summing over broadcast batch dims for free.
+// Matrix products. matmul is a primitive: a plain triple loop per batch item, and its one
+// backward, da = dout b^T and db = a^T dout. linear is a composite, defined by linear_reference
+// (x @ w^T + b, then its epilogue). The fast room computes both on its own gemm
+// (fast/matmul.cpp).
 #include "tapegrad/autograd/ops/matmul.h"
 
-#include <algorithm>
-#include <array>
-#include <optional>
-#include <utility>
-#include <vector>
-
-#include "tapegrad/autograd/gemm.h"
+#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
@@ -20,84 +12,56 @@
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/autograd/threads.h"
 
 namespace tapegrad {
 
 namespace {
 
-struct Layout {
-  bool trans;  // stored as the transpose of the logical matrix
-  int64_t ld;  // leading dimension of the stored row-major matrix
-};
-
-// How BLAS can read the last two dims of t, if it can.
-std::optional<Layout> blas_layout(const Tensor& t) {
-  const int64_t rows = t.size(-2), cols = t.size(-1);
-  const int64_t rs = t.strides()[t.dim() - 2], cs = t.strides()[t.dim() - 1];
-  if (rows == 0 || cols == 0) return Layout{false, std::max<int64_t>(1, cols)};  // no gemm reads it
-  if ((cs == 1 || cols == 1) && rs >= std::max<int64_t>(1, cols)) return Layout{false, rs};
-  if ((rs == 1 || rows == 1) && cs >= std::max<int64_t>(1, rows)) return Layout{true, cs};
-  if (rows == 1 && cols == 1) return Layout{false, 1};
-  return std::nullopt;
-}
-
-// Batch strides of t (its dims but the last two), seen from the broadcast batch shape.
-Shape batch_strides(const Shape& shape, const Shape& strides, const Shape& batch) {
-  const Shape s(shape.begin(), shape.end() - 2);
-  const Shape st(strides.begin(), strides.end() - 2);
-  return broadcast_strides(s, st, batch);
-}
-
-// C[i] = op(A[i]) op(B[i]) + beta C[i] for every i of the batch, where items that share a C
-// (a batch dim it is broadcast along) add up. Each matrix operand is given by its base pointer,
-// layout and batch strides. The threads split the batch items when each
-// item has its own C, else the rows of C (every thread then walks the whole batch over its
-// rows, which keeps a sum over a broadcast batch in one thread per row and in order).
-template <class T>
-void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
-                  const T* A, Layout la, const Shape& sa,               //
-                  const T* B, Layout lb, const Shape& sb,               //
-                  T beta, T* C, int64_t ldc, const Shape& sc) {
-  profile::note_flops(2.0 * static_cast<double>(numel(batch)) * static_cast<double>(M) *
-                      static_cast<double>(N) * static_cast<double>(K));
-  std::vector<std::array<int64_t, 3>> items;
-  items.reserve(numel(batch));
-  for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) { items.push_back(o); });
-  bool shared_c = false;  // a batch dim along which C does not move: items sum into one C
-  for (size_t d = 0; d < batch.size(); ++d) shared_c = shared_c || (batch[d] > 1 && sc[d] == 0);
-  const double flops = std::max(1.0, 2.0 * static_cast<double>(M) * N * K);
-  const auto items_count = static_cast<int64_t>(items.size());
-  if (items_count > 1 && !shared_c) {
-    parallel_for(items_count, static_cast<int64_t>(kGrainFlops / flops) + 1,
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t i = b; i < e; ++i) {
-                     const auto& o = items[i];
-                     gemm<T>(la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1], lb.ld, beta,
-                             C + o[2], ldc);
-                   }
-                 });
-    return;
-  }
-  if (shared_c && beta == T{0}) {  // the items add up: start every C at zero, then add
-    for (const auto& o : items) {
-      for (int64_t r = 0; r < M; ++r) std::fill_n(C + o[2] + r * ldc, N, T{0});
-    }
-    beta = T{1};
-  }
-  const double row_flops =
-      flops / static_cast<double>(std::max<int64_t>(1, M)) * static_cast<double>(items_count);
-  parallel_for(M, static_cast<int64_t>(kGrainFlops / row_flops) + 1, [&](int64_t r0, int64_t r1) {
-    // Rows r0..r1 of op(A): rows of A, or columns of A when it is stored transposed.
-    const int64_t a_step = la.trans ? r0 : r0 * la.ld;
-    for (const auto& o : items) {
-      gemm<T>(la.trans, lb.trans, r1 - r0, N, K, A + o[0] + a_step, la.ld, B + o[1], lb.ld, beta,
-              C + o[2] + r0 * ldc, ldc);
-    }
+// a [..., M, K] @ b [..., K, N], any layouts: out[.., i, j] = sum_k a[.., i, k] b[.., k, j], each
+// sum in double precision, stored in a's dtype. Not recorded.
+Tensor plain_matmul(const char* op, const Tensor& a, const Tensor& b) {
+  const auto batch_of = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
+  const Shape batch = broadcast_shapes(op, batch_of(a.shape()), batch_of(b.shape()));
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = empty(out_shape, a.dtype());
+  // each operand's batch strides seen from the broadcast batch shape
+  const auto strides_of = [&](const Tensor& t) {
+    return broadcast_strides(batch_of(t.shape()), batch_of(t.strides()), batch);
+  };
+  const Shape sa = strides_of(a), sb = strides_of(b), sc = strides_of(out);
+  const int64_t ar = a.strides()[a.dim() - 2], ac = a.strides()[a.dim() - 1];
+  const int64_t br = b.strides()[b.dim() - 2], bc = b.strides()[b.dim() - 1];
+  dispatch_floating(op, a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    T* pc = out.data<T>();
+    for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) {
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            acc += static_cast<double>(pa[o[0] + i * ar + k * ac]) * pb[o[1] + k * br + j * bc];
+          }
+          pc[o[2] + i * N + j] = static_cast<T>(acc);
+        }
+      }
+    });
   });
+  return out;
 }
 
 }  // namespace
+
+BackwardFn matmul_backward(const Tensor& a, const Tensor& b) {
+  return [a, b](const Tensor& dout, Grads& g) {
+    // da = dout b^T, db = a^T dout, each summed over the batch dims it was broadcast along
+    if (g.wants(0)) g.pass(0, sum_to(matmul(dout, transpose(b, -2, -1)), a.shape()));
+    if (g.wants(1)) g.pass(1, sum_to(matmul(transpose(a, -2, -1), dout), b.shape()));
+  };
+}
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const profile::Scope profile_scope("matmul");
@@ -107,179 +71,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
            b_in.dtype());
   TG_CHECK(a_in.size(-1) == b_in.size(-2), "matmul: inner dimensions differ: {} and {}",
            a_in.shape(), b_in.shape());
-  const Shape a_batch(a_in.shape().begin(), a_in.shape().end() - 2);
-  const Shape b_batch(b_in.shape().begin(), b_in.shape().end() - 2);
-  Shape batch = broadcast_shapes("matmul", a_batch, b_batch);
-
-  const Tensor a = blas_layout(a_in) ? a_in : a_in.contiguous();
-  const Tensor b = blas_layout(b_in) ? b_in : b_in.contiguous();
-  const Layout la = *blas_layout(a), lb = *blas_layout(b);
-  int64_t M = a.size(-2);
-  const int64_t K = a.size(-1), N = b.size(-1);
-
-  Shape out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
-  // beta = 0 overwrites the output, so it needs no zeroing unless K == 0 (no gemm runs)
-  Tensor out = K == 0 ? zeros(out_shape, a.dtype()) : empty(out_shape, a.dtype());
-  if (out.numel() == 0) return out;
-
-  // Fold [..., M, K] @ [K, N] into one [prod(...) * M, K] @ [K, N] gemm.
-  if (b.dim() == 2 && !la.trans && a.is_contiguous()) {
-    M *= numel(batch);
-    batch.clear();
-  }
-  const bool folded = batch.empty() && a.dim() > 2;
-  // Batch strides of an operand (given its storage strides), none when folded.
-  auto strides_of = [&](const Tensor& t, const Shape& st) {
-    return folded ? Shape{} : batch_strides(t.shape(), st, batch);
-  };
-  const Shape sa = strides_of(a, a.strides());
-  const Shape sb = strides_of(b, b.strides());
-  const Shape sc = strides_of(out, out.strides());
-
-  dispatch_floating("matmul", a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if (K == 0) return;  // the product of empty inner dims is the zero matrix
-    batched_gemm<T>(batch, M, N, K, a.data<T>(), la, sa, b.data<T>(), lb, sb, T{0}, out.data<T>(),
-                    N, sc);
-  });
-
-  if (recording(a, b)) {
-    const Shape a_grad_strides = strides_of(a, contiguous_strides(a.shape()));
-    const Shape b_grad_strides = strides_of(b, contiguous_strides(b.shape()));
-    record("matmul", {a, b}, out,
-           {.backward =
-                [a, b](const Tensor& dout, Grads& g) {
-                  // dA = dC B^T, dB = A^T dC, each summed over the batch dims it was broadcast
-                  // along
-                  if (g.wants(0)) g.pass(0, sum_to(matmul(dout, transpose(b, -2, -1)), a.shape()));
-                  if (g.wants(1)) g.pass(1, sum_to(matmul(transpose(a, -2, -1), dout), b.shape()));
-                },
-            .fast =
-                [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
-                 b_grad_strides](const Tensor& dout, Grads& g) {
-                  if (K == 0) return;
-                  dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const T* dc = dout.data<T>();
-                    const Layout ldc{false, N};
-                    // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
-                    if (g.wants(0)) {
-                      const auto [da, first] = g.write(0, Writes::Every);
-                      batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld},
-                                      sb, first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
-                    }
-                    // dB [K, N] += op(A)^T @ dC [M, N]
-                    if (g.wants(1)) {
-                      const auto [db, first] = g.write(1, Writes::Every);
-                      batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc,
-                                      sc, first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
-                    }
-                  });
-                }});
-    if (tape_details()) note_saved(out, {{"a", a}, {"b", b}});
+  if (const FastOps* fast = fast_ops()) return fast->matmul(a_in, b_in);
+  Tensor out = plain_matmul("matmul", a_in, b_in);
+  profile::note_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a_in.size(-1)));
+  if (recording(a_in, b_in)) {
+    record("matmul", {a_in, b_in}, out, {.backward = matmul_backward(a_in, b_in)});
+    if (tape_details()) note_saved(out, {{"a", a_in}, {"b", b_in}});
   }
   return out;
 }
 
-namespace {
-
-// How many shares to split `flops` of product into, one per thread at most.
-int shares_of(double flops) {
-  return static_cast<int>(std::clamp<double>(flops / kGrainFlops, 1, num_threads()));
-}
-
-// Share p of n rows (or columns) split `shares` ways: [n p / shares, n (p + 1) / shares).
-std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
-  return {n * p / shares, n * (p + 1) / shares};
-}
-
-// dbias[c] += sum_n dout[n, c] for the columns c0..c1, each summed over the rows in order.
-template <class T>
-void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, int64_t c1) {
-  // A vector of columns at a time, its sums kept in registers down all N rows (summed into
-  // dbias row by row, each row's add had waited on the store before it), in the same order.
-  constexpr int64_t W = 64 / sizeof(T);
-  int64_t c = c0;
-  for (; c + W <= c1; c += W) {
-    T acc[W];
-    std::copy(dbias + c, dbias + c + W, acc);
-    for (int64_t n = 0; n < N; ++n) {
-      const T* row = dout + n * OC + c;
-      for (int64_t l = 0; l < W; ++l) acc[l] += row[l];
-    }
-    std::copy(acc, acc + W, dbias + c);
-  }
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t j = c; j < c1; ++j) dbias[j] += dout[n * OC + j];
-  }
-}
-
-// linear's epilogue over its output [N, OC] after the bias and a ReLU (which gemm applies),
-// applied by gemm to the row pieces of one share's product, whose corner is at (row0, col0) of
-// the output: the pre-activation kept for GELU's backward, GELU, the dropout of element
-// (row, col) by its flat index.
-template <class T>
-struct LinearTail {
-  T* pre;  // [N, OC], or null
-  LinearEpilogue::Activation activation;
-  const DropoutMask* mask;  // null without dropout
-  T scale;                  // dropout_scale
-  int64_t OC, row0, col0;
-
-  static void apply(const void* ctx, T* c_in, int64_t row, int64_t col, int64_t n) {
-    const LinearTail t = *static_cast<const LinearTail*>(ctx);  // a local: c's stores can't alias
-    T* __restrict c = c_in;
-    const int64_t r = t.row0 + row, j0 = t.col0 + col;
-    if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
-    if (t.activation == LinearEpilogue::GELU) {
-      for (int64_t j = 0; j < n; ++j) c[j] = detail::gelu_of(c[j]);
-    }
-    if (t.mask) {
-      const DropoutMask mask = *t.mask;
-      const auto first = static_cast<uint64_t>(r * t.OC + j0);
-      for (int64_t j = 0; j < n; ++j) c[j] = mask.keeps(first + j) ? c[j] * t.scale : T{0};
-    }
-  }
-};
-
-// dh [n0, n1) rows = dout through the dropout (mask, null for none) and activation of linear's
-// epilogue: for ReLU from the output y alone (y > 0 exactly where the element was kept and its
-// pre-activation positive; the gradient is dout * scale there, 0 elsewhere), for GELU from the
-// saved pre-activation.
-template <class T>
-void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restrict y,
-                   const T* __restrict pre, LinearEpilogue::Activation activation,
-                   const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n0, int64_t n1) {
-  const int64_t i0 = n0 * OC, i1 = n1 * OC;
-  if (activation == LinearEpilogue::ReLU) {
-    // every dout read, then a select: a read under the condition became a masked load whose
-    // merge went through the stack each element
-    for (int64_t i = i0; i < i1; ++i) {
-      const T g = dout[i] * scale;
-      dh[i] = y[i] > 0 ? g : T{0};
-    }
-    return;
-  }
-  const bool gelu = activation == LinearEpilogue::GELU;
-  if (mask_or_null == nullptr) {  // GELU alone (no activation and no dropout has no tail)
-    for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * detail::gelu_slope_of(pre[i]);
-    return;
-  }
-  const DropoutMask mask = *mask_or_null;
-  for (int64_t i = i0; i < i1; ++i) {
-    const T slope = gelu ? detail::gelu_slope_of(pre[i]) : T{1};
-    dh[i] = mask.keeps(static_cast<uint64_t>(i)) ? dout[i] * scale * slope : T{0};
-  }
-}
-
-}  // namespace
-
-// Forward and backward each run as one parallel loop in which every thread takes its share of
-// every product (rows or columns of out; rows of dx, of dweight and columns of dbias): one wake-up
-// of the threads where a product per loop took two forward and three backward, which in a small
-// model cost more than the products.
 Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
               const LinearEpilogue& epilogue) {
   const profile::Scope profile_scope("linear");
@@ -298,132 +99,12 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   const bool drop = epilogue.training && epilogue.dropout > 0;
   TG_CHECK(!drop || epilogue.gen != nullptr,
            "linear: dropout {} in training needs a generator (epilogue.gen)", epilogue.dropout);
-  const Tensor x = x_in.contiguous(), w = weight.contiguous();
-  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-  const int64_t C = w.size(1), OC = w.size(0),
-                N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
-  Shape out_shape = x.shape();
-  out_shape.back() = OC;
   const uint64_t key = drop ? epilogue.gen->next_u64() : 0;
-  if (reference_mode()) {
-    return linear_reference(x_in, weight, bias, epilogue.activation, drop ? epilogue.dropout : 0,
-                            key);
+  const double p = drop ? epilogue.dropout : 0;
+  if (const FastOps* fast = fast_ops()) {
+    return fast->linear(x_in, weight, bias, epilogue.activation, p, key);
   }
-  const DropoutMask mask(epilogue.dropout, key);
-  const double scale = drop ? dropout_scale(epilogue.dropout) : 1.0;
-  std::vector<Tensor> inputs{x, w};
-  if (b.defined()) inputs.push_back(b);
-  const bool record_it = recording(inputs);
-  // an activation or dropout after the product: the epilogue and backward have a tail to run
-  const bool tail = epilogue.activation != LinearEpilogue::None || drop;
-  // GELU's backward needs its input, which the output does not give back.
-  const bool keep_pre = record_it && epilogue.activation == LinearEpilogue::GELU;
-  // Every element is written by the gemm (beta = 0), or by its K == 0 path.
-  Tensor out = empty(out_shape, x.dtype());
-  Tensor pre = keep_pre ? empty(out_shape, x.dtype()) : Tensor();
-  const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(C) * OC;
-  profile::note_flops(flops);
-  dispatch_floating("linear", x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T *px = x.data<T>(), *pw = w.data<T>(), *pb = b.defined() ? b.data<T>() : nullptr;
-    T* po = out.data<T>();
-    const int shares = shares_of(flops);
-    // Each share reads all of one operand: split the rows of x when it has more rows than w
-    // (training), w's when x is the smaller (decoding: a row per hypothesis).
-    const bool by_rows = N >= OC;
-    parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
-        const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
-        if (n1 == n0 || c1 == c0) continue;
-        const LinearTail<T> tail_of_share{keep_pre ? pre.data<T>() : nullptr,
-                                          epilogue.activation,
-                                          drop ? &mask : nullptr,
-                                          static_cast<T>(scale),
-                                          OC,
-                                          n0,
-                                          c0};
-        // gemm adds the bias and applies a ReLU; the tail function runs for GELU or dropout
-        const bool relu = epilogue.activation == LinearEpilogue::ReLU;
-        const bool gelu = epilogue.activation == LinearEpilogue::GELU;
-        const Epilogue<T> finish{gelu || drop ? &LinearTail<T>::apply : nullptr, &tail_of_share,
-                                 pb ? pb + c0 : nullptr, relu};
-        // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
-        gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
-                po + n0 * OC + c0, OC, finish);
-      }
-    });
-  });
-  if (record_it) {
-    record("linear", inputs, out,
-           {.fast =
-                [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), pre, epilogue,
-                 mask, scale, drop, tail, with_bias = b.defined(), N, C, OC,
-                 flops](const Tensor& dout_in, Grads& g) {
-                  if (N == 0 || OC == 0) return;
-                  profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
-                  dispatch_floating("linear", dout_in.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    Tensor dh = dout_in;  // the gradient of the product plus bias
-                    if (tail) {
-                      dh = empty(dout_in.shape(), dout_in.dtype());
-                      const T *dy = dout_in.data<T>(), *py = y.data<T>();
-                      const T* pp = pre.defined() ? pre.data<T>() : nullptr;
-                      T* pdh = dh.data<T>();
-                      parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
-                        tail_backward<T>(pdh, dy, py, pp, epilogue.activation,
-                                         drop ? &mask : nullptr, static_cast<T>(scale), OC, n0, n1);
-                      });
-                    }
-                    const T *dy = dh.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
-                    T *dx = nullptr, *dw = nullptr, *db = nullptr;
-                    T beta_x = T{1}, beta_w = T{1};
-                    if (g.wants(0) && C > 0) {
-                      const auto [grad, first] = g.write(0, Writes::Every);
-                      dx = grad.data<T>();
-                      beta_x = first ? T{0} : T{1};
-                    }
-                    if (g.wants(1) && C > 0) {
-                      const auto [grad, first] = g.write(1, Writes::Every);
-                      dw = grad.data<T>();
-                      beta_w = first ? T{0} : T{1};
-                    }
-                    if (with_bias && g.wants(2)) db = g.write(2, Writes::Some).grad.data<T>();
-                    const int shares = shares_of(2 * flops);
-                    parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
-                      for (int64_t p = p0; p < p1; ++p) {
-                        // dx [N, C] += dh [N, OC] @ w [OC, C]
-                        if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
-                          gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
-                                  dx + n0 * C, C);
-                        }
-                        const auto [c0, c1] = share(OC, p, shares);
-                        // dw [OC, C] += dh^T @ x [N, C]: rows c0..c1 of dh^T are its columns
-                        if (dw && c1 > c0) {
-                          gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w,
-                                  dw + c0 * C, C);
-                        }
-                        // dbias [OC] += sum over rows of dh
-                        if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
-                      }
-                    });
-                  });
-                },
-            .reference =
-                [x = x.detach(), w = w.detach(), b = b.defined() ? b.detach() : Tensor(),
-                 activation = epilogue.activation, p = drop ? epilogue.dropout : 0.0,
-                 key = mask.key](Grads& g) {
-                  return std::vector{linear_reference(g.input(0, x), g.input(1, w),
-                                                      b.defined() ? g.input(2, b) : b, activation,
-                                                      p, key)};
-                }});
-    if (tape_details()) {
-      std::vector<SavedBuffer> saved{{"x", x}, {"w", w}};
-      if (pre.defined()) saved.emplace_back("pre-activation", pre);
-      note_saved(out, std::move(saved));
-    }
-  }
-  return out;
+  return linear_reference(x_in, weight, bias, epilogue.activation, p, key);
 }
 
 Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -431,7 +112,8 @@ Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t C = weight.size(1), OC = weight.size(0);
   Shape out_shape = x.shape();
   out_shape.back() = OC;
-  Tensor h = reshape(matmul(reshape(x, {-1, C}), transpose(weight, 0, 1)), out_shape);
+  const int64_t N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  Tensor h = reshape(matmul(reshape(x, {N, C}), transpose(weight, 0, 1)), out_shape);
   if (bias.defined()) h = h + bias;
   if (activation == LinearEpilogue::ReLU) h = relu(h);
   if (activation == LinearEpilogue::GELU) h = gelu(h);
@@ -441,34 +123,7 @@ Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bia
 Tensor matmul_reference(const Tensor& a, const Tensor& b) {
   TG_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2),
            "matmul_reference: cannot multiply shapes {} and {}", a.shape(), b.shape());
-  const Shape batch =
-      broadcast_shapes("matmul_reference", Shape(a.shape().begin(), a.shape().end() - 2),
-                       Shape(b.shape().begin(), b.shape().end() - 2));
-  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  Shape out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
-  Tensor out = zeros(out_shape, DType::Float64);
-  const Tensor ad = a.to(DType::Float64), bd = b.to(DType::Float64);
-  const Shape sa = batch_strides(ad.shape(), ad.strides(), batch);
-  const Shape sb = batch_strides(bd.shape(), bd.strides(), batch);
-  const Shape sc = batch_strides(out.shape(), out.strides(), batch);
-  const double* pa = ad.data<double>();
-  const double* pb = bd.data<double>();
-  double* pc = out.data<double>();
-  const int64_t ar = ad.strides()[ad.dim() - 2], ac = ad.strides()[ad.dim() - 1];
-  const int64_t br = bd.strides()[bd.dim() - 2], bc = bd.strides()[bd.dim() - 1];
-  for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) {
-    for (int64_t i = 0; i < M; ++i) {
-      for (int64_t j = 0; j < N; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < K; ++k)
-          acc += pa[o[0] + i * ar + k * ac] * pb[o[1] + k * br + j * bc];
-        pc[o[2] + i * N + j] = acc;
-      }
-    }
-  });
-  return out.to(a.dtype());
+  return plain_matmul("matmul_reference", a, b);
 }
 
 }  // namespace tapegrad

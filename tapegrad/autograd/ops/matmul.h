@@ -1,5 +1,6 @@
-// Matrix products and the fused Linear op, split between the pool's threads. Each matrix goes
-// to gemm() (gemm.h): float products to tapegrad's own sgemm, float64 ones to OpenBLAS.
+// Matrix products and the Linear op. The fast room (fast/matmul.cpp) runs each matrix on its
+// gemm (fast/gemm.h): float products on tapegrad's own sgemm, float64 ones on OpenBLAS, split
+// between the pool's threads; linear there is one fused op.
 #pragma once
 
 #include "tapegrad/autograd/random.h"
@@ -8,9 +9,9 @@
 namespace tapegrad {
 
 // a [..., M, K] @ b [..., K, N] -> [..., M, N]. Both operands have rank >= 2; the batch dims
-// (all but the last two) broadcast. A transposed view (transpose(k, -2, -1)) goes to the gemm as a
-// transpose flag, not a copy; when b is a plain matrix and a is contiguous the batch is folded
-// into one large gemm ([B*T, C] @ [C, OC]).
+// (all but the last two) broadcast. In the fast room a transposed view (transpose(k, -2, -1))
+// goes to the gemm as a transpose flag, not a copy; when b is a plain matrix and a is
+// contiguous the batch is folded into one large gemm ([B*T, C] @ [C, OC]).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // What linear does to its output after the bias, in the matrix kernel's output pass (gemm.h's
@@ -39,8 +40,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         LinearEpilogue::Activation activation, double p, uint64_t key);
 
-// The naive triple loop, in double precision, forward only: the reference the gemm paths are
-// tested against.
+// The plain kernel: the triple loop per batch item, summed in double precision, in a's dtype;
+// forward only (matmul records its backward). What the learner's edition runs and what the
+// fast room's gemm paths are tested against.
 Tensor matmul_reference(const Tensor& a, const Tensor& b);
 
 }  // namespace tapegrad

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <limits>
 
+#include "tapegrad/autograd/fast/vmath.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/shape.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/autograd/vmath.h"
 
 namespace tapegrad {
 

@@ -1,37 +1,21 @@
-// softmax, log_softmax and masked_softmax over a contiguous tensor viewed as rows along the
-// softmax dim (detail::Rows; the row kernels live in softmax_kernels.h).
+// softmax, log_softmax and masked_softmax along one dim: a plain kernel over rows, each row
+// shifted by its max before the exp, and one backward written in terms of the output y. The
+// fast room's kernels compute the same faster (fast/softmax.cpp).
 #include "tapegrad/autograd/ops/softmax.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
+#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/ops/softmax_kernels.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/autograd/threads.h"
-#include "tapegrad/autograd/vmath.h"
 
 namespace tapegrad {
 
-using detail::masked_softmax_forward;
-using detail::Rows;
-using detail::softmax_backward;
-using detail::softmax_forward;
-
 namespace {
-
-Rows rows_of(const char* op, const Tensor& x, int64_t dim) {
-  const int64_t d = normalize_dim(op, dim, x.dim());
-  Rows r{1, x.shape()[d], 1};
-  for (int64_t i = 0; i < d; ++i) r.outer *= x.shape()[i];
-  for (int64_t i = d + 1; i < x.dim(); ++i) r.inner *= x.shape()[i];
-  return r;
-}
 
 // The backward of softmax and log_softmax in differentiable ops, from the output y:
 //   softmax:      dx = y * (dout - sum(dout * y))      (sums along dim)
@@ -47,41 +31,44 @@ Tensor softmax_grad(const Tensor& dout, const Tensor& y, int64_t dim, bool log) 
   return mul(y, sub(dout, sum(mul(dout, y), {dim}, true)));
 }
 
-Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
-  const profile::Scope profile_scope(op);
-  const Tensor x = input.contiguous();
-  const Rows r = rows_of(op, x, dim);
+// x -> y along dim, x contiguous: a row is the D elements x[o, :, i] of x viewed as
+// (outer, D, inner). softmax: exp(x_j - max) / sum_k exp(x_k - max); log_softmax:
+// x_j - max - log(sum_k exp(x_k - max)). A row that is -inf everywhere gives zeros.
+Tensor softmax_rows(const char* op, const Tensor& x, int64_t dim, bool log) {
+  const int64_t d = normalize_dim(op, dim, x.dim());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= x.shape()[i];
+  for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.shape()[i];
+  const int64_t D = x.shape()[d];
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(r.outer, grain_of_items(r.D * r.inner),
-                 [&, pi = x.data<T>(), po = out.data<T>()](int64_t b, int64_t e) {
-                   if (r.inner == 1) {
-                     softmax_forward<T, true>(po, pi, r, log, b, e);
-                   } else {
-                     softmax_forward<T, false>(po, pi, r, log, b, e);
-                   }
-                 });
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* xr = x.data<T>() + o * D * inner + i;
+        T* yr = out.data<T>() + o * D * inner + i;
+        T max = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j < D; ++j) max = std::max(max, xr[j * inner]);
+        T sum = 0;
+        for (int64_t j = 0; j < D; ++j) sum += std::exp(xr[j * inner] - max);
+        for (int64_t j = 0; j < D; ++j) {
+          const T shifted = xr[j * inner] - max;
+          yr[j * inner] = std::isinf(max) ? T{0}
+                          : log           ? shifted - std::log(sum)
+                                          : std::exp(shifted) / sum;
+        }
+      }
+    }
   });
+  return out;
+}
+
+Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
+  const profile::Scope profile_scope(op);
+  if (const FastOps* fast = fast_ops()) return fast->softmax(op, x, dim, log);
+  Tensor out = softmax_rows(op, x.contiguous(), dim, log);
   if (recording(x)) {
-    record(op, {x}, out,
-           {.backward = [y = out.detach(), dim, log](
-                            const Tensor& dout,
-                            Grads& g) { g.pass(0, softmax_grad(dout, g.output(y), dim, log)); },
-            .fast =
-                [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
-                  dispatch_floating(op, dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const auto [grad, first] = g.write(0, Writes::Every);
-                    assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
-                                          py = y.data<T>()](auto store) {
-                      parallel_for(r.outer, grain_of_items(r.D * r.inner),
-                                   [&](int64_t b, int64_t e) {
-                                     softmax_backward<T>(store, dx, dy, py, r, log, b, e);
-                                   });
-                    });
-                  });
-                }});
+    record(op, {x}, out, {.backward = softmax_backward(out.detach(), dim, log)});
     if (tape_details()) note_saved(out, {{"y", out}});
   }
   return out;
@@ -89,7 +76,17 @@ Tensor softmax_op(const char* op, const Tensor& input, int64_t dim, bool log) {
 
 }  // namespace
 
+BackwardFn softmax_backward(const Tensor& y, int64_t dim, bool log) {
+  return [y, dim, log](const Tensor& dout, Grads& g) {
+    g.pass(0, softmax_grad(dout, g.output(y), dim, log));
+  };
+}
+
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", x, dim, false); }
+
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op("log_softmax", x, dim, true); }
+
+// softmax's backward serves: a blocked position has y = 0, so it gets no gradient.
 Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   const profile::Scope profile_scope("masked_softmax");
   TG_CHECK(input.dim() >= 1, "masked_softmax: input must have rank >= 1, got shape {}",
@@ -98,51 +95,15 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   TG_CHECK(broadcast_shapes("masked_softmax", input.shape(), mask.shape()) == input.shape(),
            "masked_softmax: mask of shape {} does not broadcast to the input's shape {}",
            mask.shape(), input.shape());
-  const Tensor x = input.contiguous();
-  const Rows r = rows_of("masked_softmax", x, -1);
-  // Where each row's mask starts, and its step along the row (0 when broadcast along it).
-  const Shape sm = broadcast_strides(mask.shape(), mask.strides(), x.shape());
-  const Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
-  const Shape rows_strides(sm.begin(), sm.end() - 1);
-  std::vector<int64_t> row_start;
-  row_start.reserve(r.outer);
-  for_each_offset<1>(rows_shape, {&rows_strides},
-                     [&](const auto& o) { row_start.push_back(o[0]); });
-  const int64_t col = sm.back();
-  const uint8_t* pm = mask_bytes(mask);
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch_floating("masked_softmax", x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
-      masked_softmax_forward<T>(po, px, pm, row_start.data(), col, r.D, T{1}, b, e);
-    });
-  });
-  if (recording(x)) {
-    // The backward is softmax's: a blocked position has y = 0, so it gets no gradient.
-    record("masked_softmax", {x}, out,
-           {.backward = [y = out.detach()](
-                            const Tensor& dout,
-                            Grads& g) { g.pass(0, softmax_grad(dout, g.output(y), -1, false)); },
-            .fast =
-                [y = out.detach(), r](const Tensor& dout, Grads& g) {
-                  dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const auto [grad, first] = g.write(0, Writes::Every);
-                    assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
-                                          py = y.data<T>()](auto store) {
-                      parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
-                        softmax_backward<T>(store, dx, dy, py, r, false, b, e);
-                      });
-                    });
-                  });
-                }});
+  if (const FastOps* fast = fast_ops()) return fast->masked_softmax(input, mask);
+  const double kNegInf = -std::numeric_limits<double>::infinity();
+  Tensor out =
+      softmax_rows("masked_softmax", masked_fill(input.detach(), mask, kNegInf), -1, false);
+  if (recording(input)) {
+    record("masked_softmax", {input}, out, {.backward = softmax_backward(out.detach(), -1, false)});
     if (tape_details()) note_saved(out, {{"y", out}});
   }
   return out;
 }
-
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op("log_softmax", x, dim, true); }
 
 }  // namespace tapegrad

@@ -19,7 +19,7 @@
 // small model's [192, 64] row blocks packing cost more than the arithmetic.
 // The block sizes keep the packed A block in L2 and the B block in L3 while they are reused;
 // a deep KC makes each tile's pass over C (loading and storing it) rare.
-#include "tapegrad/autograd/gemm.h"
+#include "tapegrad/autograd/fast/gemm.h"
 
 #include <cblas.h>
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "tapegrad/autograd/vmath.h"
+#include "tapegrad/autograd/fast/vmath.h"
 
 namespace tapegrad::detail {
 
@@ -124,8 +124,8 @@ void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t
 // others < 0 unless D == 1, where the gradient is zero anyway). store assigns or adds
 // (assign_or_add). Rows of the last dim (inner 1) sum in lanes (lane_sum_of), so they vectorise.
 template <class T, class Store>
-void softmax_backward(Store store, T* dinp, const T* dout, const T* out, Rows r, bool log,
-                      int64_t o0, int64_t o1, T scale = 1) {
+void softmax_backward_rows(Store store, T* dinp, const T* dout, const T* out, Rows r, bool log,
+                           int64_t o0, int64_t o1, T scale = 1) {
   for (int64_t o = o0; o < o1; ++o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       const int64_t base = o * r.D * r.inner + i, s = r.inner;

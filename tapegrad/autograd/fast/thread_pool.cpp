@@ -1,8 +1,6 @@
 // The thread pool behind parallel_for: workers that spin, yield, then sleep between loops,
 // chunked ranges taken by whichever thread is ready, exceptions carried back to the caller,
 // and a refused thread as an Error.
-#include "tapegrad/autograd/threads.h"
-
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/threads.h"
 
 namespace tapegrad {
 
