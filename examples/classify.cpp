@@ -23,7 +23,7 @@
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/corpus.h"
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/data/vocab.h"
 #include "tapegrad/nn/heads.h"

@@ -15,7 +15,7 @@
 #include <set>
 #include <sstream>
 
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/layers.h"
 

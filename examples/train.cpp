@@ -44,7 +44,7 @@
 #include "examples/run.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/batch.h"
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/tasks.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"

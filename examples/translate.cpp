@@ -16,7 +16,7 @@
 #include "examples/cli.h"
 #include "examples/run.h"
 #include "tapegrad/autograd/autograd.h"
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/nn/decoding.h"
 

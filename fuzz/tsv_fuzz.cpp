@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "tapegrad/data/corpus.h"
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

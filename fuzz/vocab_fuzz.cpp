@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <sstream>
 
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/vocab.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

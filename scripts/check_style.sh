@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The style CI checks (STYLE.md): every C++ file the project tracks is clang-format clean
-# (.clang-format) and opens with a comment saying what it holds. Then prints the library's size:
+# (.clang-format) and opens with a comment saying what it holds, and no two library headers share
+# a file name. Then prints the library's size:
 # lines per folder of tapegrad/, and in all, with how many of them are code (not blank, not a
 # comment line); and enforces the learner's folders' line budget (scripts/line_budget.py).
 #   bash scripts/check_style.sh
@@ -22,8 +23,14 @@ for f in "${files[@]}"; do
     bad=1
   fi
 done
+# one header name, one header: a user's #include never depends on which folder comes first
+dups=$(git ls-files 'tapegrad/*.h' | xargs -n1 basename | sort | uniq -d)
+if [ -n "$dups" ]; then
+  echo "style: two library headers share a file name: $(echo $dups)" >&2
+  bad=1
+fi
 [ "$bad" = 0 ] || exit 1
-echo "style: ${#files[@]} files clang-format clean, each opening with a comment"
+echo "style: ${#files[@]} files clang-format clean, each opening with a comment; no two headers share a name"
 
 # lines and code lines of the files given on stdin
 count() { awk '{ n++ } !/^[[:space:]]*$/ && !/^[[:space:]]*\/\// { c++ } END { printf "%6d lines %6d code\n", n, c }'; }

@@ -9,8 +9,8 @@
 //
 // Mask convention: the notebook's masks hold 1 where a position may be attended to and 0 at
 // padding (scores.masked_fill(mask == 0, -1e9)). tapegrad's, like PyTorch's boolean masks, hold
-// TRUE WHERE BLOCKED (tapegrad/nn/attention.h): ours = (theirs == 0). Blocked scores are -inf,
-// not -1e9, so a blocked key gets exactly zero weight.
+// TRUE WHERE BLOCKED (tapegrad/nn/multi_head_attention.h): ours = (theirs == 0). Blocked scores are
+// -inf, not -1e9, so a blocked key gets exactly zero weight.
 //
 //   ./build/examples/seeds/seed_002_encoder_heads [--out DIR]   (DIR/attention.svg)
 #include <fmt/core.h>

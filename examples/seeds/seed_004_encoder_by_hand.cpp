@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
 
     // The notebook's scaled_dot_product example: its mask adds -1e9 to every score, so every
     // key is equally blocked and each row of weights is uniform (1/10). tapegrad's masks block
-    // with -inf, and a row whose every key is blocked gets zero weights instead (attention.h).
+    // with -inf, and a row whose every key is blocked gets zero weights instead
+    // (multi_head_attention.h).
     fmt::print("\nscaled_dot_product with the notebook's all -1e9 mask:\n");
     const Tensor q2 = uniform({2, 8, 10, 64}, 0, 1, gen), k2 = uniform({2, 8, 10, 64}, 0, 1, gen);
     const Tensor v2 = uniform({2, 8, 10, 64}, 0, 1, gen);

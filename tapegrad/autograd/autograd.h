@@ -12,7 +12,7 @@
 #include "tapegrad/autograd/ops/loss.h"
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/random.h"

@@ -8,7 +8,7 @@
 
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/tape.h"
 

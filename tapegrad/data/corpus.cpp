@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "tapegrad/autograd/random.h"
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
 

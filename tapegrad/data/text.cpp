@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 
 namespace tapegrad::data {
 

@@ -10,7 +10,7 @@
 #include <array>
 #include <charconv>
 
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
 

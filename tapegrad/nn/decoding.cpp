@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/tape.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 
 namespace tapegrad::nn {
 

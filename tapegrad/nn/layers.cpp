@@ -9,7 +9,7 @@
 #include "tapegrad/autograd/ops/embedding.h"
 #include "tapegrad/autograd/ops/layernorm.h"
 #include "tapegrad/autograd/ops/matmul.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/tape.h"
 
 namespace tapegrad::nn {

@@ -2,11 +2,11 @@
 #pragma once
 
 #include "tapegrad/autograd/autograd.h"
-#include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/checkpoint.h"
 #include "tapegrad/nn/decoding.h"
-#include "tapegrad/nn/gradcheck.h"
+#include "tapegrad/nn/gradcheck_module.h"
 #include "tapegrad/nn/heads.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/module.h"
+#include "tapegrad/nn/multi_head_attention.h"
 #include "tapegrad/nn/transformer.h"

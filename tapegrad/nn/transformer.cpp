@@ -9,7 +9,7 @@
 #include <set>
 
 #include "tapegrad/autograd/ops/matmul.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/io/files.h"
 
 namespace tapegrad::nn {

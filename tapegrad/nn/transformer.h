@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/multi_head_attention.h"
 
 namespace tapegrad::nn {
 

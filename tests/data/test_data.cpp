@@ -5,7 +5,7 @@
 
 #include "helpers.h"
 #include "tapegrad/data/batch.h"
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/tasks.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"

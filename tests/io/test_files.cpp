@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "helpers.h"
-#include "tapegrad/data/error.h"
+#include "tapegrad/data/data_error.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
 

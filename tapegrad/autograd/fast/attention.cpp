@@ -16,7 +16,7 @@
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"

@@ -10,7 +10,7 @@
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/matmul.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/autograd/profile.h"
 

@@ -11,7 +11,8 @@
 // second, where the unfused ops write and read back four [B, H, T, S] tensors. The backward
 // keeps only the weights and recomputes the dropout mask from its key.
 //
-// nn::MultiHeadAttention (tapegrad/nn/attention.h) builds the masks and projections around it.
+// nn::MultiHeadAttention (tapegrad/nn/multi_head_attention.h) builds the masks and projections
+// around it.
 #pragma once
 
 #include "tapegrad/autograd/random.h"

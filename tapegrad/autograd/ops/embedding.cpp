@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "tapegrad/autograd/ops/matmul.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 

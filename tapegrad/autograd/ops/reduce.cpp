@@ -9,7 +9,7 @@
 
 #include "tapegrad/autograd/fast/vmath.h"
 #include "tapegrad/autograd/ops/elementwise.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"

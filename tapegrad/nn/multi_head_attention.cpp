@@ -1,11 +1,11 @@
 // Masks (causal, padding) and multi-head attention: the full forward, and the cached forward
 // of incremental decoding, which writes each step's keys and values into a buffer in place.
-#include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/multi_head_attention.h"
 
 #include <cstring>
 
 #include "tapegrad/autograd/ops/attention.h"
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/tape.h"
 
 namespace tapegrad::nn {

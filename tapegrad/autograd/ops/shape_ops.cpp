@@ -2,7 +2,7 @@
 // strides; its backward maps the view's gradient back onto the input's layout (a reshape passes
 // dout on as it is, a permutation reads dout through permuted strides, a slice adds into a
 // window).
-#include "tapegrad/autograd/ops/shape.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
 
 #include <algorithm>
 #include <numeric>
