@@ -20,8 +20,8 @@ namespace tapegrad {
 // Each takes its op's arguments, checked by the op, with a dropout's mask given by its key.
 struct FastOps {
   Tensor (*matmul)(const Tensor& a, const Tensor& b);
-  Tensor (*linear)(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   LinearEpilogue::Activation activation, double p, uint64_t key);
+  Tensor (*linear)(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation,
+                   double p, uint64_t key);
   Tensor (*layer_norm)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
   // add_layer_norm (keep_sum false: the norm only) and add_and_layer_norm, named `op`
   SumNorm (*add_norm)(const char* op, const Tensor& x, const Tensor& d, const Tensor& weight,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "tapegrad/autograd/ops/elementwise.h"
@@ -34,15 +35,10 @@ std::string element_name(const std::string& name, const Shape& shape, int64_t k)
   return fmt::format("{}[{}]", name, fmt::join(index, ", "));
 }
 
-}  // namespace
-
-GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
-                          const GradcheckOptions& options) {
-  TG_CHECK(options.names.empty() || options.names.size() == inputs.size(),
-           "gradcheck: {} names for {} inputs", options.names.size(), inputs.size());
-  auto name = [&](size_t i) {
-    return options.names.empty() ? fmt::format("input {}", i) : options.names[i];
-  };
+// Refuses what finite differences cannot check: a float32 input, or an input requiring grad
+// that is not a contiguous leaf (perturbed in place).
+void check_inputs(const std::vector<Tensor>& inputs,
+                  const std::function<std::string(size_t)>& name) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     TG_CHECK(!is_floating(x.dtype()) || x.dtype() == DType::Float64,
@@ -55,11 +51,69 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     TG_CHECK(!x.requires_grad() || (x.is_leaf() && x.is_contiguous()),
              "gradcheck: {} must be a contiguous leaf to be perturbed in place", name(i));
   }
+}
+
+// The elements of a tensor of n to perturb: all, or a seeded sample of `max` of them
+// (Fisher-Yates on the prefix).
+std::vector<int64_t> elements_to_check(int64_t n, int64_t max, Generator& gen) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (n > max) {
+    for (int64_t k = 0; k < max; ++k) {
+      std::swap(order[k], order[k + static_cast<int64_t>(gen.below(n - k))]);
+    }
+    order.resize(max);
+  }
+  return order;
+}
+
+// Each chosen element of input i: the central difference (loss(x + h) - loss(x - h)) / 2h
+// beside the tape's gradient; the worst so far is kept in result.
+void compare_input(size_t i, Tensor& x, const std::function<double()>& loss,
+                   const std::string& name, const GradcheckOptions& options, Generator& gen,
+                   GradcheckResult& result) {
+  const Tensor grad = x.grad();
+  double* px = x.data<double>();
+  for (int64_t k : elements_to_check(x.numel(), options.max_per_input, gen)) {
+    const double saved = px[k];
+    px[k] = saved + options.step;
+    const double up = loss();
+    px[k] = saved - options.step;
+    const double down = loss();
+    px[k] = saved;
+    const double numeric = (up - down) / (2 * options.step);
+    const double analytic = grad.defined() ? grad.data<double>()[k] : 0.0;
+    double error = std::abs(analytic - numeric) / (options.atol + options.rtol * std::abs(numeric));
+    if (std::isnan(error)) error = INFINITY;  // a NaN on either side always fails
+    ++result.elements_checked;
+    if (error > result.error || result.index < 0) {
+      result.input = i;
+      result.index = k;
+      result.where = element_name(name, x.shape(), k);
+      result.analytic = analytic;
+      result.numeric = numeric;
+      result.error = error;
+    }
+  }
+}
+
+}  // namespace
+
+GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options) {
+  TG_CHECK(options.names.empty() || options.names.size() == inputs.size(),
+           "gradcheck: {} names for {} inputs", options.names.size(), inputs.size());
+  const auto name = [&](size_t i) {
+    return options.names.empty() ? fmt::format("input {}", i) : options.names[i];
+  };
+  check_inputs(inputs, name);
   Generator gen(options.seed);
   std::vector<Tensor> xs = inputs;  // handles: perturbing them perturbs the caller's tensors
   for (Tensor& x : xs) {
     if (x.requires_grad()) x.zero_grad();
   }
+  // the loss is the output projected on a fixed random direction: one backward checks every
+  // output element at once
   Tensor projection;
   auto loss = [&]() {
     Tensor out = f(xs);
@@ -76,55 +130,20 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   l.backward();
 
   GradcheckResult result;
-  {
-    NoGradGuard no_grad;
-    const double first = l.item(), again = loss().item();
-    if (first != again) {
-      result.ok = false;
-      result.hint = fmt::format(
-          "gradcheck: f is not deterministic: the same inputs gave {:.17g}, then {:.17g}; is "
-          "dropout on (a module in training mode: call eval(), or set its dropout to 0)?",
-          first, again);
-      return result;
-    }
-  }
   NoGradGuard no_grad;
+  const double first = l.item(), again = loss().item();
+  if (first != again) {
+    result.ok = false;
+    result.hint = fmt::format(
+        "gradcheck: f is not deterministic: the same inputs gave {:.17g}, then {:.17g}; is "
+        "dropout on (a module in training mode: call eval(), or set its dropout to 0)?",
+        first, again);
+    return result;
+  }
   for (size_t i = 0; i < xs.size(); ++i) {
-    Tensor& x = xs[i];
-    if (!x.requires_grad()) continue;
-    const Tensor grad = x.grad();
-    const int64_t n = x.numel();
-    std::vector<int64_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    if (n > options.max_per_input) {  // a seeded sample, Fisher-Yates on the prefix
-      for (int64_t k = 0; k < options.max_per_input; ++k) {
-        std::swap(order[k], order[k + static_cast<int64_t>(gen.below(n - k))]);
-      }
-      order.resize(options.max_per_input);
-    }
-    double* px = x.data<double>();
-    for (int64_t k : order) {
-      const double saved = px[k];
-      px[k] = saved + options.step;
-      const double up = loss().item();
-      px[k] = saved - options.step;
-      const double down = loss().item();
-      px[k] = saved;
-      const double numeric = (up - down) / (2 * options.step);
-      const double analytic = grad.defined() ? grad.data<double>()[k] : 0.0;
-      double error =
-          std::abs(analytic - numeric) / (options.atol + options.rtol * std::abs(numeric));
-      if (std::isnan(error)) error = INFINITY;  // a NaN on either side always fails
-      ++result.elements_checked;
-      if (error > result.error || result.index < 0) {
-        result.input = i;
-        result.index = k;
-        result.where = element_name(name(i), x.shape(), k);
-        result.analytic = analytic;
-        result.numeric = numeric;
-        result.error = error;
-      }
-    }
+    if (!xs[i].requires_grad()) continue;
+    compare_input(
+        i, xs[i], [&] { return loss().item(); }, name(i), options, gen, result);
   }
   result.ok = result.error <= 1.0;
   return result;

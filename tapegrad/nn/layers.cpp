@@ -83,17 +83,17 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return traced(layer_norm(x, weight, bias, eps_));
 }
 
-Tensor LayerNorm::forward(const Tensor& x, const Tensor& d, Dropout& dropout) const {
-  const auto profiled_scope = profiled();
-  return traced(add_layer_norm(x, d, weight, bias, eps_, dropout.p(), dropout.is_training(),
-                               &dropout.generator()));
+Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d) {
+  const auto profiled_scope = norm.profiled();
+  return norm.traced(add_layer_norm(x, d, norm.weight, norm.bias, norm.eps_, dropout.p(),
+                                    dropout.is_training(), &dropout.generator()));
 }
 
-SumNorm LayerNorm::forward_sum(const Tensor& x, const Tensor& d, Dropout& dropout) const {
-  const auto profiled_scope = profiled();
-  SumNorm r = add_and_layer_norm(x, d, weight, bias, eps_, dropout.p(), dropout.is_training(),
-                                 &dropout.generator());
-  traced(r.norm);
+SumNorm add_then_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d) {
+  const auto profiled_scope = norm.profiled();
+  SumNorm r = add_and_layer_norm(x, d, norm.weight, norm.bias, norm.eps_, dropout.p(),
+                                 dropout.is_training(), &dropout.generator());
+  norm.traced(r.norm);
   return r;
 }
 

@@ -59,18 +59,23 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t C, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) const;
-  // The norm of x + dropout(d) as one op (add_layer_norm): a post-norm layer's add & norm.
-  Tensor forward(const Tensor& x, const Tensor& d, Dropout& dropout) const;
-  // x + dropout(d) and its norm as one op (add_and_layer_norm): a pre-norm layer's residual add
-  // and the next sublayer's norm.
-  SumNorm forward_sum(const Tensor& x, const Tensor& d, Dropout& dropout) const;
 
   Tensor weight;  // undefined unless affine
   Tensor bias;
 
  private:
+  friend Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d);
+  friend SumNorm add_then_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout,
+                               const Tensor& d);
   double eps_;
 };
+
+// A transformer layer's residual connections, each one op beneath (add_layer_norm,
+// add_and_layer_norm), charged to `norm` by the profiler.
+// post-norm add & norm: norm(x + dropout(d)), d the sublayer's output
+Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d);
+// pre-norm: the residual stream s = x + dropout(d), and the next sublayer's input norm(s)
+SumNorm add_then_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d);
 
 class ReLU : public Module {
  public:

@@ -14,6 +14,11 @@
 
 namespace tapegrad::nn {
 
+namespace {
+// config.json's names of the activations, in Activation's order
+constexpr const char* activation_names[] = {"none", "relu", "gelu"};
+}  // namespace
+
 PositionwiseFeedForward::PositionwiseFeedForward(const LayerConfig& cfg, Generator& gen)
     : Module("PositionwiseFeedForward"), activation_(cfg.activation) {
   linear1 = register_module("linear1", std::make_shared<Linear>(cfg.d_model, cfg.d_ff, gen));
@@ -25,12 +30,10 @@ PositionwiseFeedForward::PositionwiseFeedForward(const LayerConfig& cfg, Generat
 // output pass (linear's epilogue) instead of as two passes over a [.., d_ff] tensor each.
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
   const auto profiled_scope = profiled();
-  const Tensor a = linear1->forward(
-      x,
-      {.activation = activation_ == Activation::ReLU ? LinearEpilogue::ReLU : LinearEpilogue::GELU,
-       .dropout = dropout_->p(),
-       .training = dropout_->is_training(),
-       .gen = &dropout_->generator()});
+  const Tensor a = linear1->forward(x, {.activation = activation_,
+                                        .dropout = dropout_->p(),
+                                        .training = dropout_->is_training(),
+                                        .gen = &dropout_->generator()});
   return traced(linear2->forward(a));
 }
 
@@ -51,16 +54,17 @@ Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
   Tensor x = input;
   const AttentionMasks masks{.key_padding = padding};
   if (norm_first_) {
-    // self-attention, then feed-forward, each on a normalised copy added back; the first add
-    // and the norm after it as one op
+    // self-attention: x + dropout1(self_attn(norm1(x))), and norm2 of it for the next
     const Tensor n1 = norm1->forward(x);
-    const auto [s, n2] = norm2->forward_sum(x, self_attn->forward(n1, n1, n1, masks), *dropout1_);
+    const auto [s, n2] =
+        add_then_norm(*norm2, x, *dropout1_, self_attn->forward(n1, n1, n1, masks));
+    // feed-forward: x + dropout2(feed_forward(norm2(x)))
     x = s + dropout2_->forward(feed_forward->forward(n2));
   } else {
-    // self-attention
-    x = norm1->forward(x, self_attn->forward(x, x, x, masks), *dropout1_);  // add & norm
-    // feed-forward
-    x = norm2->forward(x, feed_forward->forward(x), *dropout2_);  // add & norm
+    // self-attention, add & norm: norm1(x + dropout1(self_attn(x)))
+    x = add_norm(*norm1, x, *dropout1_, self_attn->forward(x, x, x, masks));
+    // feed-forward, add & norm: norm2(x + dropout2(feed_forward(x)))
+    x = add_norm(*norm2, x, *dropout2_, feed_forward->forward(x));
   }
   return traced(x);
 }
@@ -105,19 +109,22 @@ Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Te
   const AttentionMasks self_masks{.key_padding = tgt_padding, .attn = self_mask};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
   if (norm_first_) {
+    // masked self-attention: x + dropout1(self_attn(norm1(x))), and norm2 of it
     const Tensor n1 = norm1->forward(x);
     const auto [s1, n2] =
-        norm2->forward_sum(x, self_attn->forward(n1, n1, n1, self_masks), *dropout1_);
+        add_then_norm(*norm2, x, *dropout1_, self_attn->forward(n1, n1, n1, self_masks));
+    // cross-attention: x + dropout2(cross_attn(norm2(x), memory)), and norm3 of it
     const auto [s2, n3] =
-        norm3->forward_sum(s1, cross_attn->forward(n2, memory, memory, cross_masks), *dropout2_);
+        add_then_norm(*norm3, s1, *dropout2_, cross_attn->forward(n2, memory, memory, cross_masks));
+    // feed-forward: x + dropout3(feed_forward(norm3(x)))
     x = s2 + dropout3_->forward(feed_forward->forward(n3));
   } else {
-    // masked self-attention
-    x = norm1->forward(x, self_attn->forward(x, x, x, self_masks), *dropout1_);
-    // cross-attention over the encoder memory
-    x = norm2->forward(x, cross_attn->forward(x, memory, memory, cross_masks), *dropout2_);
-    // feed-forward
-    x = norm3->forward(x, feed_forward->forward(x), *dropout3_);
+    // masked self-attention, add & norm: norm1(x + dropout1(self_attn(x)))
+    x = add_norm(*norm1, x, *dropout1_, self_attn->forward(x, x, x, self_masks));
+    // cross-attention over the encoder memory, add & norm
+    x = add_norm(*norm2, x, *dropout2_, cross_attn->forward(x, memory, memory, cross_masks));
+    // feed-forward, add & norm
+    x = add_norm(*norm3, x, *dropout3_, feed_forward->forward(x));
   }
   return traced(x);
 }
@@ -135,19 +142,23 @@ Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_p
   const AttentionMasks self_masks{.key_padding = tgt_padding};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
   if (norm_first_) {
-    const auto [s1, n2] = norm2->forward_sum(
-        x, self_attn->forward_cached(norm1->forward(x), cache.self, true, self_masks), *dropout1_);
-    const auto [s2, n3] = norm3->forward_sum(
-        s1, cross_attn->forward_cached(n2, cache.cross, false, cross_masks), *dropout2_);
+    // masked self-attention: the cache holds only the positions before this one
+    const auto [s1, n2] =
+        add_then_norm(*norm2, x, *dropout1_,
+                      self_attn->forward_cached(norm1->forward(x), cache.self, true, self_masks));
+    // cross-attention over the encoder memory
+    const auto [s2, n3] = add_then_norm(
+        *norm3, s1, *dropout2_, cross_attn->forward_cached(n2, cache.cross, false, cross_masks));
+    // feed-forward
     x = s2 + dropout3_->forward(feed_forward->forward(n3));
   } else {
     // masked self-attention: the cache holds only the positions before this one
-    x = norm1->forward(x, self_attn->forward_cached(x, cache.self, true, self_masks), *dropout1_);
+    x = add_norm(*norm1, x, *dropout1_, self_attn->forward_cached(x, cache.self, true, self_masks));
     // cross-attention over the encoder memory
-    x = norm2->forward(x, cross_attn->forward_cached(x, cache.cross, false, cross_masks),
-                       *dropout2_);
+    x = add_norm(*norm2, x, *dropout2_,
+                 cross_attn->forward_cached(x, cache.cross, false, cross_masks));
     // feed-forward
-    x = norm3->forward(x, feed_forward->forward(x), *dropout3_);
+    x = add_norm(*norm3, x, *dropout3_, feed_forward->forward(x));
   }
   return x;
 }
@@ -208,7 +219,7 @@ std::string MiniTransformerConfig::to_json() const {
                             {"dropout", dropout},
                             {"max_len", max_len},
                             {"pad_id", pad_id},
-                            {"activation", activation == Activation::ReLU ? "relu" : "gelu"},
+                            {"activation", activation_names[static_cast<int>(activation)]},
                             {"norm_first", norm_first},
                             {"share_embeddings", share_embeddings},
                             {"tie_output", tie_output},
@@ -282,78 +293,101 @@ int64_t MiniTransformerConfig::state_elements() const {
          decoder_layers * decoder_layer + final_norms + output;
 }
 
+namespace {
+
+// Reads the fields of one JSON object into a config, gathering every problem (a missing key, a
+// wrong type, an unknown key) so that one error can name them all.
+class FieldReader {
+ public:
+  explicit FieldReader(const nlohmann::json& j) : j_(j) {}
+
+  void integer(const char* name, int64_t& out) {
+    const auto* v = field(name);
+    if (!v) return;
+    if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
+      out = v->get<int64_t>();
+    } else {
+      problems_.push_back(
+          fmt::format("'{}' must be an integer, got {}", name,
+                      v->is_primitive() ? v->dump().substr(0, 40) : v->type_name()));
+    }
+  }
+  void unsigned_integer(const char* name, uint64_t& out) {
+    const auto* v = field(name);
+    if (v && v->is_number_unsigned()) out = v->get<uint64_t>();
+    if (v && !v->is_number_unsigned())
+      problems_.push_back(fmt::format("'{}' must be a non-negative integer", name));
+  }
+  void number(const char* name, double& out) {
+    const auto* v = field(name);
+    if (v && v->is_number()) out = v->get<double>();
+    if (v && !v->is_number()) problems_.push_back(fmt::format("'{}' must be a number", name));
+  }
+  void boolean(const char* name, bool& out) {
+    const auto* v = field(name);
+    if (v && v->is_boolean()) out = v->get<bool>();
+    if (v && !v->is_boolean()) problems_.push_back(fmt::format("'{}' must be true or false", name));
+  }
+  void activation(const char* name, Activation& out) {
+    const auto* v = field(name);
+    if (!v) return;
+    const auto* end = std::end(activation_names);
+    const auto* it = v->is_string() ? std::find(std::begin(activation_names), end, *v) : end;
+    if (it != end) {
+      out = static_cast<Activation>(it - std::begin(activation_names));
+    } else {
+      problems_.push_back(fmt::format("'{}' must be \"none\", \"relu\" or \"gelu\"", name));
+    }
+  }
+  // Every problem so far, and every key no reader asked for.
+  std::vector<std::string> problems() const {
+    std::vector<std::string> all = problems_;
+    for (const auto& [key, value] : j_.items()) {
+      if (!known_.contains(key)) all.push_back(fmt::format("unknown key '{}'", key.substr(0, 40)));
+    }
+    return all;
+  }
+
+ private:
+  const nlohmann::json* field(const char* name) {
+    known_.insert(name);
+    const auto it = j_.find(name);
+    if (it != j_.end()) return &*it;
+    problems_.push_back(fmt::format("'{}' is missing", name));
+    return nullptr;
+  }
+
+  const nlohmann::json& j_;
+  std::vector<std::string> problems_;
+  std::set<std::string> known_;
+};
+
+}  // namespace
+
 MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
                                                        const std::string& source) {
   TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
            source, io::kMaxJsonDepth);
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   TG_CHECK(j.is_object(), "{}: not a JSON object", source);
-  std::vector<std::string> problems;
-  std::set<std::string> known;  // every key read, so that the others can be reported
-  auto field = [&](const char* name) -> const nlohmann::json* {
-    known.insert(name);
-    const auto it = j.find(name);
-    if (it == j.end()) {
-      problems.push_back(fmt::format("'{}' is missing", name));
-      return nullptr;
-    }
-    return &*it;
-  };
-  auto integer = [&](const char* name, int64_t& out) {
-    if (const auto* v = field(name)) {
-      if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
-        out = v->get<int64_t>();
-      } else {
-        problems.push_back(
-            fmt::format("'{}' must be an integer, got {}", name,
-                        v->is_primitive() ? v->dump().substr(0, 40) : v->type_name()));
-      }
-    }
-  };
-  auto boolean = [&](const char* name, bool& out) {
-    if (const auto* v = field(name)) {
-      if (v->is_boolean())
-        out = v->get<bool>();
-      else
-        problems.push_back(fmt::format("'{}' must be true or false", name));
-    }
-  };
+  FieldReader r(j);
   MiniTransformerConfig c;
-  integer("src_vocab", c.src_vocab);
-  integer("tgt_vocab", c.tgt_vocab);
-  integer("d_model", c.d_model);
-  integer("heads", c.heads);
-  integer("d_ff", c.d_ff);
-  integer("encoder_layers", c.encoder_layers);
-  integer("decoder_layers", c.decoder_layers);
-  integer("max_len", c.max_len);
-  integer("pad_id", c.pad_id);
-  if (const auto* v = field("dropout")) {
-    if (v->is_number())
-      c.dropout = v->get<double>();
-    else
-      problems.push_back("'dropout' must be a number");
-  }
-  if (const auto* v = field("activation")) {
-    if (v->is_string() && (*v == "relu" || *v == "gelu")) {
-      c.activation = *v == "relu" ? Activation::ReLU : Activation::GELU;
-    } else {
-      problems.push_back("'activation' must be \"relu\" or \"gelu\"");
-    }
-  }
-  boolean("norm_first", c.norm_first);
-  boolean("share_embeddings", c.share_embeddings);
-  boolean("tie_output", c.tie_output);
-  if (const auto* v = field("seed")) {
-    if (v->is_number_unsigned())
-      c.seed = v->get<uint64_t>();
-    else
-      problems.push_back("'seed' must be a non-negative integer");
-  }
-  for (const auto& [key, value] : j.items()) {
-    if (!known.contains(key))
-      problems.push_back(fmt::format("unknown key '{}'", key.substr(0, 40)));
-  }
+  r.integer("src_vocab", c.src_vocab);
+  r.integer("tgt_vocab", c.tgt_vocab);
+  r.integer("d_model", c.d_model);
+  r.integer("heads", c.heads);
+  r.integer("d_ff", c.d_ff);
+  r.integer("encoder_layers", c.encoder_layers);
+  r.integer("decoder_layers", c.decoder_layers);
+  r.integer("max_len", c.max_len);
+  r.integer("pad_id", c.pad_id);
+  r.number("dropout", c.dropout);
+  r.activation("activation", c.activation);
+  r.boolean("norm_first", c.norm_first);
+  r.boolean("share_embeddings", c.share_embeddings);
+  r.boolean("tie_output", c.tie_output);
+  r.unsigned_integer("seed", c.seed);
+  const std::vector<std::string> problems = r.problems();
   TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
   try {
     c.check();

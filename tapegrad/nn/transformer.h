@@ -11,8 +11,6 @@
 
 namespace tapegrad::nn {
 
-enum class Activation { ReLU, GELU };
-
 // Everything a layer needs to know. Designated initializers:
 //   LayerConfig{.d_model = 128, .heads = 4, .d_ff = 512}
 struct LayerConfig {

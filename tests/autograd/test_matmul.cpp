@@ -149,11 +149,12 @@ TEST_CASE("linear's epilogue is its activation and dropout applied after it", "[
                                    {{2, 70, 600}, {96, 600}, DType::Float32},
                                    {{8, 64}, {700, 64}, DType::Float32},
                                    {{9, 13}, {11, 13}, DType::Float64}};
-  using E = LinearEpilogue;
+  using E = Activation;
   for (const Case& c : cases) {
     for (const auto activation : {E::None, E::ReLU, E::GELU}) {
       for (const double p : {0.0, 0.3, 1.0}) {
-        INFO("x " << fmt::format("{}", c.x) << " activation " << activation << " p " << p);
+        INFO("x " << fmt::format("{}", c.x) << " activation " << static_cast<int>(activation)
+                  << " p " << p);
         Generator init(3);
         const Tensor x0 = uniform(c.x, -1, 1, init, c.dtype);
         const Tensor w0 = uniform(c.w, -1, 1, init, c.dtype);
@@ -193,10 +194,10 @@ TEST_CASE("linear's epilogue is its activation and dropout applied after it", "[
 
 TEST_CASE("linear with an epilogue gradcheck, and its gradient's gradient",
           "[autograd][gradcheck]") {
-  using E = LinearEpilogue;
+  using E = Activation;
   for (const auto activation : {E::None, E::ReLU, E::GELU}) {
     for (const double p : {0.0, 0.4}) {
-      INFO("activation " << activation << " p " << p);
+      INFO("activation " << static_cast<int>(activation) << " p " << p);
       // the same mask at every evaluation, from a fresh generator
       const GradcheckFn f = [=](const std::vector<Tensor>& in) {
         Generator gen(5);

@@ -220,7 +220,7 @@ std::vector<OpCase> composite_cases() {
       return in;
     };
   };
-  const auto linear_case = [](LinearEpilogue::Activation act, double p) {
+  const auto linear_case = [](Activation act, double p) {
     return [=](const Inputs& in) {
       Generator gen(kDropSeed);
       const Tensor b = in.size() > 2 ? in[2] : Tensor();
@@ -255,10 +255,9 @@ std::vector<OpCase> composite_cases() {
          const SumNorm r = add_and_layer_norm(in[0], in[0], Tensor(), Tensor());
          return R{r.sum, r.norm};
        }},
-      {"linear", "bias, no epilogue", linear_inputs(true), linear_case(LinearEpilogue::None, 0)},
-      {"linear", "no bias, ReLU", linear_inputs(false), linear_case(LinearEpilogue::ReLU, 0)},
-      {"linear", "GELU and dropout 0.3", linear_inputs(true),
-       linear_case(LinearEpilogue::GELU, 0.3)},
+      {"linear", "bias, no epilogue", linear_inputs(true), linear_case(Activation::None, 0)},
+      {"linear", "no bias, ReLU", linear_inputs(false), linear_case(Activation::ReLU, 0)},
+      {"linear", "GELU and dropout 0.3", linear_inputs(true), linear_case(Activation::GELU, 0.3)},
       {"attention", "T != S, a padding mask with a fully blocked row, dropout 0.2",
        [] {
          return Inputs{leaf({2, 3, 6}, 29), leaf({2, 5, 6}, 30), leaf({2, 5, 6}, 31)};

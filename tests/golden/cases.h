@@ -38,7 +38,7 @@ inline nn::LayerConfig layer_config(bool norm_first) {
           .heads = 2,
           .d_ff = 16,
           .dropout = 0.0,
-          .activation = norm_first ? nn::Activation::GELU : nn::Activation::ReLU,
+          .activation = norm_first ? Activation::GELU : Activation::ReLU,
           .norm_first = norm_first};
 }
 

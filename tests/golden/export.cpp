@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
                          {"heads", std::to_string(l.heads)},
                          {"layers", std::to_string(golden::kLayers)},
                          {"norm_first", c.norm_first ? "true" : "false"},
-                         {"activation", l.activation == nn::Activation::ReLU ? "relu" : "gelu"}};
+                         {"activation", l.activation == Activation::ReLU ? "relu" : "gelu"}};
     if (c.kind == golden::Kind::Mini) meta["config"] = golden::mini_config(c.norm_first).to_json();
     nn::save(*module, std::string(argv[1]) + "/" + c.name + ".weights.safetensors", meta);
   }

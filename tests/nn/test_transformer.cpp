@@ -313,6 +313,11 @@ TEST_CASE("a config is checked field by field before a model is built", "[nn][er
     return j.replace(at, end - at, "\"" + key + "\":" + value);
   };
   CHECK(MiniTransformerConfig::from_json(good, "cfg").to_json() == good);
+  for (const Activation a : {Activation::None, Activation::ReLU, Activation::GELU}) {
+    MiniTransformerConfig c = tiny();
+    c.activation = a;
+    CHECK((MiniTransformerConfig::from_json(c.to_json(), "cfg").activation == a));
+  }
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("heads", "4.5"), "cfg.json"),
                     "cfg.json: 'heads' must be an integer, got 4.5");
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("d_model", "\"8\""), "cfg.json"),
@@ -325,7 +330,7 @@ TEST_CASE("a config is checked field by field before a model is built", "[nn][er
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("norm_first", "1"), "c"),
                     "c: 'norm_first' must be true or false");
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("activation", "\"tanh\""), "c"),
-                    "c: 'activation' must be \"relu\" or \"gelu\"");
+                    "c: 'activation' must be \"none\", \"relu\" or \"gelu\"");
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(R"({"heads": 4})", "c"),
                     Catch::StartsWith("c: 'src_vocab' is missing; 'tgt_vocab' is missing"));
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json("[1]", "c"), "c: not a JSON object");

@@ -49,7 +49,7 @@ struct Heads {
 // Item n's tile is kept transposed, [S, TP]: key j's row holds its score with every query, so
 // the softmax over a query's keys runs down a column, and each of its steps is one vector op
 // across queries. In the [T, S] layout a row is as short as S (12 keys in the small model),
-// shorter than a vector, and every step of a row's softmax had run scalar. The rows are
+// shorter than a vector, and every step of a row's softmax would run scalar. The rows are
 // padded to TP, a whole number of vectors (16 lanes), so no loop over a row has a scalar
 // remainder; the pad lanes hold finite values nothing reads. A single query (T = 1, a decoding
 // step) is one row of S instead, and its softmax runs along it.
@@ -86,11 +86,10 @@ struct Lanes {
 
 // p (S, TP) = the attention weights of item n from its scores, in place: scale, add the
 // mask's bias (null: none), softmax down each column. A query with every key blocked gets zero
-// weights. The columns go kTileLanes at a time, in vectors of GCC's vector extension (plain
-// loops over 16 lanes had come out scalar where a bias was in them), so each one's running max
+// weights. The columns go kTileLanes at a time, in vectors of GCC's vector extension (GCC
+// leaves plain loops over 16 lanes scalar where a bias is in them), so each one's running max
 // and sum stay in a register from row to row, and the strip (S rows of 64 bytes) stays in L1
-// through its three passes: scale, mask and max; exp and sum; normalise. (The exp as a pass
-// over the whole tile of its own, [200, 208] out of L1, took 4% more of attention's time.)
+// through its three passes: scale, mask and max; exp and sum; normalise.
 template <class F>
 void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
   using V = Lanes<F>;

@@ -10,8 +10,8 @@
 namespace tapegrad {
 
 Tensor fast_matmul(const Tensor& a, const Tensor& b);  // matmul.cpp
-Tensor fast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   LinearEpilogue::Activation activation, double p, uint64_t key);
+Tensor fast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation,
+                   double p, uint64_t key);
 Tensor fast_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        double eps);  // layernorm.cpp
 SumNorm fast_add_norm(const char* op, const Tensor& x, const Tensor& d, const Tensor& weight,

@@ -72,8 +72,8 @@ void bias_relu(T* c, int64_t n, const T* bias, bool relu) {
 
 // The epilogue of a tile of C, at (row, col) from C's corner: applied to the tile's m rows of n
 // once they are final, that is after the last block of k (`last`), else nothing. The kernel
-// adds the bias and applies the relu as it stores (the bias by a call a row had cost a fifth of
-// a K = 64 product); rows() runs the rest.
+// adds the bias and applies the relu as it stores (a call a row for the bias costs as much as a
+// fifth of a K = 64 product); rows() runs the rest.
 struct Finish {
   const Epilogue<float>* epilogue;
   bool last;
@@ -113,8 +113,8 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * lda;
   }
   // The C tile's lines are asked for first, to be written: they arrive while the k loop
-  // runs (C, past the caches in a large product, had stalled the stores at the end; a deep
-  // K passes over it K / KC times). encoder-forward's linear2 (K = 2048) 474 -> 498 GFLOP/s.
+  // runs, where C, past the caches in a large product, would stall the stores at the end (a
+  // deep K passes over it K / KC times).
   for (int64_t i = 0; i < m; ++i) {
     __builtin_prefetch(c + i * ldc, 1, 3);
     if constexpr (kVecs == 2) __builtin_prefetch(c + i * ldc + kLanes, 1, 3);
@@ -154,7 +154,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     return;
   }
   float tile[MR][NR];
-  // unrolled, so acc is indexed by constants only: a loop indexing it at run time had kept it in
+  // unrolled, so acc is indexed by constants only: a loop indexing it at run time keeps it in
   // memory, zeroed by a memset call and spilled on every call of the kernel
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i) {
@@ -172,11 +172,11 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
 // A 16 x 16 block transposed in registers: rows[i][j] -> rows[j][i], in four stages, one per
 // bit of the index: stage b exchanges, between rows i and i + b (i without bit b), the
 // elements whose column has bit b in row i with those that have it not in row i + b, two
-// two-source shuffles a pair of rows (vpermt2ps); after the four stages every element has had
-// its row's and its column's bits exchanged. The shuffle indices are constants: 16 + j picks
+// two-source shuffles a pair of rows (vpermt2ps); after the four stages every element has
+// had its row's and its column's bits exchanged. The shuffle indices are constants: 16 + j picks
 // lane j of the second row. GCC takes them as a vector (__builtin_shuffle; GCC 12's
-// __builtin_shufflevector moved some stages' lanes one by one, 2% of encoder-forward), Clang
-// (the fuzz build) as arguments.
+// __builtin_shufflevector moves some stages' lanes one by one), Clang (the fuzz build) as
+// arguments.
 typedef int32_t Index __attribute__((vector_size(16 * sizeof(int32_t))));
 
 template <int b, class V, int... j>
@@ -210,11 +210,10 @@ void transpose16(V (&rows)[16]) {
 // k-major order: panel p holds out[p * W * kc + k * W + r] = line p * W + r at step k, which is
 // src[line * l_step + k * k_step]; lines past count are zeros. A line is a row of op(A) or a
 // column of op(B). One of the two strides is 1, and the loops read along it, in memory order,
-// writing the panels with a stride. A transposed A packed panel by panel instead walked all kc
-// of its rows once per panel: dW = dY^T X ran 15% slower ([512, 3000] x [3000, 512]). Lines
-// along k (a row-major A, a transposed B) go 16 lines by 16 steps at a time through a
-// transpose in registers where vectors are 16 wide: element by element, packing A had been
-// 6.4% of an encoder-forward step, 2.7% so.
+// writing the panels with a stride (a transposed A packed panel by panel would walk all kc of
+// its rows once per panel). Lines along k (a row-major A, a transposed B) go 16 lines by 16
+// steps at a time through a transpose in registers where vectors are 16 wide, which packs
+// faster than element by element.
 template <int64_t W>
 void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count, int64_t kc,
                  float* out) {
@@ -337,17 +336,13 @@ void small_rows(int64_t rows, const T* const* a, int64_t a_col, const T* bp, int
 
 // C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, for is_small shapes. C is built R rows by W
 // columns at a time, acc[r] += A[i0 + r, k] * B[k, j0:j0+W], in R vector registers: the R rows
-// are R independent chains of multiply-adds (one row at a time, with K = 8 or 12, waited on the
-// latency of each add); a last block of 4 or fewer rows takes 4 or 1 accumulators, so a single
+// are R independent chains of multiply-adds (one row at a time, with K = 8 or 12, would wait on
+// the latency of each add); a last block of 4 or fewer rows takes 4 or 1 accumulators, so a single
 // row does not pay for twelve. op(B) is read in W-wide row pieces: straight from B when it is
 // stored row-major in whole vectors (N a multiple of W: attention's D = 8 columns), else from a
 // copy whose rows are padded with zeros to a multiple of W. Whole vectors of C are stored as
-// such. On attention's six products per head (12x12x8 and 12x8x12, one thread, AVX-512 machine)
-// reading B in place and the vector stores took the kernel from 21 to 28 GFLOP/s, and 12 rows
-// at a time instead of 6 to 30. Where vectors are 16 wide and the padded rows are whole 16s
-// (a transposed attention tile's 16 queries), 12-row blocks take 16 columns at a time: half
-// the multiply-adds; the small model's attention forward and backward, one thread, 151-156 ->
-// 143-146 us.
+// such. Where vectors are 16 wide and the padded rows are whole 16s (a transposed attention
+// tile's 16 queries), 12-row blocks take 16 columns at a time: half the multiply-adds.
 template <class T>
 void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {

@@ -184,7 +184,7 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
 template <class T>
 void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, int64_t c1) {
   // A vector of columns at a time, its sums kept in registers down all N rows (summed into
-  // dbias row by row, each row's add had waited on the store before it), in the same order.
+  // dbias row by row, each row's add would wait on the store before it), in the same order.
   constexpr int64_t W = 64 / sizeof(T);
   int64_t c = c0;
   for (; c + W <= c1; c += W) {
@@ -208,7 +208,7 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
 template <class T>
 struct LinearTail {
   T* pre;  // [N, OC], or null
-  LinearEpilogue::Activation activation;
+  Activation activation;
   const DropoutMask* mask;  // null without dropout
   T scale;                  // dropout_scale
   int64_t OC, row0, col0;
@@ -218,7 +218,7 @@ struct LinearTail {
     T* __restrict c = c_in;
     const int64_t r = t.row0 + row, j0 = t.col0 + col;
     if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
-    if (t.activation == LinearEpilogue::GELU) {
+    if (t.activation == Activation::GELU) {
       for (int64_t j = 0; j < n; ++j) c[j] = detail::gelu_of(c[j]);
     }
     if (t.mask) {
@@ -235,10 +235,10 @@ struct LinearTail {
 // saved pre-activation.
 template <class T>
 void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restrict y,
-                   const T* __restrict pre, LinearEpilogue::Activation activation,
-                   const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n0, int64_t n1) {
+                   const T* __restrict pre, Activation activation, const DropoutMask* mask_or_null,
+                   T scale, int64_t OC, int64_t n0, int64_t n1) {
   const int64_t i0 = n0 * OC, i1 = n1 * OC;
-  if (activation == LinearEpilogue::ReLU) {
+  if (activation == Activation::ReLU) {
     // every dout read, then a select: a read under the condition became a masked load whose
     // merge went through the stack each element
     for (int64_t i = i0; i < i1; ++i) {
@@ -247,7 +247,7 @@ void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restri
     }
     return;
   }
-  const bool gelu = activation == LinearEpilogue::GELU;
+  const bool gelu = activation == Activation::GELU;
   if (mask_or_null == nullptr) {  // GELU alone (no activation and no dropout has no tail)
     for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * detail::gelu_slope_of(pre[i]);
     return;
@@ -266,7 +266,7 @@ void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restri
 // of the threads where a product per loop took two forward and three backward, which in a small
 // model cost more than the products.
 Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
-                   LinearEpilogue::Activation activation, double p, uint64_t key) {
+                   Activation activation, double p, uint64_t key) {
   const bool drop = p > 0;
   const Tensor x = x_in.contiguous(), w = weight.contiguous();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
@@ -280,9 +280,9 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   if (b.defined()) inputs.push_back(b);
   const bool record_it = recording(inputs);
   // an activation or dropout after the product: the epilogue and backward have a tail to run
-  const bool tail = activation != LinearEpilogue::None || drop;
+  const bool tail = activation != Activation::None || drop;
   // GELU's backward needs its input, which the output does not give back.
-  const bool keep_pre = record_it && activation == LinearEpilogue::GELU;
+  const bool keep_pre = record_it && activation == Activation::GELU;
   // Every element is written by the gemm (beta = 0), or by its K == 0 path.
   Tensor out = empty(out_shape, x.dtype());
   Tensor pre = keep_pre ? empty(out_shape, x.dtype()) : Tensor();
@@ -309,8 +309,8 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                                           n0,
                                           c0};
         // gemm adds the bias and applies a ReLU; the tail function runs for GELU or dropout
-        const bool relu = activation == LinearEpilogue::ReLU;
-        const bool gelu = activation == LinearEpilogue::GELU;
+        const bool relu = activation == Activation::ReLU;
+        const bool gelu = activation == Activation::GELU;
         const Epilogue<T> finish{gelu || drop ? &LinearTail<T>::apply : nullptr, &tail_of_share,
                                  pb ? pb + c0 : nullptr, relu};
         // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail

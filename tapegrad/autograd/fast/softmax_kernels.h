@@ -23,13 +23,12 @@ struct Rows {
 // register, so a row-at-a-time exp runs scalar. The masked kernel therefore works on blocks of
 // rows in three passes: shift each row by its max (blocked positions to -inf), exp the whole
 // block as one contiguous vector loop (exp(-inf) = 0), then scale each row by 1 / its sum.
-// On mini-train-small (one thread) this took the kernel from 11% of a step to 5%.
 constexpr int64_t kBlockElements = 4096;  // a block of rows stays in L1 across the passes
 
 // y (D) = scale * x, blocked positions (bytes of m, 1 = blocked, col apart) -inf. The two mask
 // layouts attention and masked_softmax meet, a byte for the whole row (col 0) and a contiguous
-// run (col 1), have loops of their own that vectorise; a scalar select per element had been a
-// third of the softmax's time in attention ([200, 200] tiles).
+// run (col 1), have loops of their own that vectorise, where a scalar select per element would
+// not.
 template <class T>
 void scaled_masked_row(T* y, const T* x, const uint8_t* m, int64_t col, int64_t D, T scale) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();

@@ -127,12 +127,11 @@ class Pool {
   }
 
   // Waits for the next loop: spins on the generation counter for kSpin, then keeps checking
-  // but yields the core between checks, and after kYield sleeps on the counter. Measured on
-  // our 2-core CI machine: a training step's loops mostly come within 100 us of each other
-  // (a 20 us spin made mini-train-small 20% slower); spinning 1 ms without yielding made two
-  // test processes of two threads each run 3x slower. The spin is plain loads, without the
-  // x86 `pause` hint: under KVM a vCPU that pauses in a loop is descheduled (pause-loop
-  // exiting), and waking it took 70 us.
+  // but yields the core between checks, and after kYield sleeps on the counter: a training
+  // step's loops mostly come within 100 us of each other, so a shorter spin sleeps between
+  // them, and a spin that never yields starves other processes' threads on a small machine.
+  // The spin is plain loads, without the x86 `pause` hint: under KVM a vCPU that pauses in a
+  // loop is descheduled (pause-loop exiting), and waking it takes tens of microseconds.
   void work() {
     uint32_t seen = 0;
     while (true) {

@@ -108,15 +108,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
 }
 
 Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                        LinearEpilogue::Activation activation, double p, uint64_t key) {
+                        Activation activation, double p, uint64_t key) {
   const int64_t C = weight.size(1), OC = weight.size(0);
   Shape out_shape = x.shape();
   out_shape.back() = OC;
   const int64_t N = numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Tensor h = reshape(matmul(reshape(x, {N, C}), transpose(weight, 0, 1)), out_shape);
   if (bias.defined()) h = h + bias;
-  if (activation == LinearEpilogue::ReLU) h = relu(h);
-  if (activation == LinearEpilogue::GELU) h = gelu(h);
+  if (activation == Activation::ReLU) h = relu(h);
+  if (activation == Activation::GELU) h = gelu(h);
   return dropout(h, p, key);
 }
 

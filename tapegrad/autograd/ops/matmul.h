@@ -14,11 +14,15 @@ namespace tapegrad {
 // contiguous the batch is folded into one large gemm ([B*T, C] @ [C, OC]).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// The activations of the library, one enum for the op and the modules (a feed-forward block's
+// LayerConfig::activation).
+enum class Activation { None, ReLU, GELU };
+
 // What linear does to its output after the bias, in the matrix kernel's output pass (gemm.h's
 // Epilogue) while each tile is in cache: an activation, then inverted dropout (dropout.h),
 // which a feed-forward block would otherwise run as two more passes over a [.., d_ff] tensor.
 struct LinearEpilogue {
-  enum Activation { None, ReLU, GELU } activation = None;
+  Activation activation = Activation::None;
   double dropout = 0;  // in training only
   bool training = false;
   Generator* gen = nullptr;  // draws the dropout mask; required when dropout applies
@@ -38,7 +42,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // differentiates: dropout(activation(x @ weight^T + bias), p, key), the dropout mask given by
 // its key (one generator draw; p = 0: none).
 Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                        LinearEpilogue::Activation activation, double p, uint64_t key);
+                        Activation activation, double p, uint64_t key);
 
 // The plain kernel: the triple loop per batch item, summed in double precision, in a's dtype;
 // forward only (matmul records its backward). What the learner's edition runs and what the
