@@ -506,7 +506,7 @@ class Walker {
     Grads grads(*e, walk_, douts);
     const profile::Scope profile_scope(e->op, true, &e->module);
     const Derivative& d = e->derivative;
-    if (d.fast && !walk_.create_graph && !t_reference) {
+    if (d.fast && !walk_.create_graph && fast_ops()) {
       d.fast(douts[0], grads);
     } else if (d.backward) {
       d.backward(douts[0], grads);

@@ -77,9 +77,9 @@ enum class Writes { Every, Some };
 //   write(i, writes)    returns the buffer to write into and whether this backward is its first
 //                       writer: assign when first, add otherwise (assign_or_add writes the loop
 //                       once for both).
-// A buffer (its whole storage) belongs to one gradient at a time. Handing on a buffer another
-// gradient already holds (dout to both operands of an add) is refused with an error: the next
-// += into one of them would silently change the other.
+// A buffer (its whole storage) belongs to one gradient at a time. A buffer handed on that
+// another gradient already holds (dout to both operands of an add) is copied for the second,
+// so that a += into one never changes the other.
 class Grads {
  public:
   Grads(TapeEntry& entry, Walk& walk, const std::vector<Tensor>& douts);
@@ -145,7 +145,7 @@ using ReferenceFn = std::function<std::vector<Tensor>(Grads& inputs)>;
 //   backward   the derivative in differentiable ops, delivered with Grads::pass: first order
 //              with recording off, higher orders with it on
 //   fast       the same first-order gradient written into buffers (Grads::write); used unless
-//              create_graph or a ReferenceModeGuard
+//              create_graph, a ReferenceModeGuard or the learner's edition (fast_ops.h)
 //   reference  a composite op recomputed from primitives; the walk differentiates it (the op
 //              then has no backward of its own)
 // allow_inf exempts an intended infinity in the output from anomaly detection (masked_fill).

@@ -1,9 +1,12 @@
-// Elementwise kernels. Each op is its forward formula and its local derivative, side by side;
-// two generic drivers (unary, binary) run them over any layout through for_each_offset and
-// record the backward pass, which is always dx += dout * (local derivative).
+// Elementwise kernels. Each op is its forward formula and its derivative, side by side, the
+// derivative written once as a generic function of dout and the saved values: called on
+// tensors it is the backward in differentiable ops (first order, and higher orders under
+// create_graph); called on one element's numbers it is the first-order kernel, one pass with
+// no temporaries. Two generic drivers (unary, binary) run both over any layout.
 #include "tapegrad/autograd/ops/elementwise.h"
 
 #include <cmath>
+#include <concepts>
 #include <numbers>
 
 #include "tapegrad/autograd/ops/reduce.h"
@@ -18,10 +21,10 @@ namespace {
 // What a unary op's derivative is written in terms of: its input x, its output y, or neither.
 enum class Saves { Input, Output, Nothing };
 
-// y = f(x); backward: dx += dout * df(s), with s the saved x or y (or 0 for Saves::Nothing).
-// grad(dout, s) is the same gradient written in differentiable ops (the formula).
-template <class F, class DF, class Grad>
-Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad grad) {
+// y = f(x); dx = grad(dout, s), with s the saved x or y (0 for Saves::Nothing), on tensors in
+// backward and on each element's numbers in the first-order kernel.
+template <class F, class Grad>
+Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
   const profile::Scope profile_scope(op);
   const Tensor x = input.contiguous();
   Tensor out = empty(x.shape(), x.dtype());
@@ -34,51 +37,63 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, DF df, Grad 
       for (int64_t i = b; i < e; ++i) py[i] = static_cast<T>(f(px[i]));
     });
   });
-  if (recording(x)) {
-    Tensor saved = saves == Saves::Input    ? x.detach()
-                   : saves == Saves::Output ? out.detach()
-                                            : Tensor();
-    record(op, {x}, out,
-           {.backward =
-                [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](
-                    const Tensor& dout, Grads& g) {
-                  g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
-                },
-            .fast =
-                [saved, df, n, op](const Tensor& dout, Grads& g) {
-                  dispatch_floating(op, dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const auto [grad, first] = g.write(0, Writes::Every);
-                    T* dx = grad.data<T>();
-                    const T* d = dout.data<T>();
-                    const T* s = saved.defined() ? saved.data<T>() : nullptr;
-                    assign_or_add(first, [&](auto store) {
-                      parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
-                        if (s) {
-                          for (int64_t i = b; i < e; ++i)
-                            store(dx[i], d[i] * static_cast<T>(df(s[i])));
-                        } else {
-                          for (int64_t i = b; i < e; ++i)
-                            store(dx[i], d[i] * static_cast<T>(df(T{0})));
-                        }
-                      });
+  if (!recording(x)) return out;
+  const Tensor saved = saves == Saves::Input    ? x.detach()
+                       : saves == Saves::Output ? out.detach()
+                                                : Tensor();
+  record(op, {x}, out,
+         {.backward =
+              [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](const Tensor& dout,
+                                                                                 Grads& g) {
+                g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
+              },
+          .fast =
+              [saved, grad, n, op](const Tensor& dout, Grads& g) {
+                dispatch_floating(op, dout.dtype(), [&](auto tag) {
+                  using T = decltype(tag);
+                  const auto [dx, first] = g.write(0, Writes::Every);
+                  T* px = dx.data<T>();
+                  const T* d = dout.data<T>();
+                  const T* s = saved.defined() ? saved.data<T>() : nullptr;
+                  assign_or_add(first, [&](auto store) {
+                    parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
+                      for (int64_t i = b; i < e; ++i)
+                        store(px[i], static_cast<T>(grad(d[i], s ? s[i] : T{0})));
                     });
                   });
-                }});
-    if (tape_details() && saved.defined()) {
-      note_saved(out, {{saves == Saves::Input ? "x" : "y", saved}});
-    }
+                });
+              }});
+  if (tape_details() && saved.defined()) {
+    note_saved(out, {{saves == Saves::Input ? "x" : "y", saved}});
   }
   return out;
 }
 
-// out = f(a, b) with broadcasting; backward: da += dout * fa(a, b), db += dout * fb(a, b),
-// each summed over the dims its operand was broadcast along (a stride of 0 makes the += do
-// that). Ops whose partials are constants (add, sub) pass kSavesInputs = false and keep no
-// input alive. ga(dout, a, b) and gb(...) are the formulas: dout * (partial) in differentiable
-// ops, before the sum back to the operand's shape.
-template <bool kSavesInputs, class F, class FA, class FB, class GA, class GB>
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB fb, GA ga, GB gb) {
+// One operand's gradient, on elements: dx = grad(dout, a, b) at every element of the output,
+// summed over the dims the operand was broadcast along (its strides sg are 0 there). The loop
+// is split between threads unless two of them would add into one element.
+template <class T, class Grad>
+void binary_input_kernel(const Shape& shape, const Tensor& dout, const Shape& sg, const T* pa,
+                         const Shape& sa, const T* pb, const Shape& sb, Grads::Buffer dx,
+                         Grad grad) {
+  const int64_t d0 = split_dim(shape);
+  const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
+  T* px = dx.grad.data<T>();
+  const T* d = dout.data<T>();
+  assign_or_add(dx.first, [&](auto store) {
+    parallel_for_each_offset<4>(shape, {&sg, &dout.strides(), &sa, &sb}, grain, [&](const auto& o) {
+      const T va = pa ? pa[o[2]] : T{0}, vb = pb ? pb[o[3]] : T{0};
+      store(px[o[0]], static_cast<T>(grad(d[o[1]], va, vb)));
+    });
+  });
+}
+
+// out = f(a, b) with broadcasting; da = ga(dout, a, b) and db = gb(dout, a, b), each summed
+// back to its operand's shape. Ops whose partials are constants (add, sub) pass kSavesInputs
+// = false and keep no input alive; where such a gradient is dout itself and needs no sum, it
+// is handed on without a copy.
+template <bool kSavesInputs, class F, class GA, class GB>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB gb) {
   const profile::Scope profile_scope(op);
   TG_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}", op, a.dtype(), b.dtype());
   const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
@@ -93,79 +108,45 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, FA fa, FB f
     parallel_for_each_offset<3>(shape, {&out.strides(), &sa, &sb}, kGrainElements,
                                 [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
   });
-  if (recording(a, b)) {
-    const Tensor sa = kSavesInputs ? a.detach() : Tensor();
-    const Tensor sb = kSavesInputs ? b.detach() : Tensor();
-    const Shape a_shape = a.shape(), b_shape = b.shape();
-    record(
-        op, {a, b}, out,
-        {.backward =
-             [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape, b_shape,
-              ga, gb](const Tensor& dout, Grads& g) {
-               if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
-               if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
-             },
-         .fast =
-             [=](const Tensor& dout, Grads& g) {
-               dispatch_floating(op, dout.dtype(), [&](auto tag) {
-                 using T = decltype(tag);
-                 const T* d = dout.data<T>();
-                 const Shape& so = dout.strides();
-                 // Strides of the gradient buffers (contiguous, the operands' shapes) seen from
-                 // `shape`.
-                 const Shape sga = broadcast_strides(a_shape, contiguous_strides(a_shape), shape);
-                 const Shape sgb = broadcast_strides(b_shape, contiguous_strides(b_shape), shape);
-                 // Each operand's gradient is dout * partial, summed over the dims it was broadcast
-                 // along, delivered by the one rule (Grads, tape.h):
-                 //   pass:    a partial of 1 and no broadcast (either operand of add, a of sub):
-                 //   the
-                 //            gradient is dout itself, handed on without a copy, and to one operand
-                 //            only, since a buffer has one owner
-                 //   write:   otherwise, each element once (Writes::Every), or summed over the
-                 //            broadcast dims (Writes::Some)
-                 //   threads: the loop is split between threads unless two would add into one
-                 //            element (the split dim is one the operand was broadcast along)
-                 bool passed = false;
-                 for (size_t i = 0; i < 2; ++i) {
-                   if (!g.wants(i)) continue;
-                   const bool broadcast = numel(i == 0 ? a_shape : b_shape) != numel(shape);
-                   if constexpr (!kSavesInputs) {
-                     if (!broadcast && !passed &&
-                         (i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0})) == T{1}) {
-                       g.pass(i, dout);
-                       passed = true;
-                       continue;
-                     }
-                   }
-                   const auto [grad, first] = g.write(i, broadcast ? Writes::Some : Writes::Every);
-                   T* dx = grad.data<T>();
-                   const Shape& sg = i == 0 ? sga : sgb;
-                   const int64_t d0 = split_dim(shape);
-                   const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
-                   assign_or_add(first, [&](auto store) {
-                     if constexpr (kSavesInputs) {
-                       const Shape ssa = broadcast_strides(a_shape, sa.strides(), shape);
-                       const Shape ssb = broadcast_strides(b_shape, sb.strides(), shape);
-                       const T* pa = sa.data<T>();
-                       const T* pb = sb.data<T>();
-                       parallel_for_each_offset<4>(
-                           shape, {&sg, &so, &ssa, &ssb}, grain, [&](const auto& o) {
-                             const T partial =
-                                 i == 0 ? fa(pa[o[2]], pb[o[3]]) : fb(pa[o[2]], pb[o[3]]);
-                             store(dx[o[0]], d[o[1]] * partial);
-                           });
-                     } else {
-                       const T partial = i == 0 ? fa(T{0}, T{0}) : fb(T{0}, T{0});
-                       parallel_for_each_offset<2>(shape, {&sg, &so}, grain, [&](const auto& o) {
-                         store(dx[o[0]], d[o[1]] * partial);
-                       });
-                     }
-                   });
-                 }
-               });
-             }});
-    if (kSavesInputs && tape_details()) note_saved(out, {{"a", a}, {"b", b}});
-  }
+  if (!recording(a, b)) return out;
+  const Tensor sa = kSavesInputs ? a.detach() : Tensor();
+  const Tensor sb = kSavesInputs ? b.detach() : Tensor();
+  const Shape a_shape = a.shape(), b_shape = b.shape();
+  const auto kernel = [=](const Tensor& dout, Grads& g) {
+    dispatch_floating(op, dout.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* pa = kSavesInputs ? sa.data<T>() : nullptr;
+      const T* pb = kSavesInputs ? sb.data<T>() : nullptr;
+      const Shape ssa =
+          kSavesInputs ? broadcast_strides(a_shape, sa.strides(), shape) : Shape(shape.size());
+      const Shape ssb =
+          kSavesInputs ? broadcast_strides(b_shape, sb.strides(), shape) : Shape(shape.size());
+      bool passed = false;  // dout handed on to one operand already
+      for (size_t i = 0; i < 2; ++i) {
+        if (!g.wants(i)) continue;
+        const Shape& s = i == 0 ? a_shape : b_shape;
+        const bool broadcast = numel(s) != numel(shape);
+        const auto grad = [&](T d, T va, T vb) { return i == 0 ? ga(d, va, vb) : gb(d, va, vb); };
+        if (!kSavesInputs && !broadcast && !passed && grad(T{1}, T{0}, T{0}) == T{1}) {
+          g.pass(i, dout);
+          passed = true;
+          continue;
+        }
+        const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
+        binary_input_kernel<T>(shape, dout, sg, pa, ssa, pb, ssb,
+                               g.write(i, broadcast ? Writes::Some : Writes::Every), grad);
+      }
+    });
+  };
+  record(op, {a, b}, out,
+         {.backward =
+              [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape, b_shape,
+               ga, gb](const Tensor& dout, Grads& g) {
+                if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
+                if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
+              },
+          .fast = kernel});
+  if (kSavesInputs && tape_details()) note_saved(out, {{"a", a}, {"b", b}});
   return out;
 }
 
@@ -174,8 +155,20 @@ Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
   const profile::Scope profile_scope(op);
   return unary(
       op, x, Saves::Nothing, [=](auto v) { return static_cast<decltype(v)>(scale * v + shift); },
-      [=](auto) { return scale; },
-      [=](const Tensor& dout, const Tensor&) { return mul(dout, scale); });
+      [=](const auto& d, const auto&) { return d * scale; });
+}
+
+// relu's gradient: d where y > 0, else 0 (0 at x = 0, as PyTorch), on numbers and on tensors
+template <std::floating_point T>
+T relu_gate(T d, T y) {
+  return y > 0 ? d : T{0};
+}
+Tensor relu_gate(const Tensor& d, const Tensor& y) { return masked_fill(d, eq(y, 0), 0); }
+
+// gelu's slope on one number (gelu_slope for tensors)
+template <std::floating_point T>
+T gelu_slope(T v) {
+  return detail::gelu_slope_of(v);
 }
 
 }  // namespace
@@ -183,38 +176,33 @@ Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
 // d(a+b)/da = 1, d(a+b)/db = 1
 Tensor add(const Tensor& a, const Tensor& b) {
   return binary<false>(
-      "add", a, b, [](auto x, auto y) { return x + y; }, [](auto, auto) { return 1; },
-      [](auto, auto) { return 1; }, [](const Tensor& d, const Tensor&, const Tensor&) { return d; },
-      [](const Tensor& d, const Tensor&, const Tensor&) { return d; });
+      "add", a, b, [](auto x, auto y) { return x + y; },
+      [](const auto& d, const auto&, const auto&) { return d; },
+      [](const auto& d, const auto&, const auto&) { return d; });
 }
 
 // d(a-b)/da = 1, d(a-b)/db = -1
 Tensor sub(const Tensor& a, const Tensor& b) {
   return binary<false>(
-      "sub", a, b, [](auto x, auto y) { return x - y; }, [](auto, auto) { return 1; },
-      [](auto, auto) { return -1; },
-      [](const Tensor& d, const Tensor&, const Tensor&) { return d; },
-      [](const Tensor& d, const Tensor&, const Tensor&) { return neg(d); });
+      "sub", a, b, [](auto x, auto y) { return x - y; },
+      [](const auto& d, const auto&, const auto&) { return d; },
+      [](const auto& d, const auto&, const auto&) { return -d; });
 }
 
 // d(ab)/da = b, d(ab)/db = a
 Tensor mul(const Tensor& a, const Tensor& b) {
   return binary<true>(
-      "mul", a, b, [](auto x, auto y) { return x * y; }, [](auto, auto y) { return y; },
-      [](auto x, auto) { return x; },
-      [](const Tensor& d, const Tensor&, const Tensor& y) { return mul(d, y); },
-      [](const Tensor& d, const Tensor& x, const Tensor&) { return mul(d, x); });
+      "mul", a, b, [](auto x, auto y) { return x * y; },
+      [](const auto& d, const auto&, const auto& y) { return d * y; },
+      [](const auto& d, const auto& x, const auto&) { return d * x; });
 }
 
 // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
 Tensor div(const Tensor& a, const Tensor& b) {
   return binary<true>(
-      "div", a, b, [](auto x, auto y) { return x / y; }, [](auto, auto y) { return 1 / y; },
-      [](auto x, auto y) { return -x / (y * y); },
-      [](const Tensor& d, const Tensor&, const Tensor& y) { return div(d, y); },
-      [](const Tensor& d, const Tensor& x, const Tensor& y) {
-        return neg(div(mul(d, x), mul(y, y)));
-      });
+      "div", a, b, [](auto x, auto y) { return x / y; },
+      [](const auto& d, const auto&, const auto& y) { return d / y; },
+      [](const auto& d, const auto& x, const auto& y) { return -(d * x / (y * y)); });
 }
 
 Tensor add(const Tensor& x, double s) { return affine("add", x, 1.0, s); }
@@ -226,39 +214,36 @@ Tensor neg(const Tensor& x) { return affine("neg", x, -1.0, 0.0); }
 // d exp(x) = exp(x) = y
 Tensor exp(const Tensor& x) {
   return unary(
-      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](auto y) { return y; },
-      [](const Tensor& d, const Tensor& y) { return mul(d, y); });
+      "exp", x, Saves::Output, [](auto v) { return std::exp(v); },
+      [](const auto& d, const auto& y) { return d * y; });
 }
 
 // d log(x) = 1/x
 Tensor log(const Tensor& x) {
   return unary(
-      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](auto v) { return 1 / v; },
-      [](const Tensor& d, const Tensor& x) { return div(d, x); });
+      "log", x, Saves::Input, [](auto v) { return std::log(v); },
+      [](const auto& d, const auto& x) { return d / x; });
 }
 
-// d sqrt(x) = 1 / (2 sqrt(x)) = 0.5 / y
+// d sqrt(x) = 1 / (2 sqrt(x)) = 1 / 2y
 Tensor sqrt(const Tensor& x) {
   return unary(
       "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); },
-      [](auto y) { return decltype(y)(0.5) / y; },
-      [](const Tensor& d, const Tensor& y) { return div(mul(d, 0.5), y); });
+      [](const auto& d, const auto& y) { return d / (y + y); });
 }
 
 // d tanh(x) = 1 - tanh(x)^2 = 1 - y^2
 Tensor tanh(const Tensor& x) {
   return unary(
       "tanh", x, Saves::Output, [](auto v) { return std::tanh(v); },
-      [](auto y) { return 1 - y * y; },
-      [](const Tensor& d, const Tensor& y) { return mul(d, 1.0 - mul(y, y)); });
+      [](const auto& d, const auto& y) { return d * (1 - y * y); });
 }
 
-// d relu(x) = 1 where y > 0, else 0 (0 at x = 0, as PyTorch)
+// d relu(x) = 1 where y > 0, else 0
 Tensor relu(const Tensor& x) {
   return unary(
       "relu", x, Saves::Output, [](auto v) { return v > 0 ? v : decltype(v){0}; },
-      [](auto y) { return y > 0 ? 1 : 0; },
-      [](const Tensor& d, const Tensor& y) { return masked_fill(d, eq(y, 0), 0); });
+      [](const auto& d, const auto& y) { return relu_gate(d, y); });
 }
 
 // gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2
@@ -266,8 +251,7 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x) {
   return unary(
       "gelu", x, Saves::Input, [](auto v) { return detail::gelu_of(v); },
-      [](auto v) { return detail::gelu_slope_of(v); },
-      [](const Tensor& d, const Tensor& x) { return mul(d, gelu_slope(x)); });
+      [](const auto& d, const auto& x) { return d * gelu_slope(x); });
 }
 
 Tensor gelu_slope(const Tensor& x) {
@@ -280,9 +264,9 @@ Tensor gelu_slope(const Tensor& x) {
 Tensor erf(const Tensor& x) {
   return unary(
       "erf", x, Saves::Input, [](auto v) { return std::erf(v); },
-      [](auto v) { return 2 * std::numbers::inv_sqrtpi_v<decltype(v)> * std::exp(-v * v); },
-      [](const Tensor& d, const Tensor& x) {
-        return mul(d, mul(exp(neg(mul(x, x))), 2 * std::numbers::inv_sqrtpi));
+      [](const auto& d, const auto& x) {
+        using std::exp;  // on numbers; tapegrad::exp on tensors
+        return d * exp(-(x * x)) * (2 * std::numbers::inv_sqrtpi);
       });
 }
 
@@ -290,8 +274,10 @@ Tensor erf(const Tensor& x) {
 Tensor pow(const Tensor& x, double p) {
   return unary(
       "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
-      [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1)); },
-      [p](const Tensor& d, const Tensor& x) { return mul(d, mul(pow(x, p - 1), p)); });
+      [p](const auto& d, const auto& x) {
+        using std::pow;  // on numbers; tapegrad::pow on tensors
+        return d * pow(x, p - 1) * p;
+      });
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
