@@ -273,8 +273,9 @@ Tensor Grads::input(size_t i, const Tensor& value) const {
   return Tensor(std::move(impl));
 }
 
-void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Derivative derivative) {
-  record(op, inputs, std::vector<Tensor*>{&out}, std::move(derivative));
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Derivative derivative,
+            std::initializer_list<Saved> saved) {
+  record(op, inputs, std::vector<Tensor*>{&out}, std::move(derivative), saved);
 }
 
 namespace {
@@ -294,12 +295,15 @@ void check_record(const char* op, const std::vector<Tensor*>& outs, const Deriva
 }  // namespace
 
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
-            Derivative derivative) {
+            Derivative derivative, std::initializer_list<Saved> saved) {
   check_record(op, outs, derivative);
   auto entry = std::make_shared<TapeEntry>();
   if (t_anomaly || t_details) [[unlikely]] {
     for (const Tensor& in : inputs)
       entry->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+    for (const Saved& s : saved) {
+      if (s.tensor.defined()) entry->saved.emplace_back(s.name, s.tensor);
+    }
   }
   if (t_anomaly) [[unlikely]] {
     for (const Tensor* out : outs) {

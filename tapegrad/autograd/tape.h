@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -257,19 +258,30 @@ bool recording(const Ts&... inputs) {
 }
 bool recording(const std::vector<Tensor>& inputs);
 
-// Appends an entry for `op` and makes `out` its non-leaf output. Call only when recording(...)
-// is true. Throws if an input belongs to a graph that an earlier backward() already released.
-void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Derivative derivative);
+// A tensor an op's backward keeps, by the name the backward gives it: what the drawing shows
+// (tapegrad/viz/tape_drawing.h). record() reads it only in details mode; an undefined tensor
+// is left out.
+struct Saved {
+  const char* name;
+  const Tensor& tensor;
+};
+
+// Appends an entry for `op` and makes `out` its non-leaf output, `saved` naming the tensors its
+// derivative keeps. Call only when recording(...) is true. Throws if an input belongs to a
+// graph that an earlier backward() already released.
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Derivative derivative,
+            std::initializer_list<Saved> saved = {});
 // The same for an op with several outputs (add_and_layer_norm's normalised sum and the sum
 // itself): one entry, whose backward runs once, after every op that read any of them.
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
-            Derivative derivative);
+            Derivative derivative, std::initializer_list<Saved> saved = {});
 
 // Adds fn to node's hooks (what Tensor::register_hook does for a tensor's node).
 HookHandle register_hook(const std::shared_ptr<GradNode>& node, GradHook fn);
 
-// Describes what the entry that made `out` saved for its backward, for the drawing. An op calls
-// it right after record(), under `if (tape_details())`, so it costs nothing otherwise.
+// Describes what the entry that made `out` saved for its backward, for the drawing, where that
+// is not a tensor record() can name (an index vector, a buffer inside a fused kernel's
+// closure). An op calls it right after record(), under `if (tape_details())`.
 void note_saved(const Tensor& out, std::vector<SavedBuffer> saved);
 
 // Runs the reverse pass from `root` (see Tensor::backward). Throws when the graph was recorded

@@ -352,8 +352,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                  key = mask.key](Grads& g) {
                   return std::vector{attention_reference(
                       g.input(0, q), g.input(1, k), g.input(2, v), heads, blocked, dropout, key)};
-                }});
-    if (tape_details()) note_saved(out, {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
+                }},
+           {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
   }
   return out;
 }

@@ -142,28 +142,29 @@ Tensor fast_matmul(const Tensor& a_in, const Tensor& b_in) {
     const Shape b_grad_strides = strides_of(b, contiguous_strides(b.shape()));
     record("matmul", {a, b}, out,
            {.backward = matmul_backward(a, b),
-            .fast = [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc,
-                     a_grad_strides, b_grad_strides](const Tensor& dout, Grads& g) {
-              if (K == 0) return;
-              dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
-                using T = decltype(tag);
-                const T* dc = dout.data<T>();
-                const Layout ldc{false, N};
-                // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
-                if (g.wants(0)) {
-                  const auto [da, first] = g.write(0, Writes::Every);
-                  batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld}, sb,
-                                  first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
-                }
-                // dB [K, N] += op(A)^T @ dC [M, N]
-                if (g.wants(1)) {
-                  const auto [db, first] = g.write(1, Writes::Every);
-                  batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc, sc,
-                                  first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
-                }
-              });
-            }});
-    if (tape_details()) note_saved(out, {{"a", a}, {"b", b}});
+            .fast =
+                [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
+                 b_grad_strides](const Tensor& dout, Grads& g) {
+                  if (K == 0) return;
+                  dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* dc = dout.data<T>();
+                    const Layout ldc{false, N};
+                    // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
+                    if (g.wants(0)) {
+                      const auto [da, first] = g.write(0, Writes::Every);
+                      batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld},
+                                      sb, first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
+                    }
+                    // dB [K, N] += op(A)^T @ dC [M, N]
+                    if (g.wants(1)) {
+                      const auto [db, first] = g.write(1, Writes::Every);
+                      batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc,
+                                      sc, first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
+                    }
+                  });
+                }},
+           {{"a", a}, {"b", b}});
   }
   return out;
 }
@@ -380,12 +381,8 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                   return std::vector{linear_reference(g.input(0, x), g.input(1, w),
                                                       b.defined() ? g.input(2, b) : b, activation,
                                                       p, key)};
-                }});
-    if (tape_details()) {
-      std::vector<SavedBuffer> saved{{"x", x}, {"w", w}};
-      if (pre.defined()) saved.emplace_back("pre-activation", pre);
-      note_saved(out, std::move(saved));
-    }
+                }},
+           {{"x", x}, {"w", w}, {"pre-activation", pre}});
   }
   return out;
 }

@@ -54,19 +54,21 @@ Tensor fast_softmax(const char* op, const Tensor& input, int64_t dim, bool log) 
   if (recording(x)) {
     record(op, {x}, out,
            {.backward = softmax_backward(out.detach(), dim, log),
-            .fast = [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
-              dispatch_floating(op, dout.dtype(), [&](auto tag) {
-                using T = decltype(tag);
-                const auto [grad, first] = g.write(0, Writes::Every);
-                assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
-                                      py = y.data<T>()](auto store) {
-                  parallel_for(r.outer, grain_of_items(r.D * r.inner), [&](int64_t b, int64_t e) {
-                    softmax_backward_rows<T>(store, dx, dy, py, r, log, b, e);
+            .fast =
+                [y = out.detach(), r, log, op](const Tensor& dout, Grads& g) {
+                  dispatch_floating(op, dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
+                                          py = y.data<T>()](auto store) {
+                      parallel_for(r.outer, grain_of_items(r.D * r.inner),
+                                   [&](int64_t b, int64_t e) {
+                                     softmax_backward_rows<T>(store, dx, dy, py, r, log, b, e);
+                                   });
+                    });
                   });
-                });
-              });
-            }});
-    if (tape_details()) note_saved(out, {{"y", out}});
+                }},
+           {{"y", out}});
   }
   return out;
 }
@@ -97,19 +99,20 @@ Tensor fast_masked_softmax(const Tensor& input, const Tensor& mask) {
     // The backward is softmax's: a blocked position has y = 0, so it gets no gradient.
     record("masked_softmax", {x}, out,
            {.backward = softmax_backward(out.detach(), -1, false),
-            .fast = [y = out.detach(), r](const Tensor& dout, Grads& g) {
-              dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
-                using T = decltype(tag);
-                const auto [grad, first] = g.write(0, Writes::Every);
-                assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
-                                      py = y.data<T>()](auto store) {
-                  parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
-                    softmax_backward_rows<T>(store, dx, dy, py, r, false, b, e);
+            .fast =
+                [y = out.detach(), r](const Tensor& dout, Grads& g) {
+                  dispatch_floating("masked_softmax", dout.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    const auto [grad, first] = g.write(0, Writes::Every);
+                    assign_or_add(first, [&, dx = grad.data<T>(), dy = dout.data<T>(),
+                                          py = y.data<T>()](auto store) {
+                      parallel_for(r.outer, grain_of_items(r.D), [&](int64_t b, int64_t e) {
+                        softmax_backward_rows<T>(store, dx, dy, py, r, false, b, e);
+                      });
+                    });
                   });
-                });
-              });
-            }});
-    if (tape_details()) note_saved(out, {{"y", out}});
+                }},
+           {{"y", out}});
   }
   return out;
 }

@@ -102,8 +102,8 @@ Tensor dropout(const Tensor& input, double p, uint64_t key) {
                       });
                     });
                   });
-                }});
-    if (tape_details()) note_saved(out, {{"keep", keep}});
+                }},
+           {{"keep", keep}});
   }
   return out;
 }

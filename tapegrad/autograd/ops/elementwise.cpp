@@ -62,10 +62,8 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
                     });
                   });
                 });
-              }});
-  if (tape_details() && saved.defined()) {
-    note_saved(out, {{saves == Saves::Input ? "x" : "y", saved}});
-  }
+              }},
+         {{saves == Saves::Input ? "x" : "y", saved}});
   return out;
 }
 
@@ -145,8 +143,8 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB g
                 if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
                 if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
               },
-          .fast = kernel});
-  if (kSavesInputs && tape_details()) note_saved(out, {{"a", a}, {"b", b}});
+          .fast = kernel},
+         {{"a", sa}, {"b", sb}});
   return out;
 }
 
@@ -317,8 +315,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
                     });
                   });
                 },
-            .allow_inf = std::isinf(value)});
-    if (tape_details()) note_saved(out, {{"mask", mask}});
+            .allow_inf = std::isinf(value)},
+           {{"mask", mask}});
   }
   return out;
 }
@@ -369,8 +367,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                       });
                     }
                   });
-                }});
-    if (tape_details()) note_saved(out, {{"cond", cond}});
+                }},
+           {{"cond", cond}});
   }
   return out;
 }

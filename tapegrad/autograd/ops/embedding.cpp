@@ -83,8 +83,8 @@ Tensor embedding(const Tensor& weight_in, const Tensor& ids_in,
                     embedding_backward<T>(g.write(0, Writes::Some).grad.data<T>(), dout.data<T>(),
                                           ids.data<int64_t>(), N, C, pad);
                   });
-                }});
-    if (tape_details()) note_saved(out, {{"ids", ids}});
+                }},
+           {{"ids", ids}});
   }
   return out;
 }

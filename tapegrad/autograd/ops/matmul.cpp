@@ -75,8 +75,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = plain_matmul("matmul", a_in, b_in);
   profile::note_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a_in.size(-1)));
   if (recording(a_in, b_in)) {
-    record("matmul", {a_in, b_in}, out, {.backward = matmul_backward(a_in, b_in)});
-    if (tape_details()) note_saved(out, {{"a", a_in}, {"b", b_in}});
+    record("matmul", {a_in, b_in}, out, {.backward = matmul_backward(a_in, b_in)},
+           {{"a", a_in}, {"b", b_in}});
   }
   return out;
 }

@@ -68,8 +68,7 @@ Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
   if (const FastOps* fast = fast_ops()) return fast->softmax(op, x, dim, log);
   Tensor out = softmax_rows(op, x.contiguous(), dim, log);
   if (recording(x)) {
-    record(op, {x}, out, {.backward = softmax_backward(out.detach(), dim, log)});
-    if (tape_details()) note_saved(out, {{"y", out}});
+    record(op, {x}, out, {.backward = softmax_backward(out.detach(), dim, log)}, {{"y", out}});
   }
   return out;
 }
@@ -100,8 +99,8 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   Tensor out =
       softmax_rows("masked_softmax", masked_fill(input.detach(), mask, kNegInf), -1, false);
   if (recording(input)) {
-    record("masked_softmax", {input}, out, {.backward = softmax_backward(out.detach(), -1, false)});
-    if (tape_details()) note_saved(out, {{"y", out}});
+    record("masked_softmax", {input}, out, {.backward = softmax_backward(out.detach(), -1, false)},
+           {{"y", out}});
   }
   return out;
 }
