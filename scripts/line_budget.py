@@ -5,10 +5,11 @@ function of those folders longer than a screen (60 lines; the fast room is exemp
 
     python3 scripts/line_budget.py
 
-Exits 1 when a folder is over its budget or a long function is not listed in
-scripts/line_budget.txt, whose `limit` lines give each folder's budget for now and whose
-`long` lines name the functions still over a screen: each session moves the limits toward the
-targets and shortens the list, and nothing new may join it."""
+Exits 1 when a folder is over its budget, a long function is not listed in
+scripts/line_budget.txt, or a listed one is no longer long. That file's `limit` lines give
+each folder's budget for now and its `long` lines name the functions still over a screen:
+each session moves the limits toward the targets and shortens the list, and nothing new may
+join it."""
 import os
 import re
 import subprocess
@@ -68,6 +69,7 @@ def main():
     limits = {m[0]: int(m[1]) for m in re.findall(r"^limit (\S+) (\d+)", budget, re.M)}
     allowed = set(re.findall(r"^long (\S+)", budget, re.M))
     ok = True
+    seen = set()
     print("line budget (the fast room, tapegrad/autograd/fast/, is not counted):")
     for folder, exclude in FOLDERS.items():
         files = tracked(folder, exclude)
@@ -81,10 +83,14 @@ def main():
                 if length <= SCREEN:
                     continue
                 key = f"{f}:{name}"
+                seen.add(key)
                 known = key in allowed
                 ok = ok and known
                 print(f"    {length:4d} lines  {f}:{line} {name}"
                       f"{'' if known else '  NEW: longer than a screen'}")
+    for key in sorted(allowed - seen):
+        ok = False
+        print(f"    {key}: listed as long, but fits on a screen: take it off the list")
     if not ok:
         print("line budget: over (scripts/line_budget.txt)", file=sys.stderr)
     return 0 if ok else 1

@@ -97,11 +97,21 @@ SafetensorsContents load_safetensors(const std::string& path) {
   }
 }
 
-SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size,
-                                     const std::string& path) {
-  if (file_size < 8) fail(path, fmt::format("truncated: {} bytes, expected at least 8", file_size));
+namespace {
 
-  uint64_t header_len = 0;
+// One tensor of the header: its name, dtype, shape and byte range in the data region.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// The header after the 8-byte length, parsed once its length and nesting are known to be
+// bounded; header_len is set to its length.
+nlohmann::json read_header(std::istream& in, uint64_t file_size, const std::string& path,
+                           uint64_t& header_len) {
+  if (file_size < 8) fail(path, fmt::format("truncated: {} bytes, expected at least 8", file_size));
   in.read(reinterpret_cast<char*>(&header_len), 8);
   if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
     fail(path, fmt::format("header length {} is impossible for a file of {} bytes", header_len,
@@ -113,76 +123,62 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size,
   if (io::json_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
     fail(path, fmt::format("header nests deeper than {} levels", kMaxJsonDepth));
   }
-  const nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
+  nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
   if (header.is_discarded() || !header.is_object()) fail(path, "header is not a JSON object");
-  const uint64_t data_size = file_size - 8 - header_len;
+  return header;
+}
 
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
+// Tensor `name`'s header entry v, checked against the data region of data_size bytes. Every
+// element takes at least one byte of the data region, which bounds each extent and the running
+// product (overflow-checked) before anything is multiplied out.
+Entry parse_entry(const std::string& name, const nlohmann::json& v, uint64_t data_size,
+                  const std::string& path) {
+  auto bad = [&](const std::string& why) {
+    fail(path, fmt::format("tensor '{}': {}", clip(name), why));
   };
-  std::vector<Entry> entries;
-  SafetensorsContents out;
-  for (const auto& item : header.items()) {
-    const std::string& name = item.key();
-    const nlohmann::json& v = item.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) fail(path, "__metadata__ is not an object");
-      for (const auto& [k, s] : v.items()) {
-        if (!s.is_string()) fail(path, fmt::format("metadata '{}' is not a string", clip(k)));
-        out.metadata[k] = s.get<std::string>();
-      }
-      continue;
-    }
-    auto bad = [&](const std::string& why) {
-      fail(path, fmt::format("tensor '{}': {}", clip(name), why));
-    };
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
-        !v.contains("data_offsets")) {
-      bad("needs dtype, shape and data_offsets");
-    }
-    const auto& jd = v["dtype"];
-    const auto dtype = jd.is_string() ? dtype_from_code(jd.get<std::string>()) : std::nullopt;
-    if (!dtype) bad(fmt::format("unsupported dtype {}", quote(jd)));
-    Entry e{name, *dtype, {}, 0, 0};
-    const auto& js = v["shape"];
-    if (!js.is_array() || js.size() > kMaxRank) bad(fmt::format("bad shape {}", quote(js)));
-    // Every element takes at least one byte of the data region, which bounds each extent and
-    // the running product (overflow-checked) before anything is multiplied out.
-    uint64_t elements = 1;
-    bool zero = false;
-    for (const auto& d : js) {
-      if (!d.is_number_unsigned()) bad(fmt::format("bad shape {}", quote(js)));
-      const uint64_t n = d.get<uint64_t>();
-      zero = zero || n == 0;
-      if (n > data_size && n != 0) bad(fmt::format("shape {} is larger than the file", quote(js)));
-      if (!zero && (__builtin_mul_overflow(elements, n, &elements) || elements > data_size)) {
-        bad(fmt::format("shape {} is larger than the file", quote(js)));
-      }
-      e.shape.push_back(static_cast<int64_t>(n));
-    }
-    const uint64_t bytes = zero ? 0 : elements * dtype_size(e.dtype);  // <= 8 x the file size
-    const auto& jo = v["data_offsets"];
-    if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() ||
-        !jo[1].is_number_unsigned()) {
-      bad(fmt::format("bad data_offsets {}", quote(jo)));
-    }
-    e.begin = jo[0].get<uint64_t>();
-    e.end = jo[1].get<uint64_t>();
-    if (e.begin > e.end || e.end > data_size) {
-      bad(fmt::format("data_offsets [{}, {}] outside the {} data bytes", e.begin, e.end,
-                      data_size));
-    }
-    if (e.end - e.begin != bytes) {
-      bad(fmt::format("data_offsets [{}, {}] hold {} bytes, shape {} {} needs {}", e.begin, e.end,
-                      e.end - e.begin, e.shape, dtype_name(e.dtype), bytes));
-    }
-    entries.push_back(std::move(e));
+  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+      !v.contains("data_offsets")) {
+    bad("needs dtype, shape and data_offsets");
   }
-  // The tensors tile the data region exactly, as the safetensors format requires: no overlap,
-  // no gap, nothing after the last.
+  const auto& jd = v["dtype"];
+  const auto dtype = jd.is_string() ? dtype_from_code(jd.get<std::string>()) : std::nullopt;
+  if (!dtype) bad(fmt::format("unsupported dtype {}", quote(jd)));
+  Entry e{name, *dtype, {}, 0, 0};
+  const auto& js = v["shape"];
+  if (!js.is_array() || js.size() > kMaxRank) bad(fmt::format("bad shape {}", quote(js)));
+  uint64_t elements = 1;
+  bool zero = false;
+  for (const auto& d : js) {
+    if (!d.is_number_unsigned()) bad(fmt::format("bad shape {}", quote(js)));
+    const uint64_t n = d.get<uint64_t>();
+    zero = zero || n == 0;
+    if (n > data_size && n != 0) bad(fmt::format("shape {} is larger than the file", quote(js)));
+    if (!zero && (__builtin_mul_overflow(elements, n, &elements) || elements > data_size)) {
+      bad(fmt::format("shape {} is larger than the file", quote(js)));
+    }
+    e.shape.push_back(static_cast<int64_t>(n));
+  }
+  const uint64_t bytes = zero ? 0 : elements * dtype_size(e.dtype);  // <= 8 x the file size
+  const auto& jo = v["data_offsets"];
+  if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() ||
+      !jo[1].is_number_unsigned()) {
+    bad(fmt::format("bad data_offsets {}", quote(jo)));
+  }
+  e.begin = jo[0].get<uint64_t>();
+  e.end = jo[1].get<uint64_t>();
+  if (e.begin > e.end || e.end > data_size) {
+    bad(fmt::format("data_offsets [{}, {}] outside the {} data bytes", e.begin, e.end, data_size));
+  }
+  if (e.end - e.begin != bytes) {
+    bad(fmt::format("data_offsets [{}, {}] hold {} bytes, shape {} {} needs {}", e.begin, e.end,
+                    e.end - e.begin, e.shape, dtype_name(e.dtype), bytes));
+  }
+  return e;
+}
+
+// The tensors tile the data region exactly, as the safetensors format requires: no overlap,
+// no gap, nothing after the last. Sorts entries by offset.
+void check_tiling(std::vector<Entry>& entries, uint64_t data_size, const std::string& path) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
@@ -202,21 +198,50 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size,
     fail(path, fmt::format("data bytes [{}, {}) after the last tensor belong to no tensor", covered,
                            data_size));
   }
-  for (const Entry& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
-    in.seekg(static_cast<std::streamoff>(8 + header_len + e.begin));
-    in.read(static_cast<char*>(t.impl().storage->data()),
-            static_cast<std::streamsize>(e.end - e.begin));
-    if (!in) fail(path, fmt::format("tensor '{}': read failed", clip(e.name)));
-    if (e.dtype == DType::Bool) {
-      const auto* p = static_cast<const uint8_t*>(t.impl().storage->data());
-      for (uint64_t i = 0; i < e.end - e.begin; ++i) {
-        if (p[i] > 1) {
-          fail(path, fmt::format("tensor '{}': bool byte {} is not 0 or 1", clip(e.name), p[i]));
-        }
+}
+
+// Entry e's bytes, read from the data region that starts at data_start; a bool must be 0 or 1.
+Tensor read_tensor(std::istream& in, uint64_t data_start, const Entry& e, const std::string& path) {
+  Tensor t = empty(e.shape, e.dtype);
+  in.seekg(static_cast<std::streamoff>(data_start + e.begin));
+  in.read(static_cast<char*>(t.impl().storage->data()),
+          static_cast<std::streamsize>(e.end - e.begin));
+  if (!in) fail(path, fmt::format("tensor '{}': read failed", clip(e.name)));
+  if (e.dtype == DType::Bool) {
+    const auto* p = static_cast<const uint8_t*>(t.impl().storage->data());
+    for (uint64_t i = 0; i < e.end - e.begin; ++i) {
+      if (p[i] > 1) {
+        fail(path, fmt::format("tensor '{}': bool byte {} is not 0 or 1", clip(e.name), p[i]));
       }
     }
-    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return t;
+}
+
+}  // namespace
+
+SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size,
+                                     const std::string& path) {
+  uint64_t header_len = 0;
+  const nlohmann::json header = read_header(in, file_size, path, header_len);
+  const uint64_t data_size = file_size - 8 - header_len;
+  std::vector<Entry> entries;
+  SafetensorsContents out;
+  for (const auto& item : header.items()) {
+    const nlohmann::json& v = item.value();
+    if (item.key() != "__metadata__") {
+      entries.push_back(parse_entry(item.key(), v, data_size, path));
+      continue;
+    }
+    if (!v.is_object()) fail(path, "__metadata__ is not an object");
+    for (const auto& [k, s] : v.items()) {
+      if (!s.is_string()) fail(path, fmt::format("metadata '{}' is not a string", clip(k)));
+      out.metadata[k] = s.get<std::string>();
+    }
+  }
+  check_tiling(entries, data_size, path);
+  for (const Entry& e : entries) {
+    out.tensors.emplace_back(e.name, read_tensor(in, 8 + header_len, e, path));
   }
   return out;
 }

@@ -99,16 +99,119 @@ double length_penalized(double log_prob, int64_t length, double alpha) {
   return log_prob / std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }
 
+namespace {
+
+// The decoder's log-probabilities at position t of every live row, sources in order: N rows of
+// V, in float64 so that ranks and sums do not depend on float32 rounding. N = 0: none is live.
+std::vector<double> step_log_probs(MiniTransformer& model, MiniTransformer::DecodeState& state,
+                                   const std::vector<Source>& sources, int64_t t,
+                                   const GenerateOptions& o, int64_t& N, int64_t& V) {
+  std::vector<int64_t> ids, prefixes;
+  for (const Source& s : sources) {
+    for (const Hypothesis& h : s.live) {
+      ids.push_back(t == 0 ? o.bos : h.tokens.back());
+      if (o.cache) continue;
+      prefixes.push_back(o.bos);  // the uncached decoder reads the whole prefix
+      prefixes.insert(prefixes.end(), h.tokens.begin(), h.tokens.end());
+    }
+  }
+  N = static_cast<int64_t>(ids.size());
+  if (N == 0) return {};
+  const Tensor logits =
+      o.cache ? model.decode_step(from_vector(ids, {N}), state)
+              : squeeze(slice(model.decode(from_vector(prefixes, {N, t + 1}), state.memory), 1, t,
+                              t + 1),
+                        1);
+  const Tensor logp = log_softmax(logits.to(DType::Float64), -1);
+  V = logp.size(1);
+  return logp.to_vector<double>();
+}
+
+// Source b's candidates at step t, as flat indices row * V + token into logp, best first: one
+// drawn token when sampling, else the best min(2 beam, K V) of its K rows (1 when greedy).
+std::vector<int64_t> candidates_of(const Source& s, size_t b, int64_t t, int64_t row0,
+                                   const std::vector<double>& logp, int64_t V,
+                                   const GenerateOptions& o) {
+  const auto K = static_cast<int64_t>(s.live.size());
+  if (K == 0) return {};
+  if (o.sample) {
+    const double u =
+        static_cast<double>(counter_bits(counter_bits(o.seed, b), t) >> 11) * 0x1.0p-53;
+    return {row0 * V + sample_token(&logp[row0 * V], V, o, u)};
+  }
+  const int64_t wanted = std::min<int64_t>(o.beam == 1 ? 1 : 2 * o.beam, K * V);
+  std::vector<int64_t> candidates(K * V);
+  std::iota(candidates.begin(), candidates.end(), row0 * V);
+  auto total = [&](int64_t c) { return s.live[c / V - row0].log_prob + logp[c]; };
+  std::partial_sort(
+      candidates.begin(), candidates.begin() + wanted, candidates.end(),
+      [&](int64_t a, int64_t c) { return total(a) != total(c) ? total(a) > total(c) : a < c; });
+  candidates.resize(wanted);
+  return candidates;
+}
+
+// Source s takes its candidates: each <eos> finishes a hypothesis, the others extend the next
+// live rows (at most beam), whose parents' rows go to parent_rows. The source then ends when
+// it is out of room (last) or no live hypothesis can still beat its best finished one: a live
+// score can rise to at most log_prob / longest_penalty.
+void advance(Source& s, const std::vector<int64_t>& candidates, int64_t row0,
+             const std::vector<double>& logp, int64_t V, bool last, double longest_penalty,
+             const GenerateOptions& o, std::vector<int64_t>& parent_rows) {
+  const double alpha = o.length_penalty;
+  std::vector<Hypothesis> next;
+  for (const int64_t c : candidates) {
+    const Hypothesis& parent = s.live[c / V - row0];
+    const int64_t token = c % V;
+    const double log_prob = parent.log_prob + logp[c];
+    if (token == o.eos) {
+      const auto length = static_cast<int64_t>(parent.tokens.size()) + 1;
+      s.finished.push_back(
+          {parent.tokens, log_prob, length_penalized(log_prob, length, alpha), true});
+    } else if (static_cast<int64_t>(next.size()) < o.beam) {
+      Hypothesis h{parent.tokens, log_prob};
+      h.tokens.push_back(token);
+      next.push_back(std::move(h));
+      parent_rows.push_back(c / V);
+    }
+  }
+  std::stable_sort(s.finished.begin(), s.finished.end(),
+                   [](const Generation& a, const Generation& c) { return a.score > c.score; });
+  if (static_cast<int64_t>(s.finished.size()) > o.beam) s.finished.resize(o.beam);
+  bool done = last;
+  if (!done && !s.finished.empty()) {
+    double best_live = -INFINITY;
+    for (const Hypothesis& h : next) best_live = std::max(best_live, h.log_prob / longest_penalty);
+    done = s.finished.front().score >= best_live;
+  }
+  if (done) {
+    for (const Hypothesis& h : next) {
+      const auto length = static_cast<int64_t>(h.tokens.size());
+      s.cut.push_back({h.tokens, h.log_prob, length_penalized(h.log_prob, length, alpha), false});
+    }
+    parent_rows.resize(parent_rows.size() - next.size());
+    next.clear();
+  }
+  s.live = std::move(next);
+}
+
+// A source's answer: its best finished hypothesis, or, when none finished, its best cut one.
+Generation best_of(Source& s) {
+  if (!s.finished.empty()) return std::move(s.finished.front());
+  return std::move(*std::max_element(
+      s.cut.begin(), s.cut.end(),
+      [](const Generation& a, const Generation& c) { return a.score < c.score; }));
+}
+
+}  // namespace
+
 std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
                                  const GenerateOptions& o) {
   check(model, src_ids, o);
   EvalScope eval(model);
   NoGradGuard no_grad;
   const auto B = static_cast<size_t>(src_ids.size(0));
-  const double alpha = o.length_penalty;
-  // a live hypothesis's score can rise to at most log_prob / penalty(max_len)
-  const double longest_penalty = std::pow((5.0 + static_cast<double>(o.max_len)) / 6.0, alpha);
-
+  const double longest_penalty =
+      std::pow((5.0 + static_cast<double>(o.max_len)) / 6.0, o.length_penalty);
   MiniTransformer::DecodeState state;
   if (o.cache) {
     state = model.start_decoding(model.encode(src_ids), o.max_len);
@@ -119,90 +222,19 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
   for (Source& s : sources) s.live = {Hypothesis{}};
 
   for (int64_t t = 0; t < o.max_len; ++t) {
-    // the decoder's input at position t for every live row, sources in order
-    std::vector<int64_t> ids, prefixes;
-    for (const Source& s : sources) {
-      for (const Hypothesis& h : s.live) {
-        ids.push_back(t == 0 ? o.bos : h.tokens.back());
-        if (o.cache) continue;
-        prefixes.push_back(o.bos);  // the uncached decoder reads the whole prefix
-        prefixes.insert(prefixes.end(), h.tokens.begin(), h.tokens.end());
-      }
-    }
-    if (ids.empty()) break;
-    const auto N = static_cast<int64_t>(ids.size());
-    const Tensor logits =
-        o.cache ? model.decode_step(from_vector(ids, {N}), state)
-                : squeeze(slice(model.decode(from_vector(prefixes, {N, t + 1}), state.memory), 1, t,
-                                t + 1),
-                          1);
-    // ranks and scores in float64, so that ties and sums do not depend on float32 rounding
-    const Tensor logp_t = log_softmax(logits.to(DType::Float64), -1);
-    const int64_t V = logp_t.size(1);
-    const std::vector<double> logp = logp_t.to_vector<double>();
-
+    int64_t N = 0, V = 0;
+    const std::vector<double> logp = step_log_probs(model, state, sources, t, o, N, V);
+    if (N == 0) break;
     std::vector<int64_t> parent_rows;
     bool same_sources = true;  // every source keeps as many rows as it had
     int64_t row0 = 0;
     for (size_t b = 0; b < B; ++b) {
       Source& s = sources[b];
-      const auto K = static_cast<int64_t>(s.live.size());
-      // candidates (row, token), best first
-      std::vector<int64_t> candidates;
-      if (o.sample && K > 0) {
-        const double u =
-            static_cast<double>(counter_bits(counter_bits(o.seed, b), t) >> 11) * 0x1.0p-53;
-        candidates.push_back(row0 * V + sample_token(&logp[row0 * V], V, o, u));
-      } else if (K > 0) {
-        const int64_t wanted = std::min<int64_t>(o.beam == 1 ? 1 : 2 * o.beam, K * V);
-        candidates.resize(K * V);
-        std::iota(candidates.begin(), candidates.end(), row0 * V);
-        auto total = [&](int64_t c) { return s.live[c / V - row0].log_prob + logp[c]; };
-        std::partial_sort(candidates.begin(), candidates.begin() + wanted, candidates.end(),
-                          [&](int64_t a, int64_t c) {
-                            return total(a) != total(c) ? total(a) > total(c) : a < c;
-                          });
-        candidates.resize(wanted);
-      }
-      std::vector<Hypothesis> next;
-      for (const int64_t c : candidates) {
-        const Hypothesis& parent = s.live[c / V - row0];
-        const int64_t token = c % V;
-        const double log_prob = parent.log_prob + logp[c];
-        if (token == o.eos) {
-          const auto length = static_cast<int64_t>(parent.tokens.size()) + 1;
-          s.finished.push_back(
-              {parent.tokens, log_prob, length_penalized(log_prob, length, alpha), true});
-        } else if (static_cast<int64_t>(next.size()) < o.beam) {
-          Hypothesis h{parent.tokens, log_prob};
-          h.tokens.push_back(token);
-          next.push_back(std::move(h));
-          parent_rows.push_back(c / V);
-        }
-      }
-      row0 += K;
-      std::stable_sort(s.finished.begin(), s.finished.end(),
-                       [](const Generation& a, const Generation& c) { return a.score > c.score; });
-      if (static_cast<int64_t>(s.finished.size()) > o.beam) s.finished.resize(o.beam);
-      // done: out of room, or no live hypothesis can still beat the best finished one
-      bool done = t + 1 == o.max_len;
-      if (!done && !s.finished.empty()) {
-        double best_live = -INFINITY;
-        for (const Hypothesis& h : next)
-          best_live = std::max(best_live, h.log_prob / longest_penalty);
-        done = s.finished.front().score >= best_live;
-      }
-      if (done) {
-        for (const Hypothesis& h : next) {
-          const auto length = static_cast<int64_t>(h.tokens.size());
-          s.cut.push_back(
-              {h.tokens, h.log_prob, length_penalized(h.log_prob, length, alpha), false});
-        }
-        parent_rows.resize(parent_rows.size() - next.size());
-        next.clear();
-      }
-      same_sources = same_sources && static_cast<int64_t>(next.size()) == K;
-      s.live = std::move(next);
+      const size_t K = s.live.size();
+      advance(s, candidates_of(s, b, t, row0, logp, V, o), row0, logp, V, t + 1 == o.max_len,
+              longest_penalty, o, parent_rows);
+      row0 += static_cast<int64_t>(K);
+      same_sources = same_sources && s.live.size() == K;
     }
     // reorder the rows unless they stay as they are (greedy and sampling until a source ends)
     bool same = static_cast<int64_t>(parent_rows.size()) == N;
@@ -210,18 +242,8 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
       same = parent_rows[r] == static_cast<int64_t>(r);
     if (!same) MiniTransformer::keep_rows(state, parent_rows, same_sources);
   }
-
   std::vector<Generation> out;
-  for (Source& s : sources) {
-    if (!s.finished.empty()) {
-      out.push_back(std::move(s.finished.front()));
-      continue;
-    }
-    const auto best = std::max_element(
-        s.cut.begin(), s.cut.end(),
-        [](const Generation& a, const Generation& c) { return a.score < c.score; });
-    out.push_back(std::move(*best));
-  }
+  for (Source& s : sources) out.push_back(best_of(s));
   return out;
 }
 
