@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The style CI checks (STYLE.md): every C++ file the project tracks is clang-format clean
-# (.clang-format) and opens with a comment saying what it holds, and no two library headers share
-# a file name. Then prints the library's size:
+# (.clang-format) and opens with a comment saying what it holds, no two library headers share a
+# file name, and no library file outside tapegrad/autograd/fast/ includes the fast room. Then prints the library's size:
 # lines per folder of tapegrad/, and in all, with how many of them are code (not blank, not a
 # comment line); and enforces the learner's folders' line budget (scripts/line_budget.py).
 #   bash scripts/check_style.sh
@@ -29,8 +29,14 @@ if [ -n "$dups" ]; then
   echo "style: two library headers share a file name: $(echo $dups)" >&2
   bad=1
 fi
+# the reference room includes nothing of the fast room: fast_ops.h is the door between them
+leaks=$(git grep -l '#include "tapegrad/autograd/fast/' -- tapegrad ':!tapegrad/autograd/fast' || true)
+if [ -n "$leaks" ]; then
+  echo "style: outside tapegrad/autograd/fast/, these include the fast room: $(echo $leaks)" >&2
+  bad=1
+fi
 [ "$bad" = 0 ] || exit 1
-echo "style: ${#files[@]} files clang-format clean, each opening with a comment; no two headers share a name"
+echo "style: ${#files[@]} files clang-format clean, each opening with a comment; no two headers share a name; the fast room included only through fast_ops.h"
 
 # lines and code lines of the files given on stdin
 count() { awk '{ n++ } !/^[[:space:]]*$/ && !/^[[:space:]]*\/\// { c++ } END { printf "%6d lines %6d code\n", n, c }'; }

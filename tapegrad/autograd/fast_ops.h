@@ -33,6 +33,9 @@ struct FastOps {
   // softmax and log_softmax
   Tensor (*softmax)(const char* op, const Tensor& x, int64_t dim, bool log);
   Tensor (*masked_softmax)(const Tensor& x, const Tensor& mask);
+  // sum and mean over the last dims of a contiguous x: sums[i] = the sum of the run
+  // x[i * count, (i + 1) * count), in double, for i < rows
+  void (*run_sums)(const Tensor& x, int64_t rows, int64_t count, double* sums);
 };
 
 // The derivatives of primitives the fast room computes, which it records beside its kernels

@@ -14,6 +14,7 @@ const FastOps* installed_fast_ops() {
       .cross_entropy = fast_cross_entropy,
       .softmax = fast_softmax,
       .masked_softmax = fast_masked_softmax,
+      .run_sums = fast_run_sums,
   };
   return &ops;
 }

@@ -23,5 +23,6 @@ Tensor fast_cross_entropy(const Tensor& logits, const Tensor& targets,
                           const CrossEntropyOptions& options);                // loss.cpp
 Tensor fast_softmax(const char* op, const Tensor& x, int64_t dim, bool log);  // softmax.cpp
 Tensor fast_masked_softmax(const Tensor& x, const Tensor& mask);
+void fast_run_sums(const Tensor& x, int64_t rows, int64_t count, double* sums);  // reduce.cpp
 
 }  // namespace tapegrad

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tapegrad/autograd/fast/vmath.h"
+#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/profile.h"
@@ -65,46 +65,20 @@ Shape kept_shape(const Shape& shape, const Plan& p) {
   return kept;
 }
 
-// Elements a task of a contiguous sum folds: a long run (a full sum) splits into chunks of this
-// size between threads, and the chunks' sums are added in order, so the result does not depend
-// on the thread count.
-constexpr int64_t kSumChunk = 1 << 14;
-
-// acc[i] = the sum of the contiguous run x[i * count, (i + 1) * count), in double lanes.
-template <class T>
-void contiguous_sums(const T* x, int64_t outer, int64_t count, double* acc) {
-  const int64_t chunks = std::max<int64_t>(1, (count + kSumChunk - 1) / kSumChunk);
-  std::vector<double> partial(static_cast<size_t>(outer * chunks));
-  parallel_for(
-      outer * chunks, grain_of_items(std::min(count, kSumChunk)), [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t i = t / chunks, c0 = (t % chunks) * kSumChunk;
-          const T* run = x + i * count + c0;
-          partial[t] = lane_sum_of<double>(std::min(kSumChunk, count - c0), [run](int64_t j) {
-            return static_cast<double>(run[j]);
-          });
-        }
-      });
-  for (int64_t i = 0; i < outer; ++i) {
-    double total = 0;
-    for (int64_t c = 0; c < chunks; ++c) total += partial[i * chunks + c];
-    acc[i] = total;
-  }
-}
-
 // out = scale * sum of x over the plan; backward: dx += scale * dout broadcast back.
 Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) {
   const profile::Scope profile_scope(op);
   Tensor out = empty(p.out_shape, x.dtype());
-  // the reduced dims last, in a contiguous x: runs of `count`, summed in lanes and in parallel
-  const bool runs = p.suffix && x.is_contiguous() && p.count > 0;
+  // the reduced dims last, in a contiguous x: runs of `count`, which the fast room sums
+  const FastOps* fast = fast_ops();
+  const bool runs = fast && p.suffix && x.is_contiguous() && p.count > 0;
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // Accumulate in double so float32 sums over long rows keep their precision.
     std::vector<double> acc(out.numel(), 0.0);
     const T* px = x.data<T>();
     if (runs) {
-      contiguous_sums<T>(px, out.numel(), p.count, acc.data());
+      fast->run_sums(x, out.numel(), p.count, acc.data());
     } else {
       for_each_offset<2>(x.shape(), {&p.map_strides, &x.strides()},
                          [&](const auto& o) { acc[o[0]] += px[o[1]]; });
