@@ -24,7 +24,16 @@ while ((killed < kills)); do
     "$train" "${args[@]}" --save-every 1 --out "$run" --replace > /dev/null 2>&1 &
   fi
   pid=$!
-  sleep "0.$(printf '%03d' $((20 + RANDOM % 300)))"
+  if ((before_first >= 3)) && [[ ! -f $run/latest ]]; then
+    # a slow build (the sanitizers) or a busy machine starts slower than the instants below:
+    # this start is killed once it has committed its first checkpoint (at most a minute)
+    for _ in $(seq 600); do
+      [[ -f $run/latest ]] && break
+      sleep 0.1
+    done
+  else
+    sleep "0.$(printf '%03d' $((20 + RANDOM % 300)))"
+  fi
   if ! kill -9 "$pid" 2> /dev/null; then
     echo "the trainer ended before it was killed (cycle $((killed + 1))): raise --steps"
     exit 1
