@@ -57,8 +57,13 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
                   const T* s = saved.defined() ? saved.data<T>() : nullptr;
                   assign_or_add(first, [&](auto store) {
                     parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
-                      for (int64_t i = b; i < e; ++i)
-                        store(px[i], static_cast<T>(grad(d[i], s ? s[i] : T{0})));
+                      if (s) {
+                        for (int64_t i = b; i < e; ++i)
+                          store(px[i], static_cast<T>(grad(d[i], s[i])));
+                      } else {
+                        for (int64_t i = b; i < e; ++i)
+                          store(px[i], static_cast<T>(grad(d[i], T{0})));
+                      }
                     });
                   });
                 });
@@ -70,7 +75,7 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
 // One operand's gradient, on elements: dx = grad(dout, a, b) at every element of the output,
 // summed over the dims the operand was broadcast along (its strides sg are 0 there). The loop
 // is split between threads unless two of them would add into one element.
-template <class T, class Grad>
+template <bool kSavesInputs, class T, class Grad>
 void binary_input_kernel(const Shape& shape, const Tensor& dout, const Shape& sg, const T* pa,
                          const Shape& sa, const T* pb, const Shape& sb, Grads::Buffer dx,
                          Grad grad) {
@@ -79,10 +84,16 @@ void binary_input_kernel(const Shape& shape, const Tensor& dout, const Shape& sg
   T* px = dx.grad.data<T>();
   const T* d = dout.data<T>();
   assign_or_add(dx.first, [&](auto store) {
-    parallel_for_each_offset<4>(shape, {&sg, &dout.strides(), &sa, &sb}, grain, [&](const auto& o) {
-      const T va = pa ? pa[o[2]] : T{0}, vb = pb ? pb[o[3]] : T{0};
-      store(px[o[0]], static_cast<T>(grad(d[o[1]], va, vb)));
-    });
+    if constexpr (kSavesInputs) {
+      parallel_for_each_offset<4>(
+          shape, {&sg, &dout.strides(), &sa, &sb}, grain, [&](const auto& o) {
+            store(px[o[0]], static_cast<T>(grad(d[o[1]], pa[o[2]], pb[o[3]])));
+          });
+    } else {  // constant partials: the operands are not read
+      parallel_for_each_offset<2>(shape, {&sg, &dout.strides()}, grain, [&](const auto& o) {
+        store(px[o[0]], static_cast<T>(grad(d[o[1]], T{0}, T{0})));
+      });
+    }
   });
 }
 
@@ -131,8 +142,9 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB g
           continue;
         }
         const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
-        binary_input_kernel<T>(shape, dout, sg, pa, ssa, pb, ssb,
-                               g.write(i, broadcast ? Writes::Some : Writes::Every), grad);
+        binary_input_kernel<kSavesInputs, T>(shape, dout, sg, pa, ssa, pb, ssb,
+                                             g.write(i, broadcast ? Writes::Some : Writes::Every),
+                                             grad);
       }
     });
   };
