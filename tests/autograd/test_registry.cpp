@@ -365,6 +365,8 @@ TEST_CASE("every op of the library has a case in the registry", "[autograd][regi
       {"logical_or", "bool masks: no gradient"},
       {"argmax", "an index: no gradient"},
       {"keep_mask", "a bool mask: no gradient"},
+      {"embedding_backward",
+       "embedding's backward, which embedding's gradgradcheck differentiates"},
       {"dropout_scale", "a number"},
       {"gelu_slope", "a composition of ops with cases (erf, exp, mul, add)"},
       {"gelu_of", "a scalar function inside gelu's kernel"},

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "tapegrad/autograd/ops/elementwise.h"
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 
@@ -28,17 +28,6 @@ void dropout_forward(T* __restrict out, uint8_t* __restrict keep, const T* __res
     const bool k = m.keeps(start + i);
     keep[i] = k;
     out[i] = k ? inp[i] * scale : T{0};
-  }
-}
-
-// dx (+)= keep ? dout * dropout_scale(p) : 0, with store assigning or adding (assign_or_add)
-template <class T, class Store>
-void dropout_backward(Store store, T* __restrict dinp, const T* __restrict dout,
-                      const uint8_t* __restrict keep, int64_t N, double p) {
-  const auto scale = static_cast<T>(dropout_scale(p));
-  for (int64_t i = 0; i < N; ++i) {
-    const T kept = dout[i] * scale;
-    store(dinp[i], keep[i] ? kept : T{0});
   }
 }
 
@@ -88,20 +77,6 @@ Tensor dropout(const Tensor& input, double p, uint64_t key) {
                 [keep, p](const Tensor& dout, Grads& g) {
                   // the same mask on the gradient: dx = keep ? dout * scale : 0
                   g.pass(0, where(keep, mul(dout, dropout_scale(p)), zeros_like(dout)));
-                },
-            .fast =
-                [keep, N, p](const Tensor& dout, Grads& g) {
-                  dispatch_floating("dropout", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const auto [grad, first] = g.write(0, Writes::Every);
-                    T* dx = grad.data<T>();
-                    const T* dy = dout.data<T>();
-                    assign_or_add(first, [&](auto store) {
-                      parallel_for(N, kGrainElements, [&](int64_t b, int64_t e) {
-                        dropout_backward<T>(store, dx + b, dy + b, mask_bytes(keep) + b, e - b, p);
-                      });
-                    });
-                  });
                 }},
            {{"keep", keep}});
   }

@@ -1,16 +1,14 @@
-// Elementwise kernels. Each op is its forward formula and its derivative, side by side, the
-// derivative written once as a generic function of dout and the saved values: called on
-// tensors it is the backward in differentiable ops (first order, and higher orders under
-// create_graph); called on one element's numbers it is the first-order kernel, one pass with
-// no temporaries. Two generic drivers (unary, binary) run both over any layout.
+// Elementwise ops. Each op is its forward formula on one element and its derivative, side by
+// side, the derivative a function of dout and the saved values in differentiable ops: the
+// backward of first order and, under create_graph, of higher orders. Two generic drivers
+// (unary, binary) run them over any layout.
 #include "tapegrad/autograd/ops/elementwise.h"
 
 #include <cmath>
-#include <concepts>
 #include <numbers>
 
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -21,8 +19,8 @@ namespace {
 // What a unary op's derivative is written in terms of: its input x, its output y, or neither.
 enum class Saves { Input, Output, Nothing };
 
-// y = f(x); dx = grad(dout, s), with s the saved x or y (0 for Saves::Nothing), on tensors in
-// backward and on each element's numbers in the first-order kernel.
+// y = f(x) on each element; dx = grad(dout, s), with s the saved x or y (undefined for
+// Saves::Nothing), in differentiable ops.
 template <class F, class Grad>
 Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
   const profile::Scope profile_scope(op);
@@ -46,61 +44,14 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
               [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](const Tensor& dout,
                                                                                  Grads& g) {
                 g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
-              },
-          .fast =
-              [saved, grad, n, op](const Tensor& dout, Grads& g) {
-                dispatch_floating(op, dout.dtype(), [&](auto tag) {
-                  using T = decltype(tag);
-                  const auto [dx, first] = g.write(0, Writes::Every);
-                  T* px = dx.data<T>();
-                  const T* d = dout.data<T>();
-                  const T* s = saved.defined() ? saved.data<T>() : nullptr;
-                  assign_or_add(first, [&](auto store) {
-                    parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
-                      if (s) {
-                        for (int64_t i = b; i < e; ++i)
-                          store(px[i], static_cast<T>(grad(d[i], s[i])));
-                      } else {
-                        for (int64_t i = b; i < e; ++i)
-                          store(px[i], static_cast<T>(grad(d[i], T{0})));
-                      }
-                    });
-                  });
-                });
               }},
          {{saves == Saves::Input ? "x" : "y", saved}});
   return out;
 }
 
-// One operand's gradient, on elements: dx = grad(dout, a, b) at every element of the output,
-// summed over the dims the operand was broadcast along (its strides sg are 0 there). The loop
-// is split between threads unless two of them would add into one element.
-template <bool kSavesInputs, class T, class Grad>
-void binary_input_kernel(const Shape& shape, const Tensor& dout, const Shape& sg, const T* pa,
-                         const Shape& sa, const T* pb, const Shape& sb, Grads::Buffer dx,
-                         Grad grad) {
-  const int64_t d0 = split_dim(shape);
-  const int64_t grain = d0 >= 0 && sg[d0] == 0 ? INT64_MAX : kGrainElements;
-  T* px = dx.grad.data<T>();
-  const T* d = dout.data<T>();
-  assign_or_add(dx.first, [&](auto store) {
-    if constexpr (kSavesInputs) {
-      parallel_for_each_offset<4>(
-          shape, {&sg, &dout.strides(), &sa, &sb}, grain, [&](const auto& o) {
-            store(px[o[0]], static_cast<T>(grad(d[o[1]], pa[o[2]], pb[o[3]])));
-          });
-    } else {  // constant partials: the operands are not read
-      parallel_for_each_offset<2>(shape, {&sg, &dout.strides()}, grain, [&](const auto& o) {
-        store(px[o[0]], static_cast<T>(grad(d[o[1]], T{0}, T{0})));
-      });
-    }
-  });
-}
-
 // out = f(a, b) with broadcasting; da = ga(dout, a, b) and db = gb(dout, a, b), each summed
 // back to its operand's shape. Ops whose partials are constants (add, sub) pass kSavesInputs
-// = false and keep no input alive; where such a gradient is dout itself and needs no sum, it
-// is handed on without a copy.
+// = false and keep no input alive.
 template <bool kSavesInputs, class F, class GA, class GB>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB gb) {
   const profile::Scope profile_scope(op);
@@ -118,45 +69,15 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB g
                                 [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
   });
   if (!recording(a, b)) return out;
-  const Tensor sa = kSavesInputs ? a.detach() : Tensor();
-  const Tensor sb = kSavesInputs ? b.detach() : Tensor();
-  const Shape a_shape = a.shape(), b_shape = b.shape();
-  const auto kernel = [=](const Tensor& dout, Grads& g) {
-    dispatch_floating(op, dout.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* pa = kSavesInputs ? sa.data<T>() : nullptr;
-      const T* pb = kSavesInputs ? sb.data<T>() : nullptr;
-      const Shape ssa =
-          kSavesInputs ? broadcast_strides(a_shape, sa.strides(), shape) : Shape(shape.size());
-      const Shape ssb =
-          kSavesInputs ? broadcast_strides(b_shape, sb.strides(), shape) : Shape(shape.size());
-      bool passed = false;  // dout handed on to one operand already
-      for (size_t i = 0; i < 2; ++i) {
-        if (!g.wants(i)) continue;
-        const Shape& s = i == 0 ? a_shape : b_shape;
-        const bool broadcast = numel(s) != numel(shape);
-        const auto grad = [&](T d, T va, T vb) { return i == 0 ? ga(d, va, vb) : gb(d, va, vb); };
-        if (!kSavesInputs && !broadcast && !passed && grad(T{1}, T{0}, T{0}) == T{1}) {
-          g.pass(i, dout);
-          passed = true;
-          continue;
-        }
-        const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
-        binary_input_kernel<kSavesInputs, T>(shape, dout, sg, pa, ssa, pb, ssb,
-                                             g.write(i, broadcast ? Writes::Some : Writes::Every),
-                                             grad);
-      }
-    });
-  };
-  record(op, {a, b}, out,
-         {.backward =
-              [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape, b_shape,
-               ga, gb](const Tensor& dout, Grads& g) {
-                if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
-                if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
-              },
-          .fast = kernel},
-         {{"a", sa}, {"b", sb}});
+  record(
+      op, {a, b}, out,
+      {.backward =
+           [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape = a.shape(),
+            b_shape = b.shape(), ga, gb](const Tensor& dout, Grads& g) {
+             if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
+             if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
+           }},
+      {{"a", kSavesInputs ? a.detach() : Tensor()}, {"b", kSavesInputs ? b.detach() : Tensor()}});
   return out;
 }
 
@@ -168,18 +89,8 @@ Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
       [=](const auto& d, const auto&) { return d * scale; });
 }
 
-// relu's gradient: d where y > 0, else 0 (0 at x = 0, as PyTorch), on numbers and on tensors
-template <std::floating_point T>
-T relu_gate(T d, T y) {
-  return y > 0 ? d : T{0};
-}
+// relu's gradient: d where y > 0, else 0 (0 at x = 0, as PyTorch)
 Tensor relu_gate(const Tensor& d, const Tensor& y) { return masked_fill(d, eq(y, 0), 0); }
-
-// gelu's slope on one number (gelu_slope for tensors)
-template <std::floating_point T>
-T gelu_slope(T v) {
-  return detail::gelu_slope_of(v);
-}
 
 }  // namespace
 
@@ -275,7 +186,6 @@ Tensor erf(const Tensor& x) {
   return unary(
       "erf", x, Saves::Input, [](auto v) { return std::erf(v); },
       [](const auto& d, const auto& x) {
-        using std::exp;  // on numbers; tapegrad::exp on tensors
         return d * exp(-(x * x)) * (2 * std::numbers::inv_sqrtpi);
       });
 }
@@ -284,10 +194,7 @@ Tensor erf(const Tensor& x) {
 Tensor pow(const Tensor& x, double p) {
   return unary(
       "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
-      [p](const auto& d, const auto& x) {
-        using std::pow;  // on numbers; tapegrad::pow on tensors
-        return d * pow(x, p - 1) * p;
-      });
+      [p](const auto& d, const auto& x) { return d * pow(x, p - 1) * p; });
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
@@ -312,21 +219,6 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     record("masked_fill", {x}, out,
            {.backward = [mask](const Tensor& dout,
                                Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
-            .fast =
-                [mask, sm](const Tensor& dout, Grads& g) {
-                  dispatch_floating("masked_fill", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const auto [grad, first] = g.write(0, Writes::Every);
-                    T* dx = grad.data<T>();
-                    const T* d = dout.data<T>();
-                    const bool* pm = mask.data<bool>();
-                    assign_or_add(first, [&](auto store) {
-                      parallel_for_each_offset<2>(
-                          dout.shape(), {&dout.strides(), &sm}, kGrainElements,
-                          [&](const auto& o) { store(dx[o[0]], pm[o[1]] ? T{0} : d[o[0]]); });
-                    });
-                  });
-                },
             .allow_inf = std::isinf(value)},
            {{"mask", mask}});
   }
@@ -360,25 +252,6 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                   const Tensor zero = zeros_like(dout);
                   if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
                   if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
-                },
-            .fast =
-                [cond, sc, shape, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout,
-                                                                            Grads& g) {
-                  dispatch_floating("where", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const T* d = dout.data<T>();
-                    const bool* pc = cond.data<bool>();
-                    for (size_t i = 0; i < 2; ++i) {
-                      if (!g.wants(i)) continue;
-                      const Shape& s = i == 0 ? a_shape : b_shape;
-                      const Shape sg = broadcast_strides(s, contiguous_strides(s), shape);
-                      T* dx = g.write(i, Writes::Some).grad.data<T>();
-                      const bool take = i == 0;
-                      for_each_offset<3>(shape, {&sg, &dout.strides(), &sc}, [&](const auto& o) {
-                        if (pc[o[2]] == take) dx[o[0]] += d[o[1]];
-                      });
-                    }
-                  });
                 }},
            {{"cond", cond}});
   }

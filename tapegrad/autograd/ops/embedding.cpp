@@ -1,50 +1,86 @@
-// Embedding: the forward is a gather of rows, the backward the matching scatter-add.
+// Embedding: the forward is a gather of rows, the backward the matching scatter-add, and each
+// is the other's derivative, so the one pair serves every order.
 //
 // Glossary: V vocabulary size, C embedding width, N ids (all dims of ids flattened).
 #include "tapegrad/autograd/ops/embedding.h"
 
 #include <algorithm>
 
-#include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/tape.h"
 
 namespace tapegrad {
 
 namespace {
 
-// weight (V,C), ids (N) -> out (N,C)
-template <class T>
-void embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t N, int64_t C) {
-  for (int64_t n = 0; n < N; ++n) std::copy_n(weight + ids[n] * C, C, out + n * C);
+Tensor gather_rows(const char* op, const Tensor& src, const Tensor& ids, int64_t skip,
+                   int64_t grad_skip);
+
+// src [N, C], ids [N] -> out [V, C]: out[v] = the sum of the rows src[n] with ids[n] == v,
+// leaving out the n with ids[n] == skip. Its derivative is the gather of the same rows.
+Tensor scatter_rows(const Tensor& src, const Tensor& ids, int64_t V, int64_t skip) {
+  const int64_t N = src.size(0), C = src.size(1);
+  Tensor out = zeros({V, C}, src.dtype());
+  dispatch_floating("embedding_backward", src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t* pid = ids.data<int64_t>();
+    const T* ps = src.data<T>();
+    T* po = out.data<T>();
+    for (int64_t n = 0; n < N; ++n) {
+      if (pid[n] == skip) continue;
+      std::transform(ps + n * C, ps + (n + 1) * C, po + pid[n] * C, po + pid[n] * C,
+                     std::plus<T>());
+    }
+  });
+  if (recording(src)) {
+    record("embedding_backward", {src}, out,
+           {.backward =
+                [ids, skip](const Tensor& dout, Grads& g) {
+                  g.pass(0, gather_rows("embedding_backward_backward", dout, ids, skip, skip));
+                }},
+           {{"ids", ids}});
+  }
+  return out;
 }
 
-// dweight[ids[n]] += dout[n] for every n whose id is not the padding id. Repeated ids add up.
-template <class T>
-void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t N, int64_t C,
-                        int64_t padding_idx) {
-  for (int64_t n = 0; n < N; ++n) {
-    if (ids[n] == padding_idx) continue;
-    T* row = dweight + ids[n] * C;
-    const T* d = dout + n * C;
-    for (int64_t c = 0; c < C; ++c) row[c] += d[c];
+// src [V, C], ids [N] -> out [N, C]: out[n] = src[ids[n]], 0 where ids[n] == skip. Its
+// derivative is the scatter-add of dout into the rows, leaving out the ids equal to grad_skip.
+Tensor gather_rows(const char* op, const Tensor& src_in, const Tensor& ids, int64_t skip,
+                   int64_t grad_skip) {
+  const Tensor src = src_in.contiguous();
+  const int64_t N = ids.numel(), V = src.size(0), C = src.size(1);
+  Tensor out = zeros({N, C}, src.dtype());
+  dispatch_floating(op, src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t* pid = ids.data<int64_t>();
+    const T* ps = src.data<T>();
+    T* po = out.data<T>();
+    for (int64_t n = 0; n < N; ++n) {
+      if (pid[n] != skip) std::copy_n(ps + pid[n] * C, C, po + n * C);
+    }
+  });
+  if (recording(src)) {
+    record(op, {src}, out,
+           {.backward =
+                [ids, V, grad_skip](const Tensor& dout, Grads& g) {
+                  g.pass(0, scatter_rows(dout.contiguous(), ids, V, grad_skip));
+                }},
+           {{"ids", ids}});
   }
+  return out;
 }
 
 }  // namespace
 
-Tensor embedding(const Tensor& weight_in, const Tensor& ids_in,
-                 std::optional<int64_t> padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64_t> padding_idx) {
   const profile::Scope profile_scope("embedding");
-  TG_CHECK(weight_in.dim() == 2, "embedding: weight must be [V, C], got shape {}",
-           weight_in.shape());
+  TG_CHECK(weight.dim() == 2, "embedding: weight must be [V, C], got shape {}", weight.shape());
   TG_CHECK(ids_in.dtype() == DType::Int64, "embedding: ids must be int64, got {} of shape {}",
            ids_in.dtype(), ids_in.shape());
-  const int64_t V = weight_in.size(0), C = weight_in.size(1);
+  const int64_t V = weight.size(0), C = weight.size(1);
   TG_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < V),
            "embedding: padding_idx {} out of range for a vocabulary of {}", *padding_idx, V);
-  const Tensor weight = weight_in.contiguous();
   const Tensor ids = ids_in.contiguous();
   const int64_t N = ids.numel();
   const int64_t* pid = ids.data<int64_t>();
@@ -55,38 +91,8 @@ Tensor embedding(const Tensor& weight_in, const Tensor& ids_in,
   }
   Shape shape = ids.shape();
   shape.push_back(C);
-  Tensor out = empty(shape, weight.dtype());
-  dispatch_floating("embedding", weight.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    embedding_forward<T>(out.data<T>(), weight.data<T>(), pid, N, C);
-  });
-  if (recording(weight)) {
-    record("embedding", {weight}, out,
-           {.backward =
-                [ids, N, C, V, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {
-                  // dweight = onehot(ids)^T dout, [V, N] @ [N, C]: row n of dout added into row
-                  // ids[n], padding rows left out; the scatter as a product, differentiable in dout
-                  Tensor onehot = zeros({N, V}, dout.dtype());
-                  dispatch_floating("embedding", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const int64_t* pid = ids.data<int64_t>();
-                    for (int64_t n = 0; n < N; ++n) {
-                      if (pid[n] != pad) onehot.data<T>()[n * V + pid[n]] = T{1};
-                    }
-                  });
-                  g.pass(0, matmul(transpose(onehot, 0, 1), reshape(dout, {N, C})));
-                },
-            .fast =
-                [ids, N, C, pad = padding_idx.value_or(-1)](const Tensor& dout, Grads& g) {
-                  dispatch_floating("embedding", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    embedding_backward<T>(g.write(0, Writes::Some).grad.data<T>(), dout.data<T>(),
-                                          ids.data<int64_t>(), N, C, pad);
-                  });
-                }},
-           {{"ids", ids}});
-  }
-  return out;
+  // every row looked up; the padding row's gradient left out
+  return reshape(gather_rows("embedding", weight, ids, -1, padding_idx.value_or(-1)), shape);
 }
 
 }  // namespace tapegrad

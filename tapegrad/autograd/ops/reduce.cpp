@@ -10,7 +10,7 @@
 #include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
@@ -88,38 +88,11 @@ Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) 
   });
   if (recording(x)) {
     record(op, {x}, out,
-           {.backward =
-                [kept = kept_shape(x.shape(), p), x_shape = x.shape(), scale](const Tensor& dout,
-                                                                              Grads& g) {
-                  // dx = scale * dout, its reduced dims put back as size 1, broadcast to x's shape
-                  g.pass(0, mul(expand(reshape(dout, kept), x_shape), scale));
-                },
-            .fast =
-                [op, map = p.map_strides, scale, suffix = p.suffix, count = p.count](
-                    const Tensor& dout, Grads& g) {
-                  dispatch_floating(op, dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    const Grads::Buffer gx = g.write(0, Writes::Every);
-                    T* dx = gx.grad.data<T>();
-                    const T* d = dout.data<T>();
-                    const auto s = static_cast<T>(scale);
-                    assign_or_add(gx.first, [&](auto store) {
-                      if (suffix && count > 0) {  // each dout element over its run of `count`
-                        parallel_for(
-                            dout.numel() * count, kGrainElements, [&](int64_t e0, int64_t e1) {
-                              for (int64_t e = e0; e < e1;) {
-                                const int64_t i = e / count, end = std::min(e1, (i + 1) * count);
-                                const T v = s * d[i];
-                                for (; e < end; ++e) store(dx[e], v);
-                              }
-                            });
-                        return;
-                      }
-                      for_each_offset<2>(gx.grad.shape(), {&gx.grad.strides(), &map},
-                                         [&](const auto& o) { store(dx[o[0]], s * d[o[1]]); });
-                    });
-                  });
-                }});
+           {.backward = [kept = kept_shape(x.shape(), p), x_shape = x.shape(), scale](
+                            const Tensor& dout, Grads& g) {
+             // dx = scale * dout, its reduced dims put back as size 1, broadcast to x's shape
+             g.pass(0, mul(expand(reshape(dout, kept), x_shape), scale));
+           }});
   }
   return out;
 }
@@ -169,24 +142,14 @@ Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) 
   if (recording(x)) {
     // dx[argmax] += dout: only the winning position moves the max
     record("max", {x}, out,
-           {.backward =
-                [index, kept = kept_shape(x.shape(), p), x_shape = x.shape()](const Tensor& dout,
-                                                                              Grads& g) {
-                  // dx = dout at each winning position, 0 elsewhere
-                  Tensor won = zeros(x_shape, DType::Bool);
-                  for (const int64_t i : *index) won.data<bool>()[i] = true;
-                  const Tensor spread = expand(reshape(dout, kept), x_shape);
-                  g.pass(0, where(won, spread, zeros_like(spread)));
-                },
-            .fast =
-                [index](const Tensor& dout, Grads& g) {
-                  dispatch_floating("max", dout.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    T* dx = g.write(0, Writes::Some).grad.data<T>();
-                    const T* d = dout.data<T>();
-                    for (size_t i = 0; i < index->size(); ++i) dx[(*index)[i]] += d[i];
-                  });
-                }});
+           {.backward = [index, kept = kept_shape(x.shape(), p), x_shape = x.shape()](
+                            const Tensor& dout, Grads& g) {
+             // dx = dout at each winning position, 0 elsewhere
+             Tensor won = zeros(x_shape, DType::Bool);
+             for (const int64_t i : *index) won.data<bool>()[i] = true;
+             const Tensor spread = expand(reshape(dout, kept), x_shape);
+             g.pass(0, where(won, spread, zeros_like(spread)));
+           }});
     if (tape_details())
       note_saved(out, {{"argmax", Shape{static_cast<int64_t>(index->size())}, DType::Int64}});
   }

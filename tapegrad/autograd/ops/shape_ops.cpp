@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -24,18 +24,6 @@ Tensor make_view(const Tensor& x, int64_t offset, Shape shape, Shape strides) {
   impl->strides = std::move(strides);
   impl->dtype = x.dtype();
   return Tensor(std::move(impl));
-}
-
-// g (contiguous, `shape`) += src read through `src_strides`, or = when this is g's first
-// writer (Grads::write): the step every view backward reduces to, with the window of g
-// starting at `g_offset`.
-void accumulate_into(const Grads::Buffer& g, int64_t g_offset, const Shape& g_strides,
-                     const Tensor& src, const Shape& src_strides, const Shape& shape) {
-  dispatch_floating("backward", g.grad.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    copy_strided(g.grad.data<T>() + g_offset, g_strides, src.data<T>(), src_strides, shape,
-                 !g.first);
-  });
 }
 
 }  // namespace
@@ -68,13 +56,9 @@ Tensor view(const Tensor& x, const Shape& requested) {
   Tensor out = make_view(x, x.offset(), shape, contiguous_strides(shape));
   if (recording(x)) {
     // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
-    record("view", {x}, out,
-           {.backward = [x_shape = x.shape()](const Tensor& dout,
-                                              Grads& g) { g.pass(0, reshape(dout, x_shape)); },
-            .fast =
-                [x_shape = x.shape()](const Tensor& dout, Grads& g) {
-                  g.pass(0, make_view(dout, dout.offset(), x_shape, contiguous_strides(x_shape)));
-                }});
+    record("view", {x}, out, {.backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+             g.pass(0, reshape(dout, x_shape));
+           }});
   }
   return out;
 }
@@ -117,21 +101,11 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   if (recording(x)) {
     // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
     // output dim k's stride.
-    record("permute", {x}, out,
-           {.backward =
-                [perm](const Tensor& dout, Grads& g) {
-                  std::vector<int64_t> inverse(perm.size());
-                  for (size_t k = 0; k < perm.size(); ++k)
-                    inverse[perm[k]] = static_cast<int64_t>(k);
-                  g.pass(0, permute(dout, inverse));
-                },
-            .fast =
-                [perm](const Tensor& dout, Grads& g) {
-                  const Grads::Buffer dx = g.write(0, Writes::Every);
-                  Shape read(perm.size());
-                  for (size_t k = 0; k < perm.size(); ++k) read[perm[k]] = dout.strides()[k];
-                  accumulate_into(dx, 0, dx.grad.strides(), dout, read, dx.grad.shape());
-                }});
+    record("permute", {x}, out, {.backward = [perm](const Tensor& dout, Grads& g) {
+             std::vector<int64_t> inverse(perm.size());
+             for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
+             g.pass(0, permute(dout, inverse));
+           }});
   }
   return out;
 }
@@ -157,26 +131,17 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
   Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, x.strides());
   if (recording(x)) {
     // dx[.., s:e, ..] += dout
-    record("slice", {x}, out,
-           {.backward =
-                [d, s, n](const Tensor& dout, Grads& g) {
-                  // dx = dout padded with zeros to the input's extent along d
-                  std::vector<Tensor> parts;
-                  Shape pad = dout.shape();
-                  if (s > 0) parts.push_back(zeros((pad[d] = s, pad), dout.dtype()));
-                  parts.push_back(dout);
-                  if (const int64_t after = n - s - dout.shape()[d]; after > 0) {
-                    parts.push_back(zeros((pad[d] = after, pad), dout.dtype()));
-                  }
-                  g.pass(0, parts.size() == 1 ? dout : concat(parts, d));
-                },
-            .fast =
-                [d, s](const Tensor& dout, Grads& g) {
-                  const Grads::Buffer dx =
-                      g.write(0, Writes::Some);  // the window; the rest stays zero
-                  accumulate_into(dx, s * dx.grad.strides()[d], dx.grad.strides(), dout,
-                                  dout.strides(), dout.shape());
-                }});
+    record("slice", {x}, out, {.backward = [d, s, n](const Tensor& dout, Grads& g) {
+             // dx = dout padded with zeros to the input's extent along d
+             std::vector<Tensor> parts;
+             Shape pad = dout.shape();
+             if (s > 0) parts.push_back(zeros((pad[d] = s, pad), dout.dtype()));
+             parts.push_back(dout);
+             if (const int64_t after = n - s - dout.shape()[d]; after > 0) {
+               parts.push_back(zeros((pad[d] = after, pad), dout.dtype()));
+             }
+             g.pass(0, parts.size() == 1 ? dout : concat(parts, d));
+           }});
   }
   return out;
 }
@@ -257,26 +222,12 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   }
   if (recording(xs)) {
     // d_i = dout[.., start_i : start_i + n_i, ..]
-    record("concat", xs, out,
-           {.backward =
-                [d, starts](const Tensor& dout, Grads& g) {
-                  for (size_t i = 0; i < starts.size(); ++i) {
-                    const int64_t end = i + 1 < starts.size() ? starts[i + 1] : dout.shape()[d];
-                    if (g.wants(i)) g.pass(i, slice(dout, d, starts[i], end));
-                  }
-                },
-            .fast =
-                [d, starts](const Tensor& dout, Grads& g) {
-                  for (size_t i = 0; i < starts.size(); ++i) {
-                    if (!g.wants(i)) continue;
-                    const Grads::Buffer dx = g.write(i, Writes::Every);
-                    const Tensor window =
-                        make_view(dout, dout.offset() + starts[i] * dout.strides()[d],
-                                  dx.grad.shape(), dout.strides());
-                    accumulate_into(dx, 0, dx.grad.strides(), window, window.strides(),
-                                    dx.grad.shape());
-                  }
-                }});
+    record("concat", xs, out, {.backward = [d, starts](const Tensor& dout, Grads& g) {
+             for (size_t i = 0; i < starts.size(); ++i) {
+               const int64_t end = i + 1 < starts.size() ? starts[i + 1] : dout.shape()[d];
+               if (g.wants(i)) g.pass(i, slice(dout, d, starts[i], end));
+             }
+           }});
   }
   return out;
 }
