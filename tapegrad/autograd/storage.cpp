@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

@@ -13,8 +13,8 @@
 
 #include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
-#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

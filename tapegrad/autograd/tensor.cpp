@@ -8,10 +8,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tensor.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad::nn {
 

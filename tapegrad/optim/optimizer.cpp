@@ -6,9 +6,9 @@
 #include <cmath>
 #include <set>
 
-#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad::optim {
 

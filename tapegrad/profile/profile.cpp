@@ -1,5 +1,5 @@
 // ProfileGuard: a stack of timed frames, self times and bytes charged to the innermost op.
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 
 #include <fmt/format.h>
 

@@ -13,9 +13,9 @@
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

@@ -12,9 +12,9 @@
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/softmax.h"
-#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

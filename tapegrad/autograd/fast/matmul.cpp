@@ -16,10 +16,10 @@
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
-#include "tapegrad/autograd/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

@@ -12,7 +12,7 @@
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/ops/softmax.h"
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "tapegrad/autograd/ops/elementwise.h"
-#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "tapegrad/autograd/ops/shape_ops.h"
-#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

@@ -10,7 +10,7 @@
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/softmax.h"
-#include "tapegrad/autograd/profile.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 

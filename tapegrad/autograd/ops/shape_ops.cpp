@@ -8,9 +8,9 @@
 #include <numeric>
 
 #include "tapegrad/autograd/ops/reduce.h"
-#include "tapegrad/profile/profile.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
