@@ -65,16 +65,7 @@ std::string shapes_of(const std::vector<Shape>& shapes) {
 }
 
 // Recording on for a backward that creates a graph, whatever the caller's mode; off otherwise.
-class GradModeScope {
- public:
-  explicit GradModeScope(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }
-  ~GradModeScope() { t_grad_enabled = previous_; }
-  GradModeScope(const GradModeScope&) = delete;
-  GradModeScope& operator=(const GradModeScope&) = delete;
-
- private:
-  bool previous_;
-};
+using GradModeScope = ScopedMode<detail::grad_mode, true>;
 
 // dst += g, in place; dst's shape and dtype, either in any layout.
 void add_in_place(Tensor& dst, const Tensor& g) {

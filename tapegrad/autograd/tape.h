@@ -1,30 +1,11 @@
-// The tape: reverse-mode autograd as a flat list of op records in execution order.
-//
-// Each differentiable op, when any input requires grad and grad mode is on, calls record():
-// it appends one TapeEntry (op name, input nodes, how to differentiate it) to this thread's
-// tape and makes its output a non-leaf whose GradNode owns that entry (an op may have several
-// outputs, each owning the one entry). backward() walks the tape in reverse from the root's
-// entry: an entry whose output received a gradient computes its inputs' gradients, which
-// accumulate into theirs; then the entry is released, freeing every buffer it saved. No
-// recursion, so depth is not a limit.
-//
-// One derivative per op. A primitive op states its gradient
-// once, as a backward written in differentiable ops (da = dout @ b^T). backward() runs it with
-// recording off; with create_graph it runs it with recording on, so the gradients it produces
-// are on the tape themselves and can be differentiated again (a Hessian-vector product, a
-// gradient penalty), to any order. A composite op (layer norm, attention, linear with its
-// epilogue, cross-entropy) states no derivative at all: it names its reference, the op
-// recomputed from primitives, and the walk differentiates that. A fast kernel may compute
-// either's first-order gradient faster; it is an implementation of the same derivative, tested
-// equal to it (tests/autograd/test_registry.cpp), and a ReferenceModeGuard turns every fast
-// kernel off. retain_graph keeps the entries for another backward; grad() returns gradients
-// instead of accumulating them into .grad(); hooks see (and may replace) a tensor's gradient
-// once it is complete.
-//
-// Ownership runs backwards like the graph: an output's node owns its entry, the entry owns its
-// input nodes. The tape itself only holds weak references for ordering, so a graph that is
-// dropped without backward() (say, an evaluation pass that forgot its NoGradGuard) frees
-// itself when its last tensor goes away.
+// The tape: reverse-mode autograd as a flat list of op records in execution order (the book,
+// docs/tape.md). A differentiable op on an input that requires grad calls record(), which
+// appends one TapeEntry and makes the op's output a non-leaf whose GradNode owns the entry.
+// backward() walks the tape in reverse: an entry whose outputs received gradients computes its
+// inputs' (Grads), then is released with every buffer it saved. Each op states its derivative
+// once (Derivative; docs/gradients.md). Ownership runs backwards like the graph (an output's
+// node owns its entry, the entry its input nodes; the tape holds weak references), so a graph
+// dropped without backward() frees itself.
 #pragma once
 
 #include <cstdint>
@@ -60,27 +41,15 @@ struct GradNode {
 
 struct Walk;
 
-// What a backward promises about the elements of input i's gradient it writes.
-//   Every: each element exactly once (an elementwise op, a gemm's output). The first writer
-//          gets the buffer uninitialised and assigns, which saves zero-filling it and reading
-//          the zeros back.
-//   Some:  a scatter or a sum (embedding rows, a broadcast operand, a slice's window): the
-//          buffer is zero-filled for the first writer, and every writer adds (first = false).
+// What a fast kernel promises about the elements of input i's gradient it writes: Every
+// element once (the first writer assigns into an uninitialised buffer), or Some (a scatter or a
+// sum: the buffer is zero-filled and every writer adds).
 enum class Writes { Every, Some };
 
-// The gradients a backward function writes, one per op input.
-//
-// Writing a gradient: the one rule. A backward delivers input i's gradient in one of two
-// forms, and both obey the same rule: within one walk, the first gradient delivered to a tensor
-// becomes that tensor's gradient buffer, and every later one is added into it.
-//   pass(i, t)          hands on a computed tensor t: the first delivery adopts t itself (no
-//                       copy; a view passes dout on this way), a later one adds t in.
-//   write(i, writes)    returns the buffer to write into and whether this backward is its first
-//                       writer: assign when first, add otherwise (assign_or_add writes the loop
-//                       once for both).
-// A buffer (its whole storage) belongs to one gradient at a time. A buffer handed on that
-// another gradient already holds (dout to both operands of an add) is copied for the second,
-// so that a += into one never changes the other.
+// The gradients a backward delivers, one per op input, under one rule (docs/gradients.md):
+// within one walk, the first gradient delivered to a tensor becomes its gradient buffer, and
+// every later one is added into it. pass(i, t) hands on a tensor; write(i, writes) gives a fast
+// kernel the buffer to write and whether it is the first writer.
 class Grads {
  public:
   Grads(TapeEntry& entry, Walk& walk, const std::vector<Tensor>& douts);
@@ -141,15 +110,12 @@ using BackwardFn = std::function<void(const Tensor& dout, Grads& dinputs)>;
 // A composite op's outputs recomputed from primitives, its inputs joined with Grads::input.
 using ReferenceFn = std::function<std::vector<Tensor>(Grads& inputs)>;
 
-// How an entry's gradients are computed. An op gives a backward or a reference, and may add a
-// fast kernel:
-//   backward   the derivative in differentiable ops, delivered with Grads::pass: first order
-//              with recording off, higher orders with it on
-//   fast       the same first-order gradient written into buffers (Grads::write); used unless
-//              create_graph, a ReferenceModeGuard or the learner's edition (fast_ops.h)
-//   reference  a composite op recomputed from primitives; the walk differentiates it (the op
-//              then has no backward of its own)
-// allow_inf exempts an intended infinity in the output from anomaly detection (masked_fill).
+// How an entry's gradients are computed: a primitive's backward in differentiable ops (first
+// order with recording off, higher orders with it on), or a composite's reference, recomputed
+// from primitives and differentiated by the walk. The fast room may add a kernel for the same
+// first-order gradient (Grads::write), tested equal to it and never run under create_graph or
+// a ReferenceModeGuard. allow_inf exempts an intended infinity in the output from anomaly
+// detection (masked_fill).
 struct Derivative {
   BackwardFn backward = nullptr;
   BackwardFn fast = nullptr;
@@ -207,11 +173,12 @@ bool& details_mode();
 bool& reference_mode();
 }  // namespace detail
 
-// Sets a per-thread mode for its scope and restores the previous value on exit.
+// Sets a per-thread mode for its scope (to kValue, or the value given) and restores the
+// previous value on exit.
 template <bool& (*kMode)(), bool kValue>
 class ScopedMode {
  public:
-  ScopedMode() : previous_(kMode()) { kMode() = kValue; }
+  explicit ScopedMode(bool value = kValue) : previous_(kMode()) { kMode() = value; }
   ~ScopedMode() { kMode() = previous_; }
   ScopedMode(const ScopedMode&) = delete;
   ScopedMode& operator=(const ScopedMode&) = delete;
@@ -220,34 +187,26 @@ class ScopedMode {
   bool previous_;
 };
 
-// Grad mode. NoGradGuard turns recording off for its scope (inference, optimizer updates,
-// weight initialisation); EnableGradGuard, like torch.enable_grad, turns it on even inside a
-// NoGradGuard (gradgradcheck's finite differences evaluate a first-order gradient, which must
-// record).
+// Grad mode: NoGradGuard turns recording off for its scope (inference, optimizer updates);
+// EnableGradGuard, like torch.enable_grad, turns it on inside a NoGradGuard.
 bool grad_enabled();
 using NoGradGuard = ScopedMode<detail::grad_mode, false>;
 using EnableGradGuard = ScopedMode<detail::grad_mode, true>;
 
-// Anomaly detection, like torch.autograd.detect_anomaly. While a DetectAnomalyGuard lives on
-// this thread, every recorded op checks its output and every backward step checks the
-// gradients it produced; the first NaN or Inf throws an Error naming the op and its input
-// shapes (for a gradient, also which input and the op that produced that input). An Inf in a
-// forward output counts only when no input held one, so -inf masks flowing through a softmax
-// are not anomalies, and masked_fill with an infinite value is exempt. Off by default; when
-// off it costs one thread-local check per op.
+// Anomaly detection, like torch.autograd.detect_anomaly: while a DetectAnomalyGuard lives, the
+// first NaN or Inf an op's output or a backward's gradient holds throws an Error naming the op,
+// its input shapes and, for a gradient, the input and the op that made it. An Inf counts only
+// from finite inputs (a -inf mask flowing through softmax is no anomaly).
 bool anomaly_enabled();
 using DetectAnomalyGuard = ScopedMode<detail::anomaly_mode, true>;
 
-// Details mode: while a TapeDetailsGuard lives (or a DetectAnomalyGuard), each recorded entry
-// also keeps its inputs' shapes and what it saved for its backward, which the tape's drawing
-// shows (tapegrad/viz/tape_drawing.h). Off by default; off, it costs one thread-local check
-// per op.
+// Details mode: while a TapeDetailsGuard (or a DetectAnomalyGuard) lives, each entry also keeps
+// its inputs' shapes and what it saved, which the tape's drawing shows (viz/tape_drawing.h).
 bool tape_details();
 using TapeDetailsGuard = ScopedMode<detail::details_mode, true>;
 
-// Reference mode: while a ReferenceModeGuard lives, composite ops run as their references
-// (recording primitives) and every gradient comes from an op's backward or reference, never
-// from a fast kernel: what the fast kernels are tested equal to.
+// Reference mode: while a ReferenceModeGuard lives, fast_ops() is null: composites run as their
+// references and no fast kernel runs. What the fast room is tested equal to.
 bool reference_mode();
 using ReferenceModeGuard = ScopedMode<detail::reference_mode, true>;
 
