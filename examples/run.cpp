@@ -512,7 +512,7 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
                             {"flags", state.flags},
                             {"data", digest_}};
   save_pretrained(tmp, model, src_vocab, tgt_vocab, {{"step", std::to_string(state.step)}});
-  nn::save_safetensors(tmp + "/optimizer.safetensors", optimizer.state());
+  io::save_safetensors(tmp + "/optimizer.safetensors", optimizer.state());
   io::write_atomic(tmp + "/trainer.json", trainer.dump(1) + "\n");
 
   const std::string target = folder + "/" + name;
@@ -562,7 +562,7 @@ RunDirectory::Resumed RunDirectory::resume_model(const std::string& dir) {
 
 void RunDirectory::resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed) {
   const std::string path = resumed.loaded.checkpoint + "/optimizer.safetensors";
-  const nn::SafetensorsContents contents = nn::load_safetensors(path);
+  const io::SafetensorsContents contents = io::load_safetensors(path);
   try {
     optimizer.load_state(contents.tensors);  // in file order, which is the order state() wrote
   } catch (const Error& e) {

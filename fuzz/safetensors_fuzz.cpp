@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <sstream>
 
-#include "tapegrad/nn/checkpoint.h"
+#include "tapegrad/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
   try {
-    tapegrad::nn::read_safetensors(in, size, "fuzz");
-  } catch (const tapegrad::nn::CheckpointError&) {
+    tapegrad::io::read_safetensors(in, size, "fuzz");
+  } catch (const tapegrad::io::CheckpointError&) {
   }
   return 0;
 }

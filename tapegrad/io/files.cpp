@@ -16,6 +16,11 @@
 
 namespace tapegrad::io {
 
+std::string clip(std::string text) {
+  if (text.size() > 64) text = text.substr(0, 60) + " ...";
+  return text;
+}
+
 namespace fs = std::filesystem;
 
 namespace {

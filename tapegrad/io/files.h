@@ -23,6 +23,9 @@ class FileError : public Error {
   using Error::Error;
 };
 
+// Text from a file, for an error message: at most 64 characters of it.
+std::string clip(std::string text);
+
 struct OpenedFile {
   std::ifstream stream;  // binary
   uint64_t size = 0;     // bytes

@@ -60,7 +60,7 @@ void save_pretrained(const std::string& dir, const nn::MiniTransformer& model,
 Pretrained load_pretrained(const std::string& dir, const nn::LoadOptions& options) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
   const std::optional<std::string> config_text = read_config(config_path);
-  const nn::SafetensorsContents contents = nn::load_safetensors(weights);
+  const io::SafetensorsContents contents = io::load_safetensors(weights);
   const auto meta_config = contents.metadata.find("config");
   nn::MiniTransformerConfig cfg;
   if (config_text) {

@@ -45,7 +45,7 @@ struct Golden {
 };
 
 Golden load_golden(const golden::Case& c) {
-  return {nn::load_safetensors(std::string(TAPEGRAD_GOLDEN_DIR) + "/" + c.name + ".safetensors")
+  return {io::load_safetensors(std::string(TAPEGRAD_GOLDEN_DIR) + "/" + c.name + ".safetensors")
               .tensors};
 }
 
