@@ -6,11 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/io/files.h"
+#include "tapegrad/io/json_fields.h"
 
 namespace tapegrad::nn {
 
@@ -293,84 +293,13 @@ int64_t MiniTransformerConfig::state_elements() const {
          decoder_layers * decoder_layer + final_norms + output;
 }
 
-namespace {
-
-// Reads the fields of one JSON object into a config, gathering every problem (a missing key, a
-// wrong type, an unknown key) so that one error can name them all.
-class FieldReader {
- public:
-  explicit FieldReader(const nlohmann::json& j) : j_(j) {}
-
-  void integer(const char* name, int64_t& out) {
-    const auto* v = field(name);
-    if (!v) return;
-    if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
-      out = v->get<int64_t>();
-    } else {
-      problems_.push_back(
-          fmt::format("'{}' must be an integer, got {}", name,
-                      v->is_primitive() ? v->dump().substr(0, 40) : v->type_name()));
-    }
-  }
-  void unsigned_integer(const char* name, uint64_t& out) {
-    const auto* v = field(name);
-    if (v && v->is_number_unsigned()) out = v->get<uint64_t>();
-    if (v && !v->is_number_unsigned())
-      problems_.push_back(fmt::format("'{}' must be a non-negative integer", name));
-  }
-  void number(const char* name, double& out) {
-    const auto* v = field(name);
-    if (v && v->is_number()) out = v->get<double>();
-    if (v && !v->is_number()) problems_.push_back(fmt::format("'{}' must be a number", name));
-  }
-  void boolean(const char* name, bool& out) {
-    const auto* v = field(name);
-    if (v && v->is_boolean()) out = v->get<bool>();
-    if (v && !v->is_boolean()) problems_.push_back(fmt::format("'{}' must be true or false", name));
-  }
-  void activation(const char* name, Activation& out) {
-    const auto* v = field(name);
-    if (!v) return;
-    const auto* end = std::end(activation_names);
-    const auto* it = v->is_string() ? std::find(std::begin(activation_names), end, *v) : end;
-    if (it != end) {
-      out = static_cast<Activation>(it - std::begin(activation_names));
-    } else {
-      problems_.push_back(fmt::format("'{}' must be \"none\", \"relu\" or \"gelu\"", name));
-    }
-  }
-  // Every problem so far, and every key no reader asked for.
-  std::vector<std::string> problems() const {
-    std::vector<std::string> all = problems_;
-    for (const auto& [key, value] : j_.items()) {
-      if (!known_.contains(key)) all.push_back(fmt::format("unknown key '{}'", key.substr(0, 40)));
-    }
-    return all;
-  }
-
- private:
-  const nlohmann::json* field(const char* name) {
-    known_.insert(name);
-    const auto it = j_.find(name);
-    if (it != j_.end()) return &*it;
-    problems_.push_back(fmt::format("'{}' is missing", name));
-    return nullptr;
-  }
-
-  const nlohmann::json& j_;
-  std::vector<std::string> problems_;
-  std::set<std::string> known_;
-};
-
-}  // namespace
-
 MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
                                                        const std::string& source) {
   TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
            source, io::kMaxJsonDepth);
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   TG_CHECK(j.is_object(), "{}: not a JSON object", source);
-  FieldReader r(j);
+  io::JsonFields r(j);
   MiniTransformerConfig c;
   r.integer("src_vocab", c.src_vocab);
   r.integer("tgt_vocab", c.tgt_vocab);
@@ -382,7 +311,7 @@ MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
   r.integer("max_len", c.max_len);
   r.integer("pad_id", c.pad_id);
   r.number("dropout", c.dropout);
-  r.activation("activation", c.activation);
+  r.choice("activation", c.activation, activation_names);
   r.boolean("norm_first", c.norm_first);
   r.boolean("share_embeddings", c.share_embeddings);
   r.boolean("tie_output", c.tie_output);

@@ -330,7 +330,7 @@ TEST_CASE("a config is checked field by field before a model is built", "[nn][er
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("norm_first", "1"), "c"),
                     "c: 'norm_first' must be true or false");
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("activation", "\"tanh\""), "c"),
-                    "c: 'activation' must be \"none\", \"relu\" or \"gelu\"");
+                    "c: 'activation' must be one of \"none\", \"relu\", \"gelu\"");
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json(R"({"heads": 4})", "c"),
                     Catch::StartsWith("c: 'src_vocab' is missing; 'tgt_vocab' is missing"));
   CHECK_THROWS_WITH(MiniTransformerConfig::from_json("[1]", "c"), "c: not a JSON object");
