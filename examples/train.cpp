@@ -795,7 +795,7 @@ int run(const Settings& s, const parallel::World& world) {
                   {"parameters", std::to_string(model->num_parameters())},
                   {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
                   {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)}};
-  const nlohmann::json config = nlohmann::json::parse(model->config().to_json());
+  const nlohmann::json config = nlohmann::json::parse(config_to_json(model->config()));
   for (const auto& [key, value] : config.items()) {
     report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
   }

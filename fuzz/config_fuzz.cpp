@@ -4,12 +4,12 @@
 #include <cstdint>
 #include <string>
 
-#include "tapegrad/nn/transformer.h"
+#include "tapegrad/pretrained/pretrained.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    tapegrad::nn::MiniTransformerConfig::from_json(text, "fuzz").check();
+    tapegrad::config_from_json(text, "fuzz").check();
   } catch (const tapegrad::Error&) {
   }
   return 0;

@@ -1,23 +1,16 @@
 // The transformer's modules (feed-forward, encoder and decoder layers and stacks,
-// MiniTransformer), the decoder's incremental step and its state, and the config: checks,
-// closed-form size, JSON.
+// MiniTransformer), the decoder's incremental step and its state, and the config: checks and
+// closed-form size.
 #include "tapegrad/nn/transformer.h"
 
 #include <cmath>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/io/files.h"
-#include "tapegrad/io/json_fields.h"
 
 namespace tapegrad::nn {
-
-namespace {
-// config.json's names of the activations, in Activation's order
-constexpr const char* activation_names[] = {"none", "relu", "gelu"};
-}  // namespace
 
 PositionwiseFeedForward::PositionwiseFeedForward(const LayerConfig& cfg, Generator& gen)
     : Module("PositionwiseFeedForward"), activation_(cfg.activation) {
@@ -208,25 +201,6 @@ LayerConfig MiniTransformerConfig::layer() const {
           .norm_first = norm_first};
 }
 
-std::string MiniTransformerConfig::to_json() const {
-  const nlohmann::json j = {{"src_vocab", src_vocab},
-                            {"tgt_vocab", tgt_vocab},
-                            {"d_model", d_model},
-                            {"heads", heads},
-                            {"d_ff", d_ff},
-                            {"encoder_layers", encoder_layers},
-                            {"decoder_layers", decoder_layers},
-                            {"dropout", dropout},
-                            {"max_len", max_len},
-                            {"pad_id", pad_id},
-                            {"activation", activation_names[static_cast<int>(activation)]},
-                            {"norm_first", norm_first},
-                            {"share_embeddings", share_embeddings},
-                            {"tie_output", tie_output},
-                            {"seed", seed}};
-  return j.dump();
-}
-
 namespace {
 // Bounds on a config, so that a hostile or mistyped one is refused before it allocates. Each is
 // well past what a CPU transformer trained here uses, and state_elements() caps the whole.
@@ -291,39 +265,6 @@ int64_t MiniTransformerConfig::state_elements() const {
   const int64_t final_norms = norm_first ? 2 * norm : 0;
   return embeddings + max_len * C + encoder_layers * encoder_layer +
          decoder_layers * decoder_layer + final_norms + output;
-}
-
-MiniTransformerConfig MiniTransformerConfig::from_json(const std::string& text,
-                                                       const std::string& source) {
-  TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
-           source, io::kMaxJsonDepth);
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  TG_CHECK(j.is_object(), "{}: not a JSON object", source);
-  io::JsonFields r(j);
-  MiniTransformerConfig c;
-  r.integer("src_vocab", c.src_vocab);
-  r.integer("tgt_vocab", c.tgt_vocab);
-  r.integer("d_model", c.d_model);
-  r.integer("heads", c.heads);
-  r.integer("d_ff", c.d_ff);
-  r.integer("encoder_layers", c.encoder_layers);
-  r.integer("decoder_layers", c.decoder_layers);
-  r.integer("max_len", c.max_len);
-  r.integer("pad_id", c.pad_id);
-  r.number("dropout", c.dropout);
-  r.choice("activation", c.activation, activation_names);
-  r.boolean("norm_first", c.norm_first);
-  r.boolean("share_embeddings", c.share_embeddings);
-  r.boolean("tie_output", c.tie_output);
-  r.unsigned_integer("seed", c.seed);
-  const std::vector<std::string> problems = r.problems();
-  TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
-  try {
-    c.check();
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", source, e.what()));
-  }
-  return c;
 }
 
 MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)

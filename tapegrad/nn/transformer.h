@@ -130,12 +130,6 @@ struct MiniTransformerConfig {
   // Elements of every tensor in the model's state (parameters and the positional table), in
   // closed form: what a checkpoint of this config holds.
   int64_t state_elements() const;
-
-  std::string to_json() const;  // for checkpoint metadata
-  // Every field present and of its JSON type (an integer field takes an integer: 4.5 is an
-  // error, not 4), then check(). `source` names where the text came from in errors, e.g.
-  // "runs/dates/model.safetensors: metadata 'config'".
-  static MiniTransformerConfig from_json(const std::string& json, const std::string& source);
 };
 
 class MiniTransformer : public Module {

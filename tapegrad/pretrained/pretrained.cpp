@@ -3,15 +3,19 @@
 #include "tapegrad/pretrained/pretrained.h"
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "tapegrad/io/files.h"
+#include "tapegrad/io/json_fields.h"
 
 namespace tapegrad {
 
 namespace {
 
 constexpr uint64_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred bytes
+// config.json's names of the activations, in Activation's order
+constexpr const char* activation_names[] = {"none", "relu", "gelu"};
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
   throw nn::CheckpointError(fmt::format("{}: {}", where, what));
@@ -34,7 +38,7 @@ std::optional<std::string> read_config(const std::string& path) {
 
 nn::MiniTransformerConfig parse_config(const std::string& text, const std::string& source) {
   try {
-    return nn::MiniTransformerConfig::from_json(text, source);
+    return config_from_json(text, source);
   } catch (const Error& e) {
     throw nn::CheckpointError(e.what());
   }
@@ -42,13 +46,64 @@ nn::MiniTransformerConfig parse_config(const std::string& text, const std::strin
 
 }  // namespace
 
+std::string config_to_json(const nn::MiniTransformerConfig& c) {
+  const nlohmann::json j = {{"src_vocab", c.src_vocab},
+                            {"tgt_vocab", c.tgt_vocab},
+                            {"d_model", c.d_model},
+                            {"heads", c.heads},
+                            {"d_ff", c.d_ff},
+                            {"encoder_layers", c.encoder_layers},
+                            {"decoder_layers", c.decoder_layers},
+                            {"dropout", c.dropout},
+                            {"max_len", c.max_len},
+                            {"pad_id", c.pad_id},
+                            {"activation", activation_names[static_cast<int>(c.activation)]},
+                            {"norm_first", c.norm_first},
+                            {"share_embeddings", c.share_embeddings},
+                            {"tie_output", c.tie_output},
+                            {"seed", c.seed}};
+  return j.dump();
+}
+
+nn::MiniTransformerConfig config_from_json(const std::string& text, const std::string& source) {
+  TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
+           source, io::kMaxJsonDepth);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  TG_CHECK(j.is_object(), "{}: not a JSON object", source);
+  io::JsonFields r(j);
+  nn::MiniTransformerConfig c;
+  r.integer("src_vocab", c.src_vocab);
+  r.integer("tgt_vocab", c.tgt_vocab);
+  r.integer("d_model", c.d_model);
+  r.integer("heads", c.heads);
+  r.integer("d_ff", c.d_ff);
+  r.integer("encoder_layers", c.encoder_layers);
+  r.integer("decoder_layers", c.decoder_layers);
+  r.integer("max_len", c.max_len);
+  r.integer("pad_id", c.pad_id);
+  r.number("dropout", c.dropout);
+  r.choice("activation", c.activation, activation_names);
+  r.boolean("norm_first", c.norm_first);
+  r.boolean("share_embeddings", c.share_embeddings);
+  r.boolean("tie_output", c.tie_output);
+  r.unsigned_integer("seed", c.seed);
+  const std::vector<std::string> problems = r.problems();
+  TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
+  try {
+    c.check();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", source, e.what()));
+  }
+  return c;
+}
+
 void save_pretrained(const std::string& dir, const nn::MiniTransformer& model,
                      const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
                      const nn::Metadata& metadata) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail(dir, fmt::format("cannot create the directory: {}", ec.message()));
-  const std::string config = model.config().to_json();
+  const std::string config = config_to_json(model.config());
   nn::Metadata meta = metadata;
   meta["config"] = config;
   io::write_atomic(dir + "/config.json", config + "\n");
@@ -66,8 +121,8 @@ Pretrained load_pretrained(const std::string& dir, const nn::LoadOptions& option
   if (config_text) {
     cfg = parse_config(*config_text, config_path);
     if (meta_config != contents.metadata.end() &&
-        parse_config(meta_config->second, weights + ": metadata 'config'").to_json() !=
-            cfg.to_json()) {
+        config_to_json(parse_config(meta_config->second, weights + ": metadata 'config'")) !=
+            config_to_json(cfg)) {
       fail(weights, "its metadata 'config' differs from config.json");
     }
   } else if (meta_config != contents.metadata.end()) {

@@ -2,7 +2,7 @@
 // one call and loaded in one (save_pretrained / load_pretrained, after Hugging Face's
 // save_pretrained / from_pretrained).
 //
-//   DIR/config.json        the MiniTransformerConfig (MiniTransformerConfig::to_json): every
+//   DIR/config.json        the MiniTransformerConfig (config_to_json): every
 //                          field, integers as JSON integers, booleans as booleans
 //   DIR/model.safetensors  the parameters and buffers under Module::state()'s dotted names
 //                          ("decoder.layers.0.cross_attn.q_proj.weight"); its metadata key
@@ -38,6 +38,13 @@ struct Pretrained {
   data::Vocabulary tgt_vocab{data::Level::Char};
   nn::Metadata metadata;  // model.safetensors' metadata: "config" and what the saver added
 };
+
+// config.json's text: every field of the config, integers as JSON integers.
+std::string config_to_json(const nn::MiniTransformerConfig& config);
+// Every field present and of its JSON type (an integer field takes an integer: 4.5 is an error,
+// not 4), then check(). `source` names where the text came from in errors, e.g.
+// "runs/dates/model.safetensors: metadata 'config'".
+nn::MiniTransformerConfig config_from_json(const std::string& text, const std::string& source);
 
 // Writes the directory (created if missing), each file atomically (io::write_atomic).
 // `metadata` joins model.safetensors' own (a training run adds its step).

@@ -6,6 +6,7 @@
 
 #include "golden/cases.h"
 #include "tapegrad/nn/checkpoint.h"
+#include "tapegrad/pretrained/pretrained.h"
 
 int main(int argc, char** argv) {
   using namespace tapegrad;
@@ -24,7 +25,8 @@ int main(int argc, char** argv) {
                          {"layers", std::to_string(golden::kLayers)},
                          {"norm_first", c.norm_first ? "true" : "false"},
                          {"activation", l.activation == Activation::ReLU ? "relu" : "gelu"}};
-    if (c.kind == golden::Kind::Mini) meta["config"] = golden::mini_config(c.norm_first).to_json();
+    if (c.kind == golden::Kind::Mini)
+      meta["config"] = tapegrad::config_to_json(golden::mini_config(c.norm_first));
     nn::save(*module, std::string(argv[1]) + "/" + c.name + ".weights.safetensors", meta);
   }
   return 0;

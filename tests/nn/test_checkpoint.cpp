@@ -9,6 +9,7 @@
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
+#include "tapegrad/pretrained/pretrained.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
@@ -47,10 +48,10 @@ TEST_CASE("save then load gives bit-identical outputs", "[nn]") {
   const Tensor src = tensor({3, 4, 5}, {1, 3}, DType::Int64),
                tgt = tensor({1, 2}, {1, 2}, DType::Int64);
   REQUIRE(a.forward(src, tgt).to_vector<float>() != b.forward(src, tgt).to_vector<float>());
-  save(a, dir.file("a.safetensors"), {{"config", a.config().to_json()}});
+  save(a, dir.file("a.safetensors"), {{"config", config_to_json(a.config())}});
   const Metadata meta = load(b, dir.file("a.safetensors"));
   CHECK(b.forward(src, tgt).to_vector<float>() == a.forward(src, tgt).to_vector<float>());
-  const MiniTransformerConfig cfg = MiniTransformerConfig::from_json(meta.at("config"), "test");
+  const MiniTransformerConfig cfg = config_from_json(meta.at("config"), "test");
   CHECK(cfg.d_model == 8);
   CHECK(cfg.seed == 1);
   CHECK(cfg.dropout == 0.1);

@@ -8,6 +8,7 @@
 #include "helpers.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
+#include "tapegrad/pretrained/pretrained.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
@@ -305,35 +306,35 @@ TEST_CASE("a config is checked field by field before a model is built", "[nn][er
       MiniTransformer({.src_vocab = 1'000'000, .tgt_vocab = 1'000'000, .d_model = 4096}),
       Catch::Contains("over the limit of 2147483648"));
 
-  const std::string good = MiniTransformerConfig(tiny()).to_json();
+  const std::string good = config_to_json(tiny());
   auto with = [&](const std::string& key, const std::string& value) {
     auto j = good;
     const size_t at = j.find("\"" + key + "\":");
     const size_t end = j.find_first_of(",}", at);
     return j.replace(at, end - at, "\"" + key + "\":" + value);
   };
-  CHECK(MiniTransformerConfig::from_json(good, "cfg").to_json() == good);
+  CHECK(config_to_json(config_from_json(good, "cfg")) == good);
   for (const Activation a : {Activation::None, Activation::ReLU, Activation::GELU}) {
     MiniTransformerConfig c = tiny();
     c.activation = a;
-    CHECK((MiniTransformerConfig::from_json(c.to_json(), "cfg").activation == a));
+    CHECK((config_from_json(config_to_json(c), "cfg").activation == a));
   }
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("heads", "4.5"), "cfg.json"),
+  CHECK_THROWS_WITH(config_from_json(with("heads", "4.5"), "cfg.json"),
                     "cfg.json: 'heads' must be an integer, got 4.5");
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("d_model", "\"8\""), "cfg.json"),
+  CHECK_THROWS_WITH(config_from_json(with("d_model", "\"8\""), "cfg.json"),
                     "cfg.json: 'd_model' must be an integer, got \"8\"");
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("d_model", "1000000000"), "cfg.json"),
+  CHECK_THROWS_WITH(config_from_json(with("d_model", "1000000000"), "cfg.json"),
                     Catch::StartsWith("cfg.json: MiniTransformerConfig: d_model = 1000000000 is "
                                       "outside [1, 16384]"));
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("d_model", "18446744073709551615"), "c"),
+  CHECK_THROWS_WITH(config_from_json(with("d_model", "18446744073709551615"), "c"),
                     Catch::StartsWith("c: 'd_model' must be an integer"));
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("norm_first", "1"), "c"),
+  CHECK_THROWS_WITH(config_from_json(with("norm_first", "1"), "c"),
                     "c: 'norm_first' must be true or false");
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(with("activation", "\"tanh\""), "c"),
+  CHECK_THROWS_WITH(config_from_json(with("activation", "\"tanh\""), "c"),
                     "c: 'activation' must be one of \"none\", \"relu\", \"gelu\"");
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json(R"({"heads": 4})", "c"),
+  CHECK_THROWS_WITH(config_from_json(R"({"heads": 4})", "c"),
                     Catch::StartsWith("c: 'src_vocab' is missing; 'tgt_vocab' is missing"));
-  CHECK_THROWS_WITH(MiniTransformerConfig::from_json("[1]", "c"), "c: not a JSON object");
+  CHECK_THROWS_WITH(config_from_json("[1]", "c"), "c: not a JSON object");
 }
 
 TEST_CASE("state_elements counts a checkpoint's elements without building the model", "[nn]") {
