@@ -5,7 +5,12 @@
 //   <!-- output: seeds/seed_003_encoder_stack -->     the next ``` block is the program's stdout
 //   <!-- file: images/tape.svg by: tour --draw {dir} -->   docs/images/tape.svg is the file of
 //                                                      that name the program writes into {dir}
-// Programs are named relative to the examples' build directory. Text must match exactly, except
+//   <!-- source: tapegrad/autograd/ops/layernorm.cpp Tensor layer_norm_reference( -->
+//                                 the next ``` block is the definition in that file (from the
+//                                 root of the repository, DOCS_DIR/..) whose first line starts
+//                                 with the text after the path, through its closing brace
+// Programs are named relative to the examples' build directory. A quoted definition must match
+// exactly. Text must match exactly, except
 // numbers, which may differ by two units of the page's last printed digit (or 1e-7 relative, or
 // 1e-9, where that is larger): the same float32 program on another CPU sums in another order.
 // Runs of spaces count as one (a wider number shifts a column).
@@ -148,6 +153,31 @@ std::string compare(const std::string& want, const std::string& got) {
   return "";
 }
 
+// The ``` block after the marker at line i: its opening and closing lines.
+std::pair<size_t, size_t> block_after(const std::vector<std::string>& lines, size_t i) {
+  size_t open = i + 1, close = open + 1;
+  while (close < lines.size() && lines[close].rfind("```", 0) != 0) ++close;
+  if (open >= lines.size() || lines[open].rfind("```", 0) != 0 || close >= lines.size()) {
+    throw std::runtime_error("no ``` block after the marker");
+  }
+  return {open, close};
+}
+
+// The definition in `file` whose first line starts with `head`, through the closing brace at
+// the start of a line.
+std::string definition(const fs::path& root, const std::string& file, const std::string& head) {
+  const auto lines = lines_of(read(root / file));
+  const auto first = std::find_if(lines.begin(), lines.end(),
+                                  [&](const std::string& l) { return l.rfind(head, 0) == 0; });
+  if (first == lines.end()) throw std::runtime_error(file + " has no line starting '" + head + "'");
+  std::string text;
+  for (auto it = first; it != lines.end(); ++it) {
+    text += *it + "\n";
+    if (*it == "}") return text;
+  }
+  throw std::runtime_error(file + ": '" + head + "' has no closing brace");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,19 +199,17 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string output = between(lines[i], "<!-- output: ", " -->");
       const std::string file = between(lines[i], "<!-- file: ", " -->");
+      const std::string source = between(lines[i], "<!-- source: ", " -->");
       const size_t by = file.find(" by: ");
       try {
-        if (!output.empty()) {
-          const std::string& command = output;
-          // the block: a ``` line, the output, a ``` line
-          size_t open = i + 1, close = open + 1;
-          while (close < lines.size() && lines[close].rfind("```", 0) != 0) ++close;
-          if (open >= lines.size() || lines[open].rfind("```", 0) != 0 || close >= lines.size()) {
-            throw std::runtime_error("no ``` block after the marker");
-          }
+        if (!output.empty() || !source.empty()) {
+          const auto [open, close] = block_after(lines, i);
           std::string want;
           for (size_t k = open + 1; k < close; ++k) want += lines[k] + "\n";
-          const std::string got = run((bin / command).string());
+          const size_t space = source.find(' ');
+          const std::string got = output.empty() ? definition(docs / "..", source.substr(0, space),
+                                                              source.substr(space + 1))
+                                                 : run((bin / output).string());
           ++checked;
           if (update) {
             lines.erase(lines.begin() + static_cast<long>(open + 1),
@@ -189,8 +217,10 @@ int main(int argc, char** argv) {
             const auto fresh = lines_of(got);
             lines.insert(lines.begin() + static_cast<long>(open + 1), fresh.begin(), fresh.end());
             changed = true;
+          } else if (!source.empty() && want != got) {
+            throw std::runtime_error("the quote of '" + source + "' differs from the source");
           } else if (const std::string diff = compare(want, got); !diff.empty()) {
-            throw std::runtime_error("the output of '" + command + "' differs, " + diff);
+            throw std::runtime_error("the output of '" + output + "' differs, " + diff);
           }
         } else if (by != std::string::npos) {
           const fs::path target = docs / file.substr(0, by);

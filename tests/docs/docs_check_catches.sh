@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # docs_check must fail when a page and its program disagree: a block whose number moved past the
-# tolerance, a word changed, a drawn file edited, or a missing block; and pass once --update has
+# tolerance, a word changed, a drawn file edited, a quote of the source edited, or a missing block; and pass once --update has
 # rewritten them.
 #   docs_check_catches.sh DOCS_CHECK EXAMPLES_DIR
 set -uo pipefail
 check=$1 bin=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-mkdir -p "$dir/docs/images"
+mkdir -p "$dir/docs/images" "$dir/src"
+printf 'int twice(int x) {\n  return 2 * x;\n}\n' > "$dir/src/f.cpp"
 cat > "$dir/docs/page.md" << 'PAGE'
 # a page
 <!-- output: derivations --chapter embedding -->
 ```text
 ```
 <!-- file: images/tape.svg by: tour --draw {dir} -->
+<!-- source: src/f.cpp int twice( -->
+```cpp
+```
 PAGE
 "$check" "$dir/docs" "$bin" --update > /dev/null || { echo "--update failed"; exit 1; }
 out=$("$check" "$dir/docs" "$bin") || { echo "a fresh page fails: $out"; exit 1; }
@@ -27,6 +31,7 @@ expect_failure() {  # what: a sed script that spoils the page or the file
 expect_failure "a number off by 3 units of its last digit" page.md 's/6.000000, 8.000000/6.000003, 8.000000/'
 expect_failure "a word changed" page.md 's/padding id 0/padding id zero/'
 expect_failure "a line missing" page.md '/largest difference/d'
+expect_failure "a quote edited" page.md 's/return 2 \* x;/return x + x;/'
 expect_failure "a drawn file edited" images/tape.svg 's/#fff3c4/#fff3c5/'
 out=$("$check" "$dir/docs" "$bin") || { echo "the restored page fails: $out"; exit 1; }
 # within tolerance: a difference of one unit of the last printed digit passes
