@@ -86,7 +86,7 @@ Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
   const profile::Scope profile_scope(op);
   return unary(
       op, x, Saves::Nothing, [=](auto v) { return static_cast<decltype(v)>(scale * v + shift); },
-      [=](const auto& d, const auto&) { return d * scale; });
+      [=](const Tensor& d, const Tensor&) { return scale == 1 ? d : d * scale; });
 }
 
 // relu's gradient: d where y > 0, else 0 (0 at x = 0, as PyTorch)

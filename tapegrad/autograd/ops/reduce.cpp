@@ -131,27 +131,25 @@ Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) 
   const Tensor x = input.contiguous();
   const Plan p = plan("max", x.shape(), dims, keepdim);
   Tensor out = empty(p.out_shape, x.dtype());
-  auto index = std::make_shared<std::vector<int64_t>>();
+  std::vector<int64_t> index;
   dispatch_floating("max", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    *index = argmax_flat<T>("max", x, p);
+    index = argmax_flat<T>("max", x, p);
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    for (size_t i = 0; i < index->size(); ++i) po[i] = px[(*index)[i]];
+    for (size_t i = 0; i < index.size(); ++i) po[i] = px[index[i]];
   });
   if (recording(x)) {
-    // dx[argmax] += dout: only the winning position moves the max
+    // dx = dout at each winning position, 0 elsewhere: only the winner moves the max
+    Tensor won = zeros(x.shape(), DType::Bool);
+    for (const int64_t i : index) won.data<bool>()[i] = true;
     record("max", {x}, out,
-           {.backward = [index, kept = kept_shape(x.shape(), p), x_shape = x.shape()](
-                            const Tensor& dout, Grads& g) {
-             // dx = dout at each winning position, 0 elsewhere
-             Tensor won = zeros(x_shape, DType::Bool);
-             for (const int64_t i : *index) won.data<bool>()[i] = true;
-             const Tensor spread = expand(reshape(dout, kept), x_shape);
-             g.pass(0, where(won, spread, zeros_like(spread)));
-           }});
-    if (tape_details())
-      note_saved(out, {{"argmax", Shape{static_cast<int64_t>(index->size())}, DType::Int64}});
+           {.backward =
+                [won, kept = kept_shape(x.shape(), p)](const Tensor& dout, Grads& g) {
+                  const Tensor spread = expand(reshape(dout, kept), won.shape());
+                  g.pass(0, where(won, spread, zeros_like(spread)));
+                }},
+           {{"won", won}});
   }
   return out;
 }
