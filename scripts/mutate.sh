@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The mutation check: applies each bug of scripts/mutants.txt, one at a time, to a scratch copy
 # of the tracked files, rebuilds the test binaries there and runs them; a mutant is killed when
-# the suite fails (or does not finish in 5 minutes). Prints one line per mutant and the score;
-# exits 1 when any survives (a survivor is a missing test) or when the list does not apply.
+# the suite fails (each binary stops at its first failure) or does not finish in 5 minutes.
+# Prints one line per mutant and the score; exits 1 when any survives (a survivor is a missing
+# test) or when the list does not apply.
 #   bash scripts/mutate.sh [--part K/N] [--only ID[,ID...]]
-# --part K/N takes every N-th mutant starting with the K-th (CI runs a rotating third).
+# --part K/N takes every N-th mutant starting with the K-th (CI runs a rotating seventh).
 # The scratch copy is built once (Release, tests only) in $TAPEGRAD_MUTATE_DIR or a temporary
 # folder, removed at the end; each mutant then recompiles one file and relinks.
 set -euo pipefail
@@ -83,7 +84,7 @@ build() { cmake --build "$scratch/build" -j2 --target "${targets[@]}" > "$scratc
 suite() {
   local t
   for t in "${targets[@]}"; do
-    (cd "$scratch/src" && timeout 300 "$scratch/build/tests/$t") \
+    (cd "$scratch/src" && timeout 300 "$scratch/build/tests/$t" --abort) \
       > "$scratch/suite.log" 2>&1 || return 1
   done
 }
