@@ -3,8 +3,7 @@
 // Storage is a flat buffer shared by handles; a tensor is a view of it given by an offset, a
 // shape and strides (in elements). Freshly made tensors are contiguous and row-major; the view
 // ops (reshape, transpose, permute, slice, split) only change offset/shape/strides, and
-// contiguous() makes a packed copy when a kernel needs one. matmul reads transposed views
-// directly, passing its gemm a transpose flag instead of copying.
+// contiguous() makes a packed copy when a kernel needs one.
 //
 // A tensor that requires grad carries a GradNode (tapegrad/autograd/tape.h): its accumulated
 // gradient and, for a non-leaf, the tape entry that produced it.
@@ -136,13 +135,13 @@ Tensor zeros_like(const Tensor& t);
 // [start, start + step, ...) up to but excluding end, like torch.arange.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Int64);
 Tensor arange(int64_t end, DType dtype = DType::Int64);
-// From values in row-major order; values.size() must equal numel(shape).
 // A bool tensor's elements as bytes (0 or 1), for kernels: GCC vectorises byte loads, not
 // bool ones.
 inline uint8_t* mask_bytes(const Tensor& mask) {
   return reinterpret_cast<uint8_t*>(mask.data<bool>());
 }
 
+// From values in row-major order; values.size() must equal numel(shape).
 Tensor tensor(std::span<const double> values, const Shape& shape, DType dtype = DType::Float32);
 Tensor tensor(std::initializer_list<double> values, const Shape& shape,
               DType dtype = DType::Float32);
