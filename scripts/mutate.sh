@@ -7,7 +7,9 @@
 #   bash scripts/mutate.sh [--part K/N] [--only ID[,ID...]]
 # --part K/N takes every N-th mutant starting with the K-th (CI runs a rotating seventh).
 # The scratch copy is built once (Release, tests only) in $TAPEGRAD_MUTATE_DIR or a temporary
-# folder, removed at the end; each mutant then recompiles one file and relinks.
+# folder, removed at the end; each mutant then recompiles one file and relinks. With
+# TAPEGRAD_MUTATE_BUILD=DIR the work tree itself is mutated and restored, and DIR (a Release
+# build of it) reused: for a throwaway clone, as in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part=1/1
@@ -67,35 +69,43 @@ for i in "${!ids[@]}"; do
 done
 ((${#selected[@]})) || { echo "mutate: no mutant selected" >&2; exit 2; }
 
-scratch=${TAPEGRAD_MUTATE_DIR:-$(mktemp -d)}
-[[ -n ${TAPEGRAD_MUTATE_DIR:-} ]] || trap 'rm -rf "$scratch"' EXIT
-# The tracked files, copied where they differ from the scratch copy's (all of them the first
-# time): a copy gets a new time, so the reused build recompiles exactly what changed.
-rm -rf "$scratch/stage"
-mkdir -p "$scratch/src" "$scratch/stage"
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$scratch/stage"
-(cd "$scratch/stage" && find . -type f -print0) | while IFS= read -r -d '' f; do
-  cmp -s "$scratch/stage/$f" "$scratch/src/$f" && continue
-  mkdir -p "$(dirname "$scratch/src/$f")"
-  cp "$scratch/stage/$f" "$scratch/src/$f"
-done
 targets=(autograd_tests nn_tests optim_tests data_tests viz_tests)
-build() { cmake --build "$scratch/build" -j2 --target "${targets[@]}" > "$scratch/build.log" 2>&1; }
+if [[ -n ${TAPEGRAD_MUTATE_BUILD:-} ]]; then
+  # In place, for a throwaway clone (CI): each mutant is applied to the work tree and undone,
+  # and the Release build there is reused. Refused when a tracked file has changes.
+  git diff --quiet HEAD ||
+    { echo "mutate: TAPEGRAD_MUTATE_BUILD needs a clean work tree" >&2; exit 2; }
+  src=$PWD bld=$(cd "$TAPEGRAD_MUTATE_BUILD" && pwd) scratch=$(mktemp -d)
+  trap '[[ -f $scratch/original ]] && cp "$scratch/original" "$path"; rm -rf "$scratch"' EXIT
+else
+  scratch=${TAPEGRAD_MUTATE_DIR:-$(mktemp -d)}
+  [[ -n ${TAPEGRAD_MUTATE_DIR:-} ]] || trap 'rm -rf "$scratch"' EXIT
+  src=$scratch/src bld=$scratch/build
+  # The tracked files, copied where they differ from the scratch copy's (all of them the first
+  # time): a copy gets a new time, so the reused build recompiles exactly what changed.
+  rm -rf "$scratch/stage"
+  mkdir -p "$src" "$scratch/stage"
+  git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$scratch/stage"
+  (cd "$scratch/stage" && find . -type f -print0) | while IFS= read -r -d '' f; do
+    cmp -s "$scratch/stage/$f" "$src/$f" && continue
+    mkdir -p "$(dirname "$src/$f")"
+    cp "$scratch/stage/$f" "$src/$f"
+  done
+  cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_BUILD_EXAMPLES=OFF > /dev/null
+fi
+build() { cmake --build "$bld" -j2 --target "${targets[@]}" > "$scratch/build.log" 2>&1; }
 suite() {
   local t
   for t in "${targets[@]}"; do
-    (cd "$scratch/src" && timeout 300 "$scratch/build/tests/$t" --abort) \
-      > "$scratch/suite.log" 2>&1 || return 1
+    (cd "$src" && timeout 300 "$bld/tests/$t" --abort) > "$scratch/suite.log" 2>&1 || return 1
   done
 }
-cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release \
-  -DTAPEGRAD_BUILD_EXAMPLES=OFF > /dev/null
 build || { cat "$scratch/build.log" >&2; echo "mutate: the unmutated copy does not build" >&2; exit 1; }
 suite || { tail -20 "$scratch/suite.log" >&2; echo "mutate: the unmutated suite fails" >&2; exit 1; }
 
 killed=0 survived=() start=$(date +%s)
 for i in "${selected[@]}"; do
-  path=$scratch/src/${files[i]}
+  path=$src/${files[i]}
   cp -p "$path" "$scratch/original"
   if ! apply "$path" "${finds[i]}" "${replaces[i]}" "${nths[i]}"; then
     echo "mutate: mutant '${ids[i]}': its find text is not in ${files[i]} (or not unique)" >&2
@@ -117,6 +127,7 @@ for i in "${selected[@]}"; do
   fi
   cp "$scratch/original" "$path"  # a newer time than the mutant's: the next build recompiles it
   touch "$path"
+  rm "$scratch/original"
 done
 echo "mutation score: $killed of ${#selected[@]} killed (part $part of ${#ids[@]} mutants)," \
   "$(($(date +%s) - start)) s"
