@@ -1,8 +1,12 @@
-// Shared test helpers: closeness checks and gradcheck with a readable failure message.
+// Shared test helpers: closeness checks, gradcheck with a readable failure message, and a
+// temporary directory.
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "tapegrad/autograd/autograd.h"
@@ -43,5 +47,19 @@ inline void require_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& i
   REQUIRE(r.ok);
   REQUIRE(r.elements_checked > 0);
 }
+
+// A new empty directory, removed with everything in it when the object goes.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tapegrad-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::string operator/(const std::string& name) const { return file(name); }
+};
 
 }  // namespace tapegrad::testing

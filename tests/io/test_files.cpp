@@ -11,24 +11,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "helpers.h"
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
+using tapegrad::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tapegrad-io-XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string contents(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -10,17 +10,9 @@
 using namespace tapegrad;
 using namespace tapegrad::io;
 namespace fs = std::filesystem;
+using tapegrad::testing::TempDir;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / fmt::format("tapegrad-io-test-{}", ::getpid())) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
 // A file of a little-endian header length, the header text and `data` bytes.
 void write_raw(const std::string& path, const std::string& header, size_t data_bytes,
                std::optional<uint64_t> claimed_len = std::nullopt) {

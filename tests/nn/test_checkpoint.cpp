@@ -14,6 +14,7 @@
 using namespace tapegrad;
 using namespace tapegrad::nn;
 namespace fs = std::filesystem;
+using tapegrad::testing::TempDir;
 
 namespace {
 MiniTransformerConfig tiny(uint64_t seed = 0) {
@@ -28,15 +29,6 @@ MiniTransformerConfig tiny(uint64_t seed = 0) {
           .max_len = 16,
           .seed = seed};
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / fmt::format("tapegrad-test-{}", ::getpid())) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 }  // namespace
 
