@@ -1,5 +1,5 @@
 // save_pretrained and load_pretrained: the model directory of pretrained.h, validated before
-// anything is built.
+// anything is built; config.json's text written and read strictly.
 #include "tapegrad/pretrained/pretrained.h"
 
 #include <filesystem>
