@@ -50,18 +50,14 @@ Tensor gather_rows(const char* op, const Tensor& src_in, const Tensor& ids, int6
                    int64_t grad_skip) {
   const Tensor src = src_in.contiguous();
   const int64_t N = ids.numel(), V = src.size(0), C = src.size(1);
-  Tensor out = empty({N, C}, src.dtype());
+  Tensor out = zeros({N, C}, src.dtype());
   dispatch_floating(op, src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t* pid = ids.data<int64_t>();
     const T* ps = src.data<T>();
     T* po = out.data<T>();
     for (int64_t n = 0; n < N; ++n) {
-      if (pid[n] == skip) {
-        std::fill_n(po + n * C, C, T{0});
-      } else {
-        std::copy_n(ps + pid[n] * C, C, po + n * C);
-      }
+      if (pid[n] != skip) std::copy_n(ps + pid[n] * C, C, po + n * C);
     }
   });
   if (recording(src)) {
