@@ -95,7 +95,7 @@ Result encoder(bool train, int iterations) {
     const double s = median_seconds(
         [&] {
           NoGradGuard no_grad;
-          enc.forward(x);
+          nn::call(enc, x);
         },
         1, iterations);
     return {s, B * T, forward};
@@ -103,7 +103,7 @@ Result encoder(bool train, int iterations) {
   optim::Adam adam(enc.named_parameters(), {});
   const double s = median_seconds(
       [&] {
-        Tensor loss = mean(enc.forward(x));
+        Tensor loss = mean(nn::call(enc, x));
         loss.backward();
         adam.step();
         adam.zero_grad();
@@ -138,7 +138,7 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int64
   const double share = static_cast<double>(hi - lo) / static_cast<double>(B);
   const double s = median_seconds(
       [&] {
-        Tensor loss = mul(cross_entropy(reshape(model.forward(src, tgt), {(hi - lo) * len, V}),
+        Tensor loss = mul(cross_entropy(reshape(nn::call(model, src, tgt), {(hi - lo) * len, V}),
                                         reshape(tgt, {-1})),
                           share);
         loss.backward();

@@ -201,7 +201,7 @@ int train(Model& model, const Task& task, bool tagging, int64_t steps, double lr
       members.push_back(&task.train[order[next++]]);
     }
     const Batch b = make_batch(members, tagging);
-    Tensor loss = loss_of(model.forward(b.ids), b.labels);
+    Tensor loss = loss_of(nn::call(model, b.ids), b.labels);
     loss.backward();
     adam.step();
     adam.zero_grad();

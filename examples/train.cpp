@@ -436,7 +436,7 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
     for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
       members.push_back(&valid[i]);
     const data::Batch b = data::make_batch(members);
-    const Tensor logits = model.forward(b.src, b.tgt_in);
+    const Tensor logits = nn::call(model, b.src, b.tgt_in);
     const int64_t V = logits.size(2);
     const Tensor flat_targets = reshape(b.tgt_out, {-1});
     loss_sum += cross_entropy(reshape(logits, {-1, V}), flat_targets,
@@ -715,7 +715,7 @@ int run(const Settings& s, const parallel::World& world) {
     const data::Batch& b = epoch[epoch_index++];
     const Slice part = slice_of(b, world);
     if (world.size() > 1) seed_dropout(*model, s.seed, world.rank(), step);
-    const Tensor logits = model->forward(part.src, part.tgt_in);
+    const Tensor logits = nn::call(*model, part.src, part.tgt_in);
     Tensor loss = cross_entropy(
         reshape(logits, {-1, logits.size(2)}), reshape(part.tgt_out, {-1}),
         {.ignore_index = data::Vocabulary::kPad, .label_smoothing = s.label_smoothing});

@@ -33,21 +33,18 @@ EncoderOnlyModel::EncoderOnlyModel(std::string type_name, const EncoderClassifie
 }
 
 std::pair<Tensor, Tensor> EncoderOnlyModel::encode(const Tensor& ids) {
-  const auto profiled_scope = profiled();
   TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
            "{}: token ids must be int64 [B, S] with B, S > 0, got {} {}", type_name(), ids.dtype(),
            ids.shape());
   const Tensor padding = padding_mask(ids, cfg_.pad_id);
-  const Tensor x =
-      positional->forward(embed->forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)));
-  return {encoder->forward(x, padding), padding};
+  const Tensor x = positional(embed(ids) * std::sqrt(static_cast<double>(cfg_.d_model)));
+  return {encoder(x, padding), padding};
 }
 
 SequenceClassifier::SequenceClassifier(const EncoderClassifierConfig& cfg)
     : EncoderOnlyModel("SequenceClassifier", cfg) {}
 
 Tensor SequenceClassifier::forward(const Tensor& ids) {
-  const auto profiled_scope = profiled();
   auto [states, padding] = encode(ids);
   // mean over the non-pad positions: sum(states * keep) / count, keep [B, S, 1]
   const Tensor keep = unsqueeze(eq(padding, 0).to(states.dtype()), -1);
@@ -57,15 +54,12 @@ Tensor SequenceClassifier::forward(const Tensor& ids) {
              ids.shape());
   }
   const Tensor pooled = sum(states * keep, {1}) / count;  // [B, C]
-  return traced(head->forward(pooled));
+  return head(pooled);
 }
 
 TokenClassifier::TokenClassifier(const EncoderClassifierConfig& cfg)
     : EncoderOnlyModel("TokenClassifier", cfg) {}
 
-Tensor TokenClassifier::forward(const Tensor& ids) {
-  const auto profiled_scope = profiled();
-  return traced(head->forward(encode(ids).first));
-}
+Tensor TokenClassifier::forward(const Tensor& ids) { return head(encode(ids).first); }
 
 }  // namespace tapegrad::nn

@@ -33,10 +33,10 @@ class EncoderOnlyModel : public Module {
   // ids int64 [B, S] -> states [B, S, C], and the padding mask bool [B, S]
   std::pair<Tensor, Tensor> encode(const Tensor& ids);
 
-  std::shared_ptr<Embedding> embed;
-  std::shared_ptr<PositionalEncoding> positional;
-  std::shared_ptr<Encoder> encoder;
-  std::shared_ptr<Linear> head;  // C -> K, per sequence or per token
+  Child<Embedding> embed;
+  Child<PositionalEncoding> positional;
+  Child<Encoder> encoder;
+  Child<Linear> head;  // C -> K, per sequence or per token
 
  protected:
   EncoderClassifierConfig cfg_;

@@ -28,25 +28,26 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool w
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  const auto profiled_scope = profiled();
   TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
            "Linear: input of shape {} does not end in in_features {}", x.shape(), weight.size(1));
-  return traced(linear(x, weight, bias));
+  return linear(x, weight, bias);
 }
 
-Tensor Linear::forward(const Tensor& x, const LinearEpilogue& epilogue) const {
-  const auto profiled_scope = profiled();
-  return traced(linear(x, weight, bias, epilogue));
+Tensor linear_activation_dropout(const Linear& linear, const Tensor& x, Activation activation,
+                                 Dropout& dropout) {
+  const auto profiled_scope = linear.profiled();
+  return linear.traced(tapegrad::linear(x, linear.weight, linear.bias,
+                                        {.activation = activation,
+                                         .dropout = dropout.p(),
+                                         .training = dropout.is_training(),
+                                         .gen = &dropout.generator()}));
 }
 
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(gen.next_u64()) {
   TG_CHECK(p >= 0 && p <= 1, "Dropout: probability must be in [0, 1], got {}", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) {
-  const auto profiled_scope = profiled();
-  return traced(dropout(x, p_, is_training(), gen_));
-}
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
                      std::optional<int64_t> padding_idx, double init_std)
@@ -63,10 +64,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
   register_parameter("weight", weight);
 }
 
-Tensor Embedding::forward(const Tensor& ids) const {
-  const auto profiled_scope = profiled();
-  return traced(embedding(weight, ids, padding_idx_));
-}
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids, padding_idx_); }
 
 LayerNorm::LayerNorm(int64_t C, double eps, bool affine) : Module("LayerNorm"), eps_(eps) {
   TG_CHECK(C > 0, "LayerNorm: size must be positive, got {}", C);
@@ -78,10 +76,7 @@ LayerNorm::LayerNorm(int64_t C, double eps, bool affine) : Module("LayerNorm"), 
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const {
-  const auto profiled_scope = profiled();
-  return traced(layer_norm(x, weight, bias, eps_));
-}
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps_); }
 
 Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d) {
   const auto profiled_scope = norm.profiled();
@@ -116,13 +111,12 @@ PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Gen
 }
 
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
-  const auto profiled_scope = profiled();
   TG_CHECK(x.dim() == 3 && x.size(2) == pe.size(1),
            "PositionalEncoding: expected input [B, T, {}], got {}", pe.size(1), x.shape());
   TG_CHECK(start >= 0 && start + x.size(1) <= pe.size(0),
            "PositionalEncoding: sequence length {} exceeds max_len {}", start + x.size(1),
            pe.size(0));
-  return traced(dropout_->forward(x + slice(pe, 0, start, start + x.size(1))));
+  return dropout_(x + slice(pe, 0, start, start + x.size(1)));
 }
 
 }  // namespace tapegrad::nn

@@ -19,8 +19,6 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
   Tensor forward(const Tensor& x) const;
-  // With an activation and dropout applied in the product's output pass (LinearEpilogue).
-  Tensor forward(const Tensor& x, const LinearEpilogue& epilogue) const;
 
   Tensor weight;
   Tensor bias;  // undefined without bias
@@ -70,8 +68,14 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+// A position-wise feed-forward's first half, dropout(activation(linear(x))), as one op: the
+// activation and the dropout run in the product's output pass (LinearEpilogue). A module call
+// of `linear`.
+Tensor linear_activation_dropout(const Linear& linear, const Tensor& x, Activation activation,
+                                 Dropout& dropout);
+
 // A transformer layer's residual connections, each one op beneath (add_layer_norm,
-// add_and_layer_norm), charged to `norm` by the profiler.
+// add_and_layer_norm), and a module call of `norm`.
 // post-norm add & norm: norm(x + dropout(d)), d the sublayer's output
 Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d);
 // pre-norm: the residual stream s = x + dropout(d), and the next sublayer's input norm(s)
@@ -80,13 +84,13 @@ SumNorm add_then_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, 
 class ReLU : public Module {
  public:
   ReLU() : Module("ReLU") {}
-  Tensor forward(const Tensor& x) const { return traced(relu(x)); }
+  Tensor forward(const Tensor& x) const { return relu(x); }
 };
 
 class GELU : public Module {
  public:
   GELU() : Module("GELU") {}
-  Tensor forward(const Tensor& x) const { return traced(gelu(x)); }
+  Tensor forward(const Tensor& x) const { return gelu(x); }
 };
 
 // x [B, T, C] -> dropout(x + pe[:T]), with pe the paper's sinusoids (section 3.5):
@@ -101,7 +105,7 @@ class PositionalEncoding : public Module {
   Tensor pe;
 
  private:
-  std::shared_ptr<Dropout> dropout_;
+  Child<Dropout> dropout_;
 };
 
 }  // namespace tapegrad::nn

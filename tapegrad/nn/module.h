@@ -1,10 +1,12 @@
 // Module: the base of every layer. A module registers its parameters, buffers and child
 // modules by name, which gives dotted recursive names ("encoder.layers.0.self_attn.q_proj.weight")
 // that are also the checkpoint keys. Modules are neither copied nor moved: registration keeps
-// pointers to their members. Children are held by shared_ptr, as in the PyTorch C++ frontend.
+// pointers to their members. Children are held by shared_ptr (Child), as in the PyTorch C++
+// frontend.
 //
-// Each module has its own forward(...) with the signature that fits it; there is no virtual
-// forward.
+// Each module has its own forward(...) with the signature that fits it, holding the math only;
+// there is no virtual forward. What happens around every forward (the profiler's module scope,
+// the shape trace) is the module call's: call(m, ...), which a Child's call operator runs.
 #pragma once
 
 #include <functional>
@@ -24,6 +26,28 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // The name of the first tensor that holds a NaN or an infinity, or nullopt when all are finite.
 std::optional<std::string> find_nonfinite(const NamedTensors& tensors);
+
+// The module call, as PyTorch's Module.__call__: m.forward(args...), with the ops it runs
+// charged to m's path while profiling and its output's shape reported while tracing. A parent
+// calls a child through its Child handle; a program calls its model with call(model, ...).
+template <class M, class... Args>
+Tensor call(M& m, Args&&... args) {
+  const auto profiled_scope = m.profiled();
+  return m.traced(m.forward(std::forward<Args>(args)...));
+}
+
+// A child module as its parent holds it: a shared_ptr whose call operator is the module call,
+// so that a forward reads as PyTorch's does: linear2(dropout(linear1(x))).
+template <class M>
+class Child : public std::shared_ptr<M> {
+ public:
+  Child() = default;
+  Child(std::shared_ptr<M> m) : std::shared_ptr<M>(std::move(m)) {}  // NOLINT: a handle
+  template <class... Args>
+  Tensor operator()(Args&&... args) const {
+    return call(**this, std::forward<Args>(args)...);
+  }
+};
 
 class Module {
  public:
@@ -60,20 +84,21 @@ class Module {
   // Replaces a registered parameter or buffer's tensor (checkpoint loading).
   void assign(std::string_view dotted_name, const Tensor& value);
 
+  // The two halves of a module call (call()): while a ProfileGuard is on, the ops run until the
+  // returned scope closes are charged to this module's path (profile.h); while a ShapeTrace is
+  // alive, `out`'s shape is reported. One thread-local check each when off.
+  profile::ModuleScope profiled() const { return profile::ModuleScope(path_); }
+  const Tensor& traced(const Tensor& out) const;
+
  protected:
   // Registers a member tensor; parameters are made leaves that require grad.
   void register_parameter(std::string name, Tensor& member);
   void register_buffer(std::string name, Tensor& member);
   template <class M>
-  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> child) {
+  Child<M> register_module(std::string name, std::shared_ptr<M> child) {
     add_child(std::move(name), child);
     return child;
   }
-  // Reports `out`'s shape to the shape trace when one is active (see ShapeTrace).
-  const Tensor& traced(const Tensor& out) const;
-  // Opened at the top of forward: while a ProfileGuard is on, the ops until the scope closes
-  // are charged to this module's path (profile.h). One thread-local check when off.
-  profile::ModuleScope profiled() const { return profile::ModuleScope(path_); }
   // Reports a shape inside this module's forward ("<path> <Type> <what>: shape"), for what has
   // no tensor of its own (a fused op's per-head scores); check tracing() first.
   static bool tracing();
@@ -112,10 +137,10 @@ class ModuleList : public Module {
   auto end() const { return items_.end(); }
 
  private:
-  std::vector<std::shared_ptr<M>> items_;
+  std::vector<Child<M>> items_;
 };
 
-// While a ShapeTrace is alive on this thread, every module forward reports
+// While a ShapeTrace is alive on this thread, every module call (call()) reports
 // "<path> <Type>: [B, T, C]" to the sink, the way the seed notebooks print each tensor's shape
 // through the encoder. Without one, tracing costs one thread-local check per forward.
 class ShapeTrace {

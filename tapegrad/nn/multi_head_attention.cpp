@@ -38,7 +38,6 @@ MultiHeadAttention::MultiHeadAttention(int64_t C, int64_t heads, double dropout,
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const AttentionMasks& masks) {
-  const auto profiled_scope = profiled();
   TG_CHECK(query.dim() == 3 && query.size(2) == C_,
            "MultiHeadAttention: query must be [B, T, {}], got {}", C_, query.shape());
   TG_CHECK(key.dim() == 3 && key.shape() == value.shape() && key.size(0) == query.size(0) &&
@@ -47,17 +46,16 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
            value.shape(), C_, query.size(0));
   // in order (function arguments are evaluated in an unspecified one): the shape trace and the
   // tape list q, k, v as written
-  const Tensor q = q_proj->forward(query);
-  const Tensor k = k_proj->forward(key);
-  const Tensor v = v_proj->forward(value);
+  const Tensor q = q_proj(query);
+  const Tensor k = k_proj(key);
+  const Tensor v = v_proj(value);
   return attend(q, k, v, masks);
 }
 
 MultiHeadAttention::KVCache MultiHeadAttention::project(const Tensor& key_value) {
-  const auto profiled_scope = profiled();
   TG_CHECK(key_value.dim() == 3 && key_value.size(2) == C_,
            "MultiHeadAttention: key and value must be [B, S, {}], got {}", C_, key_value.shape());
-  return {k_proj->forward(key_value), v_proj->forward(key_value), key_value.size(1)};
+  return {k_proj(key_value), v_proj(key_value), key_value.size(1)};
 }
 
 MultiHeadAttention::KVCache MultiHeadAttention::empty_cache(int64_t batch, int64_t capacity,
@@ -83,7 +81,6 @@ void write_rows(Tensor& buffer, int64_t at, const Tensor& rows) {
 
 Tensor MultiHeadAttention::forward_cached(const Tensor& query, KVCache& cache, bool append,
                                           const AttentionMasks& masks) {
-  const auto profiled_scope = profiled();
   TG_CHECK(query.dim() == 3 && query.size(2) == C_,
            "MultiHeadAttention: query must be [B, T, {}], got {}", C_, query.shape());
   TG_CHECK(cache.keys.defined() && cache.keys.size(0) == query.size(0),
@@ -99,7 +96,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& query, KVCache& cache, b
     write_rows(cache.values, cache.length, fresh.values);
     cache.length += query.size(1);
   }
-  return attend(q_proj->forward(query), slice(cache.keys, 1, 0, cache.length),
+  return attend(q_proj(query), slice(cache.keys, 1, 0, cache.length),
                 slice(cache.values, 1, 0, cache.length), masks);
 }
 
@@ -143,7 +140,7 @@ Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor
                                 .gen = &dropout_->generator()},
                                keep_weights_ ? &weights : nullptr);
   if (keep_weights_) last_weights_ = weights;
-  return traced(out_proj->forward(ctx));
+  return out_proj(ctx);
 }
 
 }  // namespace tapegrad::nn

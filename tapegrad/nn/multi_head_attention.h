@@ -55,7 +55,7 @@ class MultiHeadAttention : public Module {
   const Tensor& last_weights() const { return last_weights_; }
   int64_t heads() const { return H_; }
 
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  Child<Linear> q_proj, k_proj, v_proj, out_proj;
 
  private:
   // softmax(q k^T / sqrt(D), blocked) v for projected q [B, T, C], k and v [B, S, C], then the
@@ -63,7 +63,7 @@ class MultiHeadAttention : public Module {
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks);
 
   int64_t C_, H_;
-  std::shared_ptr<Dropout> dropout_;
+  Child<Dropout> dropout_;
   bool keep_weights_ = false;
   Tensor last_weights_;
 };

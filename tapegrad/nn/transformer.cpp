@@ -19,15 +19,10 @@ PositionwiseFeedForward::PositionwiseFeedForward(const LayerConfig& cfg, Generat
   linear2 = register_module("linear2", std::make_shared<Linear>(cfg.d_ff, cfg.d_model, gen));
 }
 
-// linear1, the activation and the dropout as one op: the latter two run in the matrix kernel's
-// output pass (linear's epilogue) instead of as two passes over a [.., d_ff] tensor each.
+// linear2(dropout(activation(linear1(x)))), the activation and dropout in linear1's output
+// pass
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
-  const auto profiled_scope = profiled();
-  const Tensor a = linear1->forward(x, {.activation = activation_,
-                                        .dropout = dropout_->p(),
-                                        .training = dropout_->is_training(),
-                                        .gen = &dropout_->generator()});
-  return traced(linear2->forward(a));
+  return linear2(linear_activation_dropout(*linear1, x, activation_, *dropout_));
 }
 
 EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)
@@ -43,23 +38,21 @@ EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)
 }
 
 Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
-  const auto profiled_scope = profiled();
   Tensor x = input;
   const AttentionMasks masks{.key_padding = padding};
   if (norm_first_) {
     // self-attention: x + dropout1(self_attn(norm1(x))), and norm2 of it for the next
-    const Tensor n1 = norm1->forward(x);
-    const auto [s, n2] =
-        add_then_norm(*norm2, x, *dropout1_, self_attn->forward(n1, n1, n1, masks));
+    const Tensor n1 = norm1(x);
+    const auto [s, n2] = add_then_norm(*norm2, x, *dropout1_, self_attn(n1, n1, n1, masks));
     // feed-forward: x + dropout2(feed_forward(norm2(x)))
-    x = s + dropout2_->forward(feed_forward->forward(n2));
+    x = s + dropout2_(feed_forward(n2));
   } else {
     // self-attention, add & norm: norm1(x + dropout1(self_attn(x)))
-    x = add_norm(*norm1, x, *dropout1_, self_attn->forward(x, x, x, masks));
+    x = add_norm(*norm1, x, *dropout1_, self_attn(x, x, x, masks));
     // feed-forward, add & norm: norm2(x + dropout2(feed_forward(x)))
-    x = add_norm(*norm2, x, *dropout2_, feed_forward->forward(x));
+    x = add_norm(*norm2, x, *dropout2_, feed_forward(x));
   }
-  return traced(x);
+  return x;
 }
 
 Encoder::Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen)
@@ -72,11 +65,10 @@ Encoder::Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Ge
 }
 
 Tensor Encoder::forward(const Tensor& input, const Tensor& padding) {
-  const auto profiled_scope = profiled();
   Tensor x = input;
-  for (const auto& layer : *layers) x = layer->forward(x, padding);
-  if (norm) x = norm->forward(x);
-  return traced(x);
+  for (const auto& layer : *layers) x = layer(x, padding);
+  if (norm) x = norm(x);
+  return x;
 }
 
 DecoderLayer::DecoderLayer(const LayerConfig& cfg, Generator& gen)
@@ -97,29 +89,27 @@ DecoderLayer::DecoderLayer(const LayerConfig& cfg, Generator& gen)
 
 Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Tensor& self_mask,
                              const Tensor& tgt_padding, const Tensor& memory_padding) {
-  const auto profiled_scope = profiled();
   Tensor x = input;
   const AttentionMasks self_masks{.key_padding = tgt_padding, .attn = self_mask};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
   if (norm_first_) {
     // masked self-attention: x + dropout1(self_attn(norm1(x))), and norm2 of it
-    const Tensor n1 = norm1->forward(x);
-    const auto [s1, n2] =
-        add_then_norm(*norm2, x, *dropout1_, self_attn->forward(n1, n1, n1, self_masks));
+    const Tensor n1 = norm1(x);
+    const auto [s1, n2] = add_then_norm(*norm2, x, *dropout1_, self_attn(n1, n1, n1, self_masks));
     // cross-attention: x + dropout2(cross_attn(norm2(x), memory)), and norm3 of it
     const auto [s2, n3] =
-        add_then_norm(*norm3, s1, *dropout2_, cross_attn->forward(n2, memory, memory, cross_masks));
+        add_then_norm(*norm3, s1, *dropout2_, cross_attn(n2, memory, memory, cross_masks));
     // feed-forward: x + dropout3(feed_forward(norm3(x)))
-    x = s2 + dropout3_->forward(feed_forward->forward(n3));
+    x = s2 + dropout3_(feed_forward(n3));
   } else {
     // masked self-attention, add & norm: norm1(x + dropout1(self_attn(x)))
-    x = add_norm(*norm1, x, *dropout1_, self_attn->forward(x, x, x, self_masks));
+    x = add_norm(*norm1, x, *dropout1_, self_attn(x, x, x, self_masks));
     // cross-attention over the encoder memory, add & norm
-    x = add_norm(*norm2, x, *dropout2_, cross_attn->forward(x, memory, memory, cross_masks));
+    x = add_norm(*norm2, x, *dropout2_, cross_attn(x, memory, memory, cross_masks));
     // feed-forward, add & norm
-    x = add_norm(*norm3, x, *dropout3_, feed_forward->forward(x));
+    x = add_norm(*norm3, x, *dropout3_, feed_forward(x));
   }
-  return traced(x);
+  return x;
 }
 
 DecoderLayer::Cache DecoderLayer::start(const Tensor& memory, int64_t capacity) {
@@ -130,20 +120,18 @@ DecoderLayer::Cache DecoderLayer::start(const Tensor& memory, int64_t capacity) 
 // forward() for one position, with the same signposts; self-attention attends to the cache.
 Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_padding,
                           const Tensor& memory_padding) {
-  const auto profiled_scope = profiled();
   Tensor x = input;
   const AttentionMasks self_masks{.key_padding = tgt_padding};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
   if (norm_first_) {
     // masked self-attention: the cache holds only the positions before this one
-    const auto [s1, n2] =
-        add_then_norm(*norm2, x, *dropout1_,
-                      self_attn->forward_cached(norm1->forward(x), cache.self, true, self_masks));
+    const auto [s1, n2] = add_then_norm(
+        *norm2, x, *dropout1_, self_attn->forward_cached(norm1(x), cache.self, true, self_masks));
     // cross-attention over the encoder memory
     const auto [s2, n3] = add_then_norm(
         *norm3, s1, *dropout2_, cross_attn->forward_cached(n2, cache.cross, false, cross_masks));
     // feed-forward
-    x = s2 + dropout3_->forward(feed_forward->forward(n3));
+    x = s2 + dropout3_(feed_forward(n3));
   } else {
     // masked self-attention: the cache holds only the positions before this one
     x = add_norm(*norm1, x, *dropout1_, self_attn->forward_cached(x, cache.self, true, self_masks));
@@ -151,7 +139,7 @@ Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_p
     x = add_norm(*norm2, x, *dropout2_,
                  cross_attn->forward_cached(x, cache.cross, false, cross_masks));
     // feed-forward
-    x = add_norm(*norm3, x, *dropout3_, feed_forward->forward(x));
+    x = add_norm(*norm3, x, *dropout3_, feed_forward(x));
   }
   return x;
 }
@@ -167,25 +155,23 @@ Decoder::Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Ge
 
 Tensor Decoder::forward(const Tensor& input, const Tensor& memory, const Tensor& self_mask,
                         const Tensor& tgt_padding, const Tensor& memory_padding) {
-  const auto profiled_scope = profiled();
   Tensor x = input;
   for (const auto& layer : *layers) {
-    x = layer->forward(x, memory, self_mask, tgt_padding, memory_padding);
+    x = layer(x, memory, self_mask, tgt_padding, memory_padding);
   }
-  if (norm) x = norm->forward(x);
-  return traced(x);
+  if (norm) x = norm(x);
+  return x;
 }
 
 Tensor Decoder::step(const Tensor& input, std::vector<DecoderLayer::Cache>& caches,
                      const Tensor& tgt_padding, const Tensor& memory_padding) {
-  const auto profiled_scope = profiled();
   TG_CHECK(caches.size() == layers->size(), "Decoder: {} caches for {} layers", caches.size(),
            layers->size());
   Tensor x = input;
   for (size_t i = 0; i < caches.size(); ++i) {
     x = (*layers)[i].step(x, caches[i], tgt_padding, memory_padding);
   }
-  if (norm) x = norm->forward(x);
+  if (norm) x = norm(x);
   return x;
 }
 
@@ -303,13 +289,11 @@ Tensor MiniTransformer::embed(const Embedding& table, const Tensor& ids, int64_t
   TG_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
            "MiniTransformer: token ids must be int64 [B, L] with B, L > 0, got {} {}", ids.dtype(),
            ids.shape());
-  return positional->forward(table.forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)),
-                             start);
+  return positional(call(table, ids) * std::sqrt(static_cast<double>(cfg_.d_model)), start);
 }
 
 Tensor MiniTransformer::project_out(const Tensor& x) {
-  const auto profiled_scope = profiled();
-  if (out_proj) return out_proj->forward(x);
+  if (out_proj) return out_proj(x);
   return matmul(x, transpose(tgt_embed->weight, 0, 1)) + out_bias;
 }
 
@@ -367,7 +351,6 @@ void MiniTransformer::keep_rows(DecodeState& state, const std::vector<int64_t>& 
 }
 
 Tensor MiniTransformer::decode_step(const Tensor& ids, DecodeState& state) {
-  const auto profiled_scope = profiled();
   TG_CHECK(
       ids.dtype() == DType::Int64 && ids.dim() == 1 && ids.size(0) == state.memory.states.size(0),
       "MiniTransformer: decode_step takes int64 ids [N] for the {} rows of the state, got {} {}",
@@ -382,25 +365,22 @@ Tensor MiniTransformer::decode_step(const Tensor& ids, DecodeState& state) {
 }
 
 MiniTransformer::Memory MiniTransformer::encode(const Tensor& src_ids) {
-  const auto profiled_scope = profiled();
   const Tensor x = embed(*src_embed, src_ids);
   const Tensor padding = padding_mask(src_ids, cfg_.pad_id);
-  return {encoder->forward(x, padding), padding};
+  return {encoder(x, padding), padding};
 }
 
 Tensor MiniTransformer::decode(const Tensor& tgt_ids, const Memory& memory) {
-  const auto profiled_scope = profiled();
   TG_CHECK(tgt_ids.dim() == 2 && tgt_ids.size(0) == memory.states.size(0),
            "MiniTransformer: target ids {} and source batch {} differ", tgt_ids.shape(),
            memory.states.shape());
   const Tensor y = embed(*tgt_embed, tgt_ids);
-  const Tensor x = decoder->forward(y, memory.states, causal_mask(tgt_ids.size(1)),
-                                    padding_mask(tgt_ids, cfg_.pad_id), memory.padding);
-  return traced(project_out(x));
+  const Tensor x = decoder(y, memory.states, causal_mask(tgt_ids.size(1)),
+                           padding_mask(tgt_ids, cfg_.pad_id), memory.padding);
+  return project_out(x);
 }
 
 Tensor MiniTransformer::forward(const Tensor& src_ids, const Tensor& tgt_ids) {
-  const auto profiled_scope = profiled();
   return decode(tgt_ids, encode(src_ids));
 }
 

@@ -28,11 +28,11 @@ class PositionwiseFeedForward : public Module {
   PositionwiseFeedForward(const LayerConfig& cfg, Generator& gen);
   Tensor forward(const Tensor& x);
 
-  std::shared_ptr<Linear> linear1, linear2;
+  Child<Linear> linear1, linear2;
 
  private:
   Activation activation_;
-  std::shared_ptr<Dropout> dropout_;
+  Child<Dropout> dropout_;
 };
 
 // Self-attention and feed-forward, each with a residual connection and layer norm.
@@ -42,13 +42,13 @@ class EncoderLayer : public Module {
   // x [B, S, C], padding bool [B, S] (or undefined) -> [B, S, C]
   Tensor forward(const Tensor& x, const Tensor& padding = Tensor());
 
-  std::shared_ptr<MultiHeadAttention> self_attn;
-  std::shared_ptr<PositionwiseFeedForward> feed_forward;
-  std::shared_ptr<LayerNorm> norm1, norm2;
+  Child<MultiHeadAttention> self_attn;
+  Child<PositionwiseFeedForward> feed_forward;
+  Child<LayerNorm> norm1, norm2;
 
  private:
   bool norm_first_;
-  std::shared_ptr<Dropout> dropout1_, dropout2_;
+  Child<Dropout> dropout1_, dropout2_;
 };
 
 class Encoder : public Module {
@@ -57,8 +57,8 @@ class Encoder : public Module {
   Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen);
   Tensor forward(const Tensor& x, const Tensor& padding = Tensor());
 
-  std::shared_ptr<ModuleList<EncoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;  // null without final_norm
+  Child<ModuleList<EncoderLayer>> layers;
+  Child<LayerNorm> norm;  // null without final_norm
 };
 
 // Masked self-attention, cross-attention over the encoder memory, feed-forward; each with
@@ -83,13 +83,13 @@ class DecoderLayer : public Module {
   Tensor step(const Tensor& x, Cache& cache, const Tensor& tgt_padding,
               const Tensor& memory_padding);
 
-  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
-  std::shared_ptr<PositionwiseFeedForward> feed_forward;
-  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  Child<MultiHeadAttention> self_attn, cross_attn;
+  Child<PositionwiseFeedForward> feed_forward;
+  Child<LayerNorm> norm1, norm2, norm3;
 
  private:
   bool norm_first_;
-  std::shared_ptr<Dropout> dropout1_, dropout2_, dropout3_;
+  Child<Dropout> dropout1_, dropout2_, dropout3_;
 };
 
 class Decoder : public Module {
@@ -101,8 +101,8 @@ class Decoder : public Module {
   Tensor step(const Tensor& x, std::vector<DecoderLayer::Cache>& caches, const Tensor& tgt_padding,
               const Tensor& memory_padding);
 
-  std::shared_ptr<ModuleList<DecoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;
+  Child<ModuleList<DecoderLayer>> layers;
+  Child<LayerNorm> norm;
 };
 
 // MiniTransformerConfig{.src_vocab = 40, .tgt_vocab = 40, .d_model = 128, .heads = 4}
@@ -172,12 +172,12 @@ class MiniTransformer : public Module {
   const MiniTransformerConfig& config() const { return cfg_; }
 
   // With share_embeddings, tgt_embed is src_embed (registered once, as "src_embed").
-  std::shared_ptr<Embedding> src_embed, tgt_embed;
-  std::shared_ptr<PositionalEncoding> positional;
-  std::shared_ptr<Encoder> encoder;
-  std::shared_ptr<Decoder> decoder;
-  std::shared_ptr<Linear> out_proj;  // null with tie_output
-  Tensor out_bias;                   // [V], only with tie_output
+  Child<Embedding> src_embed, tgt_embed;
+  Child<PositionalEncoding> positional;
+  Child<Encoder> encoder;
+  Child<Decoder> decoder;
+  Child<Linear> out_proj;  // null with tie_output
+  Tensor out_bias;         // [V], only with tie_output
 
  private:
   Tensor embed(const Embedding& table, const Tensor& ids, int64_t start = 0);

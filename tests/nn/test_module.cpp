@@ -145,7 +145,7 @@ TEST_CASE("the shape trace reports each module's output shape only while on", "[
   std::vector<std::string> lines;
   {
     ShapeTrace trace([&](std::string_view line) { lines.emplace_back(line); });
-    model.forward(src, tgt);
+    call(model, src, tgt);
   }
   const auto has = [&](const std::string& l) {
     return std::find(lines.begin(), lines.end(), l) != lines.end();
@@ -153,8 +153,11 @@ TEST_CASE("the shape trace reports each module's output shape only while on", "[
   CHECK(has("encoder.layers.0.self_attn MultiHeadAttention: [2, 3, 8]"));
   CHECK(has("decoder.layers.1 DecoderLayer: [2, 2, 8]"));
   CHECK(has("(root) MiniTransformer: [2, 2, 13]"));
+  // a child called through its handle, and one called through a fused helper
+  CHECK(has("src_embed Embedding: [2, 3, 8]"));
+  CHECK(has("encoder.layers.0.feed_forward.linear1 Linear: [2, 3, 16]"));
   const size_t n = lines.size();
-  model.forward(src, tgt);
+  call(model, src, tgt);
   CHECK(lines.size() == n);
 }
 
@@ -166,7 +169,7 @@ TEST_CASE("the profiler charges each op to the module that ran it", "[nn]") {
   const Tensor src = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Int64);
   const Tensor tgt = tensor({1, 2, 1, 2}, {2, 2}, DType::Int64);
   ProfileGuard profile;
-  cross_entropy(reshape(model.forward(src, tgt), {4, -1}), reshape(tgt, {-1})).backward();
+  cross_entropy(reshape(call(model, src, tgt), {4, -1}), reshape(tgt, {-1})).backward();
   const auto rows = profile.by_module();
   const auto row = [&](const std::string& path) {
     const auto it = std::find_if(rows.begin(), rows.end(),
