@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "examples/cli.h"
-#include "examples/run.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/io/files.h"
+#include "tapegrad/train/run.h"
 #include "tapegrad/viz/tape_drawing.h"
 
 using namespace tapegrad;
@@ -48,7 +48,7 @@ int tour(const std::string& draw_dir) {
   y.backward();  // walks the tape in reverse; dy/dw and dy/db accumulate into the leaves
   fmt::print("dy/dw = {}\ndy/db = {}\n\n", w.grad(), b.grad());
   if (!draw_dir.empty()) {
-    examples::claim_output_folder(draw_dir, {"tape.svg", "tape.dot"});
+    train::claim_output_folder(draw_dir, {"tape.svg", "tape.dot"});
     io::write_atomic(draw_dir + "/tape.svg", drawing.svg());
     io::write_atomic(draw_dir + "/tape.dot", drawing.dot());
     fmt::print(

@@ -9,7 +9,7 @@
 //   ./build/examples/train --out runs/dates --resume --steps 4000   # continue a run
 //
 // Output in --out (the layout, how checkpoints are committed and how a run is never written
-// over: examples/run.h; the default folder is numbered past the ones that exist): checkpoints
+// over: tapegrad/train/run.h; the default folder is numbered past the ones that exist): checkpoints
 // every --save-every steps and at the end, loss.tsv (step, loss, learning rate), loss.svg,
 // one heatmap per sample (cross-attention per head), report.html, and the data split as
 // train.tsv / valid.tsv. Ctrl-C or SIGTERM saves a checkpoint and exits non-zero; kill -9 loses
@@ -19,40 +19,31 @@
 // Determinism: the same flags (seed and --threads included) on the same machine give
 // bit-identical loss.tsv and checkpoint files, and so does a run stopped, killed and resumed.
 //
-// Data-parallel: `mpirun -np N train ...` runs N processes (tapegrad/parallel/). --batch stays
-// the global batch: every process builds the same batches in the same order and takes its
-// slice of each (process r of N: rows B*r/N to B*(r+1)/N of B), its loss weighted by its share
-// of the batch's target tokens, so the gradients summed over the processes (GradientSync, in
-// buckets of --bucket-kb while backward runs) are the single process's gradient, and the
-// optimizer takes the same step everywhere. Process 0 alone evaluates and writes the run; a
-// stop (Ctrl-C, SIGTERM, --stop-after) is agreed at the end of a step, so all stop at the same
-// one; --resume needs the same N. With dropout, each process's masks come from the seed, its
-// rank and the step.
+// Data-parallel: `mpirun -np N train ...` runs N processes, each with its slice of every
+// global batch of --batch (tapegrad/train/trainer.h); a stop (Ctrl-C, SIGTERM, --stop-after) is
+// agreed at the end of a step, so all stop at the same one; --resume needs the same N.
+
+// The program is flags plus a train::Trainer: parse() reads and checks the flags (against the
+// run's saved ones on --resume), run() prepares a new run's data and begins or resumes the
+// trainer, train_steps() steps it with validations, checkpoints and the stop conditions.
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
-#include <numeric>
+#include <set>
 
 #include "examples/cli.h"
-#include "examples/run.h"
 #include "tapegrad/autograd/autograd.h"
-#include "tapegrad/data/batch.h"
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/tasks.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
-#include "tapegrad/optim/optimizer.h"
-#include "tapegrad/optim/schedule.h"
-#include "tapegrad/parallel/gradient_sync.h"
 #include "tapegrad/parallel/world.h"
-#include "tapegrad/viz/viz.h"
+#include "tapegrad/train/trainer.h"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -62,12 +53,6 @@ namespace {
 // The signal that asked the run to stop (SIGINT or SIGTERM), or 0.
 volatile std::sig_atomic_t g_signal = 0;
 void on_signal(int signo) { g_signal = signo; }
-
-// Training went wrong in a way that must stop it (a loss or gradient that is not finite).
-class TrainingError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct Settings {
   std::string task, data, level, out, schedule;
@@ -197,8 +182,8 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
     s.out = next;
   }
   if (s.resume && !f.peek("help")) {
-    const std::string checkpoint = examples::latest_checkpoint(s.out);
-    s.saved = examples::read_trainer_state(checkpoint).flags;
+    const std::string checkpoint = train::latest_checkpoint(s.out);
+    s.saved = train::read_trainer_state(checkpoint).flags;
     auto given = s.saved;
     given.erase("processes");  // mpirun's -np, not a flag
     f.fallback(given, checkpoint + "/trainer.json");
@@ -284,7 +269,7 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
       if (!flags.contains(name))
         conflicts.push_back(
             fmt::format("{}/trainer.json saves --{}, which is not a flag a run keeps",
-                        examples::latest_checkpoint(s.out), name.substr(0, 40)));
+                        train::latest_checkpoint(s.out), name.substr(0, 40)));
     }
     for (const auto& [name, value] : flags) {
       const auto it = s.saved.find(name);
@@ -312,20 +297,10 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
   return s;
 }
 
-std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
-                                               int64_t steps, int64_t d_model) {
-  if (kind == "cosine")
-    return std::make_unique<optim::WarmupCosineSchedule>(lr, warmup, steps, lr / 100);
-  if (kind == "noam")
-    return std::make_unique<optim::NoamSchedule>(d_model, std::max<int64_t>(1, warmup), lr / 1e-3);
-  TG_CHECK(kind == "constant", "unknown schedule '{}'", kind.substr(0, 40));
-  return std::make_unique<optim::ConstantSchedule>(lr);
-}
-
 // A resumed checkpoint must hold the model and vocabularies its trainer.json's flags describe:
 // config.json and the vocabulary files sit beside it, and a hand-edited or mixed-up checkpoint
 // disagrees with them.
-void check_checkpoint(const Settings& s, const examples::RunDirectory::Resumed& r) {
+void check_checkpoint(const Settings& s, const train::RunDirectory::Resumed& r) {
   const nn::MiniTransformerConfig& c = r.loaded.model->config();
   const data::Vocabulary &src = r.loaded.src_vocab, &tgt = r.loaded.tgt_vocab;
   std::vector<std::string> problems;
@@ -357,8 +332,8 @@ void check_checkpoint(const Settings& s, const examples::RunDirectory::Resumed& 
     if (!equal) problems.push_back("--shared-vocab, but src.vocab and tgt.vocab differ");
   }
   if (!problems.empty()) {
-    throw examples::RunError(fmt::format("{}: disagrees with its trainer.json's flags: {}",
-                                         r.loaded.checkpoint, fmt::join(problems, "; ")));
+    throw train::RunError(fmt::format("{}: disagrees with its trainer.json's flags: {}",
+                                      r.loaded.checkpoint, fmt::join(problems, "; ")));
   }
 }
 
@@ -381,22 +356,23 @@ void check_schedule(const Settings& s, int64_t done) {
     try {
       return std::stod(saved.at(name));
     } catch (const std::exception&) {
-      throw examples::RunError(fmt::format("{}/trainer.json: flag '{}' is '{}', not a number",
-                                           examples::latest_checkpoint(s.out), name,
-                                           saved.at(name).substr(0, 40)));
+      throw train::RunError(fmt::format("{}/trainer.json: flag '{}' is '{}', not a number",
+                                        train::latest_checkpoint(s.out), name,
+                                        saved.at(name).substr(0, 40)));
     }
   };
   std::unique_ptr<optim::Schedule> old;
   try {
-    old = make_schedule(saved.at("schedule"), number("lr"), static_cast<int64_t>(number("warmup")),
-                        static_cast<int64_t>(number("steps")), s.model.d_model);
+    old = train::make_schedule(saved.at("schedule"), number("lr"),
+                               static_cast<int64_t>(number("warmup")),
+                               static_cast<int64_t>(number("steps")), s.model.d_model);
   } catch (const Error& e) {
-    throw examples::RunError(
+    throw train::RunError(
         fmt::format("{}/trainer.json: its flags --schedule, --lr, --warmup "
                     "and --steps make no schedule: {}",
-                    examples::latest_checkpoint(s.out), e.what()));
+                    train::latest_checkpoint(s.out), e.what()));
   }
-  const auto now = make_schedule(s.schedule, s.lr, s.warmup, s.steps, s.model.d_model);
+  const auto now = train::make_schedule(s.schedule, s.lr, s.warmup, s.steps, s.model.d_model);
   if (now->lr(done + 1) == old->lr(done + 1) && now->lr(s.steps) == old->lr(s.steps)) return;
   const std::string what = fmt::format(
       "the learning rate was {:.3g} at step {}; the new schedule ({} over {} steps) gives {:.3g} "
@@ -410,55 +386,6 @@ void check_schedule(const Settings& s, int64_t done) {
                     saved.at("schedule"), saved.at("steps"), what));
   }
   fmt::print("rescheduled: {}\n", what);
-}
-
-std::string duration(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
-  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, s / 60 % 60)
-                   : fmt::format("{}m{:02d}s", s / 60, s % 60);
-}
-
-struct Metrics {
-  double loss = 0, token_accuracy = 0, exact_match = 0;
-};
-
-// Teacher-forced loss and token accuracy, plus exact match by greedy decoding.
-Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExample>& valid,
-                 int64_t batch_size) {
-  Metrics m;
-  NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
-  int64_t tokens = 0, correct_tokens = 0, exact = 0;
-  double loss_sum = 0;
-  for (size_t start = 0; start < valid.size(); start += batch_size) {
-    std::vector<const data::EncodedExample*> members;
-    for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
-      members.push_back(&valid[i]);
-    const data::Batch b = data::make_batch(members);
-    const Tensor logits = nn::call(model, b.src, b.tgt_in);
-    const int64_t V = logits.size(2);
-    const Tensor flat_targets = reshape(b.tgt_out, {-1});
-    loss_sum += cross_entropy(reshape(logits, {-1, V}), flat_targets,
-                              {.ignore_index = data::Vocabulary::kPad})
-                    .item() *
-                static_cast<double>(b.target_tokens);
-    const auto predicted = argmax(logits, -1).to_vector<int64_t>();
-    const auto expected = flat_targets.to_vector<int64_t>();
-    for (size_t i = 0; i < expected.size(); ++i) {
-      if (expected[i] == data::Vocabulary::kPad) continue;
-      ++tokens;
-      correct_tokens += predicted[i] == expected[i];
-    }
-    const auto decoded = nn::generate(
-        model, b.src, {.max_len = std::min(model.config().max_len, b.tgt_out.size(1) + 8)});
-    for (size_t i = 0; i < members.size(); ++i) exact += decoded[i].tokens == members[i]->target;
-  }
-  model.train(was_training);
-  m.loss = loss_sum / static_cast<double>(tokens);
-  m.token_accuracy = static_cast<double>(correct_tokens) / static_cast<double>(tokens);
-  m.exact_match = static_cast<double>(exact) / static_cast<double>(valid.size());
-  return m;
 }
 
 // The length problem of an example, or "" when source and target fit the model.
@@ -533,59 +460,96 @@ void check_lengths(const Settings& s, const Split& split, const data::Vocabulary
   }
 }
 
-// The name of the first parameter whose gradient holds NaN or Inf.
-std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
-  nn::NamedTensors grads;
-  for (const auto& [name, p] : params) {
-    if (p.grad().defined()) grads.emplace_back(name, p.grad());
-  }
-  return nn::find_nonfinite(grads);
+train::TrainerOptions trainer_options(const Settings& s) {
+  std::vector<std::string> inputs;
+  if (!s.data.empty()) inputs.push_back(s.data);
+  return {.out = s.out,
+          .start = s.resume    ? train::Start::Resume
+                   : s.replace ? train::Start::Replace
+                               : train::Start::New,
+          .inputs = inputs,
+          .flags = run_flags(s),
+          .title = fmt::format("tapegrad: {}", s.data.empty() ? s.task : s.data),
+          .steps = s.steps,
+          .batch = s.batch,
+          .lr = s.lr,
+          .schedule = s.schedule,
+          .warmup = s.warmup,
+          .label_smoothing = s.label_smoothing,
+          .clip = s.clip,
+          .seed = s.seed,
+          .check_finite = s.check_finite,
+          .bucket_kb = s.bucket_kb};
 }
 
-// Dropout's generators under mpirun: seeded anew each step from the seed, the process's rank,
-// the step and the module's place, so each process's masks are reproducible, across a resume
-// too, without saving their states.
-void seed_dropout(nn::Module& model, uint64_t seed, int rank, int64_t step) {
-  uint64_t index = 0;
-  for (auto& [name, m] : model.named_modules()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
-      Generator mix(seed ^ (0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(rank) + 1)));
-      d->generator().manual_seed(mix.next_u64() ^ (static_cast<uint64_t>(step) << 20) ^ index++);
+void print_progress(const Settings& s, const train::Trainer& trainer, int64_t step, double elapsed,
+                    bool tty) {
+  const double per_step = elapsed / static_cast<double>(step - trainer.first_step() + 1);
+  const int64_t width = 24, filled = width * step / s.steps;
+  fmt::print(stderr, "{}step {:>5}/{} [{}{}] loss {:.3f} lr {:.2e} {:.0f} tok/s ETA {}{}",
+             tty ? "\r" : "", step, s.steps, std::string(filled, '='),
+             std::string(width - filled, ' '), trainer.smoothed_loss(), trainer.lr(),
+             static_cast<double>(trainer.tokens_seen()) / elapsed,
+             train::duration(per_step * static_cast<double>(s.steps - step)), tty ? "  " : "\n");
+}
+
+// The steps of this invocation, with validations and checkpoints on their schedule, until the
+// last step, --stop-after or a signal; then, on process 0, the report.
+int train_steps(const Settings& s, const parallel::World& world, train::Trainer& trainer) {
+  const bool root = world.is_root();
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const bool tty = ::isatty(::fileno(stderr)) != 0;
+  train::Metrics last;
+  while (!trainer.done()) {
+    const train::StepResult r = trainer.step(g_signal);
+    const int64_t step = r.step;
+    if (root && (tty || step % 100 == 0 || step == s.steps))
+      print_progress(s, trainer, step, trainer.seconds(), tty);
+    if (root && (step % s.eval_every == 0 || step == s.steps)) {
+      last = trainer.evaluate();
+      fmt::print(
+          stderr,
+          "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
+          tty ? "\n" : "", step, last.loss, 100 * last.token_accuracy, 100 * last.exact_match);
+    }
+    if (root && s.save_every > 0 && step % s.save_every == 0) trainer.checkpoint();
+    if (r.signal != 0 ||
+        (s.stop_after > 0 && step - trainer.first_step() + 1 == s.stop_after && step < s.steps)) {
+      if (!root) return r.signal != 0 ? 128 + r.signal : 0;
+      trainer.checkpoint();
+      fmt::print(stderr, "\n{} at step {}: saved {}; continue with --resume\n",
+                 r.signal == SIGTERM ? "terminated"
+                 : r.signal          ? "interrupted"
+                                     : "stopped",
+                 step, trainer.path());
+      return r.signal != 0 ? 128 + r.signal : 0;
     }
   }
-}
-
-// This process's rows of a global batch, and its share of the batch's target tokens. A process
-// left without rows (a batch smaller than the world) runs row 0 with share 0, so every process
-// runs the same graph and takes part in the same sums.
-struct Slice {
-  Tensor src, tgt_in, tgt_out;
-  double share = 1;
-};
-Slice slice_of(const data::Batch& b, const parallel::World& world) {
-  if (world.size() == 1) return {b.src, b.tgt_in, b.tgt_out, 1.0};
-  const int64_t B = b.src.size(0), n = world.size(), r = world.rank();
-  int64_t lo = B * r / n, hi = B * (r + 1) / n;
-  const bool empty = lo == hi;
-  if (empty) {
-    lo = 0;
-    hi = 1;
+  if (!root) return 0;
+  const double elapsed = trainer.seconds();
+  trainer.checkpoint();
+  // what it learned
+  const int64_t steps = s.steps - trainer.first_step() + 1;
+  fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", steps, train::duration(elapsed),
+             static_cast<double>(steps) / elapsed);
+  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%\n\n", 100 * last.exact_match,
+             100 * last.token_accuracy);
+  for (const train::Sample& e : trainer.report(last)) {
+    fmt::print("  {:<36} -> {:<12} {}\n", e.source, e.predicted,
+               e.predicted == e.target ? "ok" : "expected " + e.target);
   }
-  Slice out{slice(b.src, 0, lo, hi).contiguous(), slice(b.tgt_in, 0, lo, hi).contiguous(),
-            slice(b.tgt_out, 0, lo, hi).contiguous(), 0.0};
-  if (!empty) {
-    int64_t tokens = 0;
-    for (int64_t id : out.tgt_out.to_vector<int64_t>()) tokens += id != data::Vocabulary::kPad;
-    out.share = static_cast<double>(tokens) / static_cast<double>(b.target_tokens);
-  }
-  return out;
+  fmt::print(
+      "\ncheckpoint, loss curve, attention heatmaps and report.html in {}/ (translate --run {})\n",
+      s.out, s.out);
+  return 0;
 }
 
 int run(const Settings& s, const parallel::World& world) {
   const bool root = world.is_root();
   set_num_threads(static_cast<int>(s.threads));
-  // data, model, vocabularies; a new run's data is read, its vocabularies learned and every
-  // example checked before --out is touched
+  // a new run's data is read, its vocabularies learned and every example checked before --out
+  // is touched
   Split split;
   data::Vocabulary src_vocab(data::Level::Char), tgt_vocab(data::Level::Char);
   if (!s.resume) {
@@ -593,257 +557,33 @@ int run(const Settings& s, const parallel::World& world) {
     std::tie(src_vocab, tgt_vocab) = make_vocabularies(s, split);
     check_lengths(s, split, src_vocab, tgt_vocab);
   }
-  std::vector<std::string> inputs;
-  if (!s.data.empty()) inputs.push_back(s.data);
   for (const std::string& note : s.notes) {
     if (root) fmt::print("{}\n", note);
   }
-  if (root && s.replace && !examples::describe_run(s.out).empty()) {
+  if (root && s.replace && !train::describe_run(s.out).empty()) {
     fmt::print("replacing {} in {} once this run saves its first checkpoint\n",
-               examples::describe_run(s.out), s.out);
+               train::describe_run(s.out), s.out);
   }
-  // process 0 holds the run and writes it; the others only read a checkpoint to resume from
-  std::optional<examples::RunDirectory> run_dir;
-  if (root) {
-    run_dir.emplace(s.out,
-                    s.resume    ? examples::Start::Resume
-                    : s.replace ? examples::Start::Replace
-                                : examples::Start::New,
-                    inputs);
-  }
-  // what the run reads is in --out; what it writes goes where run_dir says (see --replace)
-  const auto file = [&](const char* name) { return s.out + "/" + name; };
-  std::unique_ptr<nn::MiniTransformer> model;
-  examples::RunDirectory::Resumed resumed;  // with --resume: the checkpoint it continues
+  train::Trainer trainer(trainer_options(s), world);
   if (s.resume) {
-    resumed = examples::RunDirectory::resume_model(s.out);
-    check_checkpoint(s, resumed);
-    check_schedule(s, resumed.state.step);
-    model = std::move(resumed.loaded.model);
-    src_vocab = resumed.loaded.src_vocab;
-    tgt_vocab = resumed.loaded.tgt_vocab;
-    // the split this run started with, as it wrote it
-    split.train = data::load_tsv(file("train.tsv"), {.strict = true}).examples;
-    split.valid = data::load_tsv(file("valid.tsv"), {.strict = true}).examples;
+    trainer.resume([&](const train::RunDirectory::Resumed& r) {
+      check_checkpoint(s, r);
+      check_schedule(s, r.state.step);
+    });
+    if (root) fmt::print("resumed {} at step {}\n", s.out, trainer.step_count());
   } else {
-    if (root) {
-      data::write_tsv(run_dir->file("train.tsv"), split.train);
-      data::write_tsv(run_dir->file("valid.tsv"), split.valid);
-    }
-    nn::MiniTransformerConfig cfg = s.model;
-    cfg.src_vocab = src_vocab.size();
-    cfg.tgt_vocab = tgt_vocab.size();
-    cfg.pad_id = data::Vocabulary::kPad;
-    model = std::make_unique<nn::MiniTransformer>(cfg);
-  }
-  const std::vector<data::Example>& train = split.train;
-  const std::vector<data::Example>& valid = split.valid;
-  const auto train_set = data::encode_all(train, src_vocab, tgt_vocab);
-  const auto valid_set = data::encode_all(valid, src_vocab, tgt_vocab);
-  optim::Adam adam(model->named_parameters(), {.lr = s.lr, .beta2 = 0.98, .eps = 1e-9});
-  const auto schedule = make_schedule(s.schedule, s.lr, s.warmup, s.steps, model->config().d_model);
-
-  Generator data_gen(s.seed + 1);
-  Generator epoch_start = data_gen;  // batches of an epoch are rebuilt from here on resume
-  std::unique_ptr<io::AppendFile> loss_log, eval_log;  // process 0's loss.tsv and eval.tsv
-  if (s.resume) {
-    examples::RunDirectory::resume_optimizer(adam, resumed);
-    examples::restore_generators(resumed.state.generators, resumed.loaded.checkpoint, epoch_start,
-                                 *model);
-  }
-  if (root) {
-    loss_log = examples::open_log(run_dir->file("loss.tsv"), s.resume, resumed.state.loss_log_bytes,
-                                  resumed.state.step);
-    eval_log = examples::open_log(run_dir->file("eval.tsv"), s.resume, resumed.state.eval_log_bytes,
-                                  resumed.state.step);
-    if (s.resume) {
-      // the logs are read back for the report at the end: a damaged line fails now, not then
-      examples::read_loss_curve(loss_log->path());
-      examples::read_eval_curve(eval_log->path());
-      fmt::print("resumed {} at step {}\n", s.out, adam.step_count());
-    }
+    trainer.begin(std::move(split), src_vocab, tgt_vocab, s.model);
   }
   if (root) {
     fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
-               model->num_parameters(), train.size(), valid.size(), src_vocab.size(),
-               tgt_vocab.size());
+               trainer.model().num_parameters(), trainer.split().train.size(),
+               trainer.split().valid.size(), trainer.src_vocab().size(),
+               trainer.tgt_vocab().size());
     if (world.size() > 1) {
       fmt::print("{}; each takes its slice of the global batch of {}\n", world.describe(), s.batch);
     }
   }
-  parallel::GradientSync sync(world, model->named_parameters(), s.bucket_kb * 1024);
-
-  // training
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  const bool tty = ::isatty(::fileno(stderr)) != 0;
-  Metrics last;
-  data_gen = epoch_start;
-  std::vector<data::Batch> epoch = data::make_batches(train_set, s.batch, data_gen);
-  if (resumed.state.epoch_index > static_cast<int64_t>(epoch.size())) {
-    throw examples::RunError(
-        fmt::format("{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
-                    resumed.loaded.checkpoint, resumed.state.epoch_index, epoch.size()));
-  }
-  int64_t epoch_index = resumed.state.epoch_index;
-  const auto t0 = std::chrono::steady_clock::now();
-  int64_t tokens_seen = 0;
-  double smoothed = 0;
-  const int64_t first_step = adam.step_count() + 1;
-  model->train();
-  const auto flags = run_flags(s);
-  // where a non-finite loss is reported from: the step, and the checkpoint a resume began at
-  const std::string since =
-      s.resume ? fmt::format(" (resumed from {})", resumed.loaded.checkpoint) : "";
-  auto save = [&] {
-    loss_log->sync();
-    eval_log->sync();
-    run_dir->commit(*model, adam, src_vocab, tgt_vocab,
-                    {.step = adam.step_count(),
-                     .epoch_index = epoch_index,
-                     .loss_log_bytes = static_cast<int64_t>(loss_log->size()),
-                     .eval_log_bytes = static_cast<int64_t>(eval_log->size()),
-                     .generators = examples::generator_states(epoch_start, *model),
-                     .flags = flags});
-  };
-  for (int64_t step = first_step; step <= s.steps; ++step) {
-    if (epoch_index == static_cast<int64_t>(epoch.size())) {
-      epoch_start = data_gen;
-      epoch = data::make_batches(train_set, s.batch, data_gen);
-      epoch_index = 0;
-    }
-    const data::Batch& b = epoch[epoch_index++];
-    const Slice part = slice_of(b, world);
-    if (world.size() > 1) seed_dropout(*model, s.seed, world.rank(), step);
-    const Tensor logits = nn::call(*model, part.src, part.tgt_in);
-    Tensor loss = cross_entropy(
-        reshape(logits, {-1, logits.size(2)}), reshape(part.tgt_out, {-1}),
-        {.ignore_index = data::Vocabulary::kPad, .label_smoothing = s.label_smoothing});
-    if (world.size() > 1) loss = mul(loss, part.share);
-    // the global batch's loss, and the signal any process was sent (all stop at this step)
-    std::array<double, 1> l = {loss.item()}, stop = {static_cast<double>(g_signal)};
-    world.all_reduce_sum(l);
-    world.all_reduce_max(stop);
-    const int signal = static_cast<int>(stop[0]);
-    if (s.check_finite && !std::isfinite(l[0])) {
-      throw TrainingError(
-          fmt::format("step {}{}: the loss is {} (--allow-nonfinite goes on)", step, since, l[0]));
-    }
-    loss.backward();
-    sync.finish();
-    const double norm = s.clip > 0 ? optim::clip_grad_norm(model->named_parameters(), s.clip) : 0;
-    if (s.check_finite && (s.clip == 0 || !std::isfinite(norm))) {
-      if (const auto bad = nonfinite_gradient(model->named_parameters())) {
-        throw TrainingError(
-            fmt::format("step {}{}: the gradient of '{}' holds NaN or Inf", step, since, *bad));
-      }
-    }
-    adam.set_lr(schedule->lr(step));
-    adam.step();
-    adam.zero_grad();
-    smoothed = step == first_step ? l[0] : 0.95 * smoothed + 0.05 * l[0];
-    tokens_seen += b.target_tokens + b.src.numel();
-
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double per_step = elapsed / static_cast<double>(step - first_step + 1);
-    if (root && (tty || step % 100 == 0 || step == s.steps)) {
-      const int64_t width = 24, filled = width * step / s.steps;
-      fmt::print(stderr, "{}step {:>5}/{} [{}{}] loss {:.3f} lr {:.2e} {:.0f} tok/s ETA {}{}",
-                 tty ? "\r" : "", step, s.steps, std::string(filled, '='),
-                 std::string(width - filled, ' '), smoothed, adam.lr(),
-                 static_cast<double>(tokens_seen) / elapsed,
-                 duration(per_step * static_cast<double>(s.steps - step)), tty ? "  " : "\n");
-    }
-    if (root) loss_log->write(fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l[0], adam.lr()));
-    if (root && (step % s.eval_every == 0 || step == s.steps)) {
-      last = evaluate(*model, valid_set, 100);
-      eval_log->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\n", step, last.loss,
-                                  last.token_accuracy, last.exact_match));
-      fmt::print(
-          stderr,
-          "{}validation at step {}: loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%\n",
-          tty ? "\n" : "", step, last.loss, 100 * last.token_accuracy, 100 * last.exact_match);
-    }
-    if (root && s.save_every > 0 && step % s.save_every == 0) save();
-    if (signal != 0 ||
-        (s.stop_after > 0 && step - first_step + 1 == s.stop_after && step < s.steps)) {
-      if (!root) return signal != 0 ? 128 + signal : 0;
-      save();
-      fmt::print(stderr, "\n{} at step {}: saved {}; continue with --resume\n",
-                 signal == SIGTERM ? "terminated"
-                 : signal          ? "interrupted"
-                                   : "stopped",
-                 step, run_dir->path());
-      return signal != 0 ? 128 + signal : 0;
-    }
-  }
-  if (!root) return 0;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  save();
-
-  // what it learned
-  fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", s.steps - first_step + 1,
-             duration(seconds), static_cast<double>(s.steps - first_step + 1) / seconds);
-  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%\n\n", 100 * last.exact_match,
-             100 * last.token_accuracy);
-  viz::ReportData report;
-  report.title = fmt::format("tapegrad: {}", s.data.empty() ? s.task : s.data);
-  report.facts = {{"steps", std::to_string(s.steps)},
-                  {"training time (this process)", duration(seconds)},
-                  {"parameters", std::to_string(model->num_parameters())},
-                  {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
-                  {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)}};
-  const nlohmann::json config = nlohmann::json::parse(config_to_json(model->config()));
-  for (const auto& [key, value] : config.items()) {
-    report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
-  }
-  auto& last_layer = *(*model->decoder->layers)[model->decoder->layers->size() - 1].cross_attn;
-  model->eval();
-  for (size_t i = 0; i < std::min<size_t>(8, valid.size()); ++i) {
-    const Tensor src =
-        from_vector(valid_set[i].source, {1, static_cast<int64_t>(valid_set[i].source.size())});
-    const std::vector<int64_t> out =
-        nn::generate(*model, src, {.max_len = model->config().max_len})[0].tokens;
-    const std::string predicted = tgt_vocab.decode(out);
-    fmt::print("  {:<36} -> {:<12} {}\n", valid[i].source, predicted,
-               predicted == valid[i].target ? "ok" : "expected " + valid[i].target);
-    report.samples.push_back({valid[i].source, valid[i].target, predicted});
-    if (i < 4 && !out.empty() && static_cast<int64_t>(out.size()) < model->config().max_len) {
-      // the output fed back teacher-forced: its cross-attention weights [1, H, T, S]
-      std::vector<int64_t> tgt_in{data::Vocabulary::kBos};
-      tgt_in.insert(tgt_in.end(), out.begin(), out.end());
-      last_layer.keep_weights(true);
-      {
-        NoGradGuard no_grad;
-        model->forward(src, from_vector(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}));
-      }
-      last_layer.keep_weights(false);
-      std::vector<std::string> tgt_tokens;
-      for (int64_t id : out) tgt_tokens.push_back(tgt_vocab.token(id));
-      tgt_tokens.emplace_back("<eos>");
-      const Tensor w = squeeze(last_layer.last_weights(), 0);
-      const std::string file = fmt::format("attention_{}.svg", i);
-      io::write_atomic(run_dir->file(file),
-                       viz::heatmap_svg(w, src_vocab.tokenize(valid[i].source), tgt_tokens,
-                                        valid[i].source + " -> " + predicted));
-      report.heatmap_files.push_back(file);
-    }
-  }
-  // the whole run's curves, the steps before a resume included, from loss.tsv and eval.tsv
-  viz::Curves curves{.train = examples::read_loss_curve(run_dir->file("loss.tsv")),
-                     .valid = examples::read_eval_curve(run_dir->file("eval.tsv"))};
-  curves.train_label = fmt::format(
-      "training loss (label smoothing {:g}; moving average, weight 0.95)", s.label_smoothing);
-  curves.valid_label = "validation loss (held-out data, no smoothing)";
-  io::write_atomic(run_dir->file("loss.svg"), viz::loss_curve_svg(curves));
-  report.loss_curve_file = "loss.svg";
-  io::write_atomic(run_dir->file("report.html"), viz::report_html(report));
-  fmt::print(
-      "\ncheckpoint, loss curve, attention heatmaps and report.html in {}/ (translate --run {})\n",
-      s.out, s.out);
-  return 0;
+  return train_steps(s, world, trainer);
 }
 
 }  // namespace

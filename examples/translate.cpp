@@ -14,11 +14,11 @@
 #include <iostream>
 
 #include "examples/cli.h"
-#include "examples/run.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/nn/decoding.h"
+#include "tapegrad/train/run.h"
 
 using namespace tapegrad;
 
@@ -35,7 +35,7 @@ struct Source {
 
 // Decodes a batch of sources, printing one line each in order (empty for a failure) and the
 // failures on stderr. Returns the number of failures.
-int decode_batch(examples::LoadedModel& run, std::vector<Source>& batch,
+int decode_batch(train::LoadedModel& run, std::vector<Source>& batch,
                  const nn::GenerateOptions& options) {
   const int64_t limit = run.model->config().max_len;
   std::vector<std::vector<int64_t>> ids(batch.size());
@@ -85,7 +85,7 @@ int decode_batch(examples::LoadedModel& run, std::vector<Source>& batch,
 // Decodes the lines of standard input in batches, as decode_batch does; returns the failures.
 // Input that is not text, or has no end, stops with a DataError after the lines before it are
 // decoded.
-int decode_stdin(examples::LoadedModel& run, std::vector<Source>& batch,
+int decode_stdin(train::LoadedModel& run, std::vector<Source>& batch,
                  const nn::GenerateOptions& options) {
   // a person typing at a terminal gets each answer at once
   const size_t batch_size = ::isatty(::fileno(stdin)) ? 1 : kBatch;
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     if (beam == 1 && f.given("length-penalty"))
       throw examples::FlagError("--length-penalty has no effect without --beam N, N > 1");
     set_num_threads(static_cast<int>(threads));
-    examples::LoadedModel run = examples::load_run(dir);
+    train::LoadedModel run = train::load_run(dir);
     const nn::GenerateOptions options{.max_len = std::min(max_len, run.model->config().max_len),
                                       .beam = beam,
                                       .length_penalty = length_penalty,

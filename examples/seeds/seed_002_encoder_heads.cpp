@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "examples/cli.h"
-#include "examples/run.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
+#include "tapegrad/train/run.h"
 #include "tapegrad/viz/viz.h"
 
 using namespace tapegrad;
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       fmt::print("\n");
     }
     if (!out_dir.empty()) {
-      examples::claim_output_folder(out_dir, {"attention.svg"});
+      train::claim_output_folder(out_dir, {"attention.svg"});
       io::write_atomic(out_dir + "/attention.svg",
                        viz::heatmap_svg(reshape(w, {8, 10, 10}), tokens, tokens,
                                         "attention weights of an untrained encoder layer"));

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The consumer project's check, as CI runs it: install tapegrad from BUILD (a configured and
 # built tree) into a temporary prefix, build tests/consumer against it alone, run its Catch2
-# test, train a short date run with TRAIN and decode with the consumer's program through the
-# installed load_pretrained, which must print what TRANSLATE prints; then build that program
-# again with nothing but pkg-config's flags.
+# test and its own training program (a run over the installed Trainer), train a short date run
+# with TRAIN and decode with the consumer's program through the installed load_pretrained,
+# which must print what TRANSLATE prints; then build that program again with nothing but
+# pkg-config's flags.
 #   bash tests/consumer/run.sh BUILD TRAIN TRANSLATE
 set -euo pipefail
 build=$1 train=$2 translate=$3
@@ -15,6 +16,11 @@ cmake -S "$here" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUI
   > /dev/null
 cmake --build "$work/build" -j2 > /dev/null
 "$work/build/my_layer_test"
+# the user's own trainer: a run folder whose checkpoint loads back as a pretrained model
+"$work/build/train_own" "$work/own" > "$work/own.log" ||
+  { cat "$work/own.log" >&2; echo "consumer: train_own failed" >&2; exit 1; }
+grep -q "exact match" "$work/own.log" && [[ -f $work/own/report.html && -s $work/own/latest ]] ||
+  { cat "$work/own.log" >&2; echo "consumer: train_own left no run" >&2; exit 1; }
 "$train" --steps 300 --out "$work/run" > /dev/null
 checkpoint="$work/run/checkpoints/$(cat "$work/run/latest")"
 sources=("Friday, 22 February 1974" "Mar 4, 2025" "the 1st of june 1999")

@@ -1,7 +1,7 @@
-// A training run on disk, written by train and read by train --resume and translate. The run
-// directory is one unit: every checkpoint is committed atomically, so after a kill -9 at any
-// instant or a full disk at any byte a reader finds the last complete checkpoint or the one
-// before it, never a mix.
+// A training run on disk, written by a trainer (examples/train) and read by its --resume and by
+// translate. The run directory is one unit: every checkpoint is committed atomically, so after a
+// kill -9 at any instant or a full disk at any byte a reader finds the last complete checkpoint or
+// the one before it, never a mix.
 //
 //   DIR/.tapegrad-run             marks DIR as a run: train writes only the names below in it
 //   DIR/.lock                     held (flock) by the train process writing DIR
@@ -46,12 +46,12 @@
 #include "tapegrad/pretrained/pretrained.h"
 #include "tapegrad/viz/viz.h"
 
-namespace tapegrad::examples {
+namespace tapegrad::train {
 
 // A run directory or checkpoint that cannot be used; the message names the file and field.
-class RunError : public std::runtime_error {
+class RunError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 // The directory of the newest complete checkpoint of the run in `dir`, from DIR/latest.
@@ -164,4 +164,4 @@ nn::Metadata generator_states(const Generator& data_gen, nn::Module& model);
 void restore_generators(const nn::Metadata& states, const std::string& source, Generator& data_gen,
                         nn::Module& model);
 
-}  // namespace tapegrad::examples
+}  // namespace tapegrad::train

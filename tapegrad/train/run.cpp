@@ -1,6 +1,6 @@
 // The run directory (layout and commit protocol in run.h): locking and cleaning it, committing
 // checkpoints atomically, and reading them back with every part checked against the others.
-#include "examples/run.h"
+#include "tapegrad/train/run.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -19,7 +19,7 @@
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/layers.h"
 
-namespace tapegrad::examples {
+namespace tapegrad::train {
 
 namespace fs = std::filesystem;
 
@@ -604,4 +604,4 @@ void restore_generators(const nn::Metadata& states, const std::string& source, G
   }
 }
 
-}  // namespace tapegrad::examples
+}  // namespace tapegrad::train

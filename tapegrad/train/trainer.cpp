@@ -1,0 +1,333 @@
+// Trainer: a run begun or resumed, its steps (the data-parallel slice of each batch included),
+// validation, checkpoints and the report.
+#include "tapegrad/train/trainer.h"
+
+#include <array>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "tapegrad/autograd/ops/loss.h"
+#include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/shape_ops.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/decoding.h"
+#include "tapegrad/nn/layers.h"
+
+namespace tapegrad::train {
+
+namespace {
+
+// The name of the first parameter whose gradient holds NaN or Inf.
+std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
+  nn::NamedTensors grads;
+  for (const auto& [name, p] : params) {
+    if (p.grad().defined()) grads.emplace_back(name, p.grad());
+  }
+  return nn::find_nonfinite(grads);
+}
+
+// Dropout's generators under mpirun: seeded anew each step from the seed, the process's rank,
+// the step and the module's place, so each process's masks are reproducible, across a resume
+// too, without saving their states.
+void seed_dropout(nn::Module& model, uint64_t seed, int rank, int64_t step) {
+  uint64_t index = 0;
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
+      Generator mix(seed ^ (0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(rank) + 1)));
+      d->generator().manual_seed(mix.next_u64() ^ (static_cast<uint64_t>(step) << 20) ^ index++);
+    }
+  }
+}
+
+// This process's rows of a global batch, and its share of the batch's target tokens. A process
+// left without rows (a batch smaller than the world) runs row 0 with share 0, so every process
+// runs the same graph and takes part in the same sums.
+struct Slice {
+  Tensor src, tgt_in, tgt_out;
+  double share = 1;
+};
+Slice slice_of(const data::Batch& b, const parallel::World& world) {
+  if (world.size() == 1) return {b.src, b.tgt_in, b.tgt_out, 1.0};
+  const int64_t B = b.src.size(0), n = world.size(), r = world.rank();
+  int64_t lo = B * r / n, hi = B * (r + 1) / n;
+  const bool empty = lo == hi;
+  if (empty) {
+    lo = 0;
+    hi = 1;
+  }
+  Slice out{slice(b.src, 0, lo, hi).contiguous(), slice(b.tgt_in, 0, lo, hi).contiguous(),
+            slice(b.tgt_out, 0, lo, hi).contiguous(), 0.0};
+  if (!empty) {
+    int64_t tokens = 0;
+    for (int64_t id : out.tgt_out.to_vector<int64_t>()) tokens += id != data::Vocabulary::kPad;
+    out.share = static_cast<double>(tokens) / static_cast<double>(b.target_tokens);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string duration(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, s / 60 % 60)
+                   : fmt::format("{}m{:02d}s", s / 60, s % 60);
+}
+
+std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
+                                               int64_t steps, int64_t d_model) {
+  if (kind == "cosine")
+    return std::make_unique<optim::WarmupCosineSchedule>(lr, warmup, steps, lr / 100);
+  if (kind == "noam")
+    return std::make_unique<optim::NoamSchedule>(d_model, std::max<int64_t>(1, warmup), lr / 1e-3);
+  TG_CHECK(kind == "constant", "unknown schedule '{}'", kind.substr(0, 40));
+  return std::make_unique<optim::ConstantSchedule>(lr);
+}
+
+Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExample>& valid,
+                 int64_t batch_size) {
+  Metrics m;
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  int64_t tokens = 0, correct_tokens = 0, exact = 0;
+  double loss_sum = 0;
+  for (size_t start = 0; start < valid.size(); start += batch_size) {
+    std::vector<const data::EncodedExample*> members;
+    for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
+      members.push_back(&valid[i]);
+    const data::Batch b = data::make_batch(members);
+    const Tensor logits = nn::call(model, b.src, b.tgt_in);
+    const int64_t V = logits.size(2);
+    const Tensor flat_targets = reshape(b.tgt_out, {-1});
+    loss_sum += cross_entropy(reshape(logits, {-1, V}), flat_targets,
+                              {.ignore_index = data::Vocabulary::kPad})
+                    .item() *
+                static_cast<double>(b.target_tokens);
+    const auto predicted = argmax(logits, -1).to_vector<int64_t>();
+    const auto expected = flat_targets.to_vector<int64_t>();
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (expected[i] == data::Vocabulary::kPad) continue;
+      ++tokens;
+      correct_tokens += predicted[i] == expected[i];
+    }
+    const auto decoded = nn::generate(
+        model, b.src, {.max_len = std::min(model.config().max_len, b.tgt_out.size(1) + 8)});
+    for (size_t i = 0; i < members.size(); ++i) exact += decoded[i].tokens == members[i]->target;
+  }
+  model.train(was_training);
+  m.loss = loss_sum / static_cast<double>(tokens);
+  m.token_accuracy = static_cast<double>(correct_tokens) / static_cast<double>(tokens);
+  m.exact_match = static_cast<double>(exact) / static_cast<double>(valid.size());
+  return m;
+}
+
+Trainer::Trainer(TrainerOptions options, const parallel::World& world)
+    : options_(std::move(options)),
+      world_(world),
+      data_gen_(options_.seed + 1),
+      epoch_start_(data_gen_) {
+  if (world_.is_root()) run_dir_.emplace(options_.out, options_.start, options_.inputs);
+}
+
+void Trainer::begin(data::CorpusSplit split, data::Vocabulary src_vocab, data::Vocabulary tgt_vocab,
+                    nn::MiniTransformerConfig config) {
+  split_ = std::move(split);
+  src_vocab_ = std::move(src_vocab);
+  tgt_vocab_ = std::move(tgt_vocab);
+  if (run_dir_) {
+    data::write_tsv(run_dir_->file("train.tsv"), split_.train);
+    data::write_tsv(run_dir_->file("valid.tsv"), split_.valid);
+  }
+  config.src_vocab = src_vocab_.size();
+  config.tgt_vocab = tgt_vocab_.size();
+  config.pad_id = data::Vocabulary::kPad;
+  model_ = std::make_unique<nn::MiniTransformer>(config);
+  start(false);
+}
+
+void Trainer::resume(const std::function<void(const RunDirectory::Resumed&)>& check) {
+  resumed_ = RunDirectory::resume_model(options_.out);
+  if (check) check(resumed_);
+  model_ = std::move(resumed_.loaded.model);
+  src_vocab_ = resumed_.loaded.src_vocab;
+  tgt_vocab_ = resumed_.loaded.tgt_vocab;
+  // the split this run started with, as it wrote it
+  split_.train = data::load_tsv(options_.out + "/train.tsv", {.strict = true}).examples;
+  split_.valid = data::load_tsv(options_.out + "/valid.tsv", {.strict = true}).examples;
+  since_ = fmt::format(" (resumed from {})", resumed_.loaded.checkpoint);
+  start(true);
+}
+
+// What begin() and resume() share once the model and the data are there: the optimizer and
+// schedule, the generators and logs as the checkpoint left them, and the epoch's batches.
+void Trainer::start(bool resuming) {
+  train_set_ = data::encode_all(split_.train, src_vocab_, tgt_vocab_);
+  valid_set_ = data::encode_all(split_.valid, src_vocab_, tgt_vocab_);
+  optimizer_ = std::make_unique<optim::Adam>(
+      model_->named_parameters(),
+      optim::AdamOptions{.lr = options_.lr, .beta2 = 0.98, .eps = 1e-9});
+  schedule_ = make_schedule(options_.schedule, options_.lr, options_.warmup, options_.steps,
+                            model_->config().d_model);
+  if (resuming) {
+    RunDirectory::resume_optimizer(*optimizer_, resumed_);
+    restore_generators(resumed_.state.generators, resumed_.loaded.checkpoint, epoch_start_,
+                       *model_);
+  }
+  if (run_dir_) {
+    const TrainerState& state = resumed_.state;
+    loss_log_ = open_log(run_dir_->file("loss.tsv"), resuming, state.loss_log_bytes, state.step);
+    eval_log_ = open_log(run_dir_->file("eval.tsv"), resuming, state.eval_log_bytes, state.step);
+    if (resuming) {
+      // the logs are read back for the report at the end: a damaged line fails now, not then
+      read_loss_curve(loss_log_->path());
+      read_eval_curve(eval_log_->path());
+    }
+  }
+  sync_ = std::make_unique<parallel::GradientSync>(world_, model_->named_parameters(),
+                                                   options_.bucket_kb * 1024);
+  data_gen_ = epoch_start_;
+  epoch_ = data::make_batches(train_set_, options_.batch, data_gen_);
+  if (resumed_.state.epoch_index > static_cast<int64_t>(epoch_.size())) {
+    throw RunError(
+        fmt::format("{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
+                    resumed_.loaded.checkpoint, resumed_.state.epoch_index, epoch_.size()));
+  }
+  epoch_index_ = resumed_.state.epoch_index;
+  first_step_ = step_count() + 1;
+  model_->train();
+}
+
+double Trainer::seconds() const {
+  if (!started_) return 0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - *started_).count();
+}
+
+StepResult Trainer::step(int signal) {
+  if (!started_) started_ = std::chrono::steady_clock::now();
+  const int64_t step = step_count() + 1;
+  if (epoch_index_ == static_cast<int64_t>(epoch_.size())) {
+    epoch_start_ = data_gen_;
+    epoch_ = data::make_batches(train_set_, options_.batch, data_gen_);
+    epoch_index_ = 0;
+  }
+  const data::Batch& b = epoch_[epoch_index_++];
+  const Slice part = slice_of(b, world_);
+  if (world_.size() > 1) seed_dropout(*model_, options_.seed, world_.rank(), step);
+  const Tensor logits = nn::call(*model_, part.src, part.tgt_in);
+  Tensor loss = cross_entropy(
+      reshape(logits, {-1, logits.size(2)}), reshape(part.tgt_out, {-1}),
+      {.ignore_index = data::Vocabulary::kPad, .label_smoothing = options_.label_smoothing});
+  if (world_.size() > 1) loss = mul(loss, part.share);
+  // the global batch's loss, and the signal any process was sent (all stop at this step)
+  std::array<double, 1> l = {loss.item()}, stop = {static_cast<double>(signal)};
+  world_.all_reduce_sum(l);
+  world_.all_reduce_max(stop);
+  if (options_.check_finite && !std::isfinite(l[0])) {
+    throw TrainingError(
+        fmt::format("step {}{}: the loss is {} (--allow-nonfinite goes on)", step, since_, l[0]));
+  }
+  loss.backward();
+  sync_->finish();
+  const auto params = model_->named_parameters();
+  const double norm = options_.clip > 0 ? optim::clip_grad_norm(params, options_.clip) : 0;
+  if (options_.check_finite && (options_.clip == 0 || !std::isfinite(norm))) {
+    if (const auto bad = nonfinite_gradient(params)) {
+      throw TrainingError(
+          fmt::format("step {}{}: the gradient of '{}' holds NaN or Inf", step, since_, *bad));
+    }
+  }
+  optimizer_->set_lr(schedule_->lr(step));
+  optimizer_->step();
+  optimizer_->zero_grad();
+  smoothed_ = step == first_step_ ? l[0] : 0.95 * smoothed_ + 0.05 * l[0];
+  tokens_seen_ += b.target_tokens + b.src.numel();
+  if (loss_log_) loss_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l[0], lr()));
+  return {step, l[0], static_cast<int>(stop[0])};
+}
+
+Metrics Trainer::evaluate() {
+  TG_CHECK(run_dir_, "Trainer::evaluate: process 0 alone evaluates");
+  const Metrics m = train::evaluate(*model_, valid_set_, 100);
+  eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(), m.loss,
+                               m.token_accuracy, m.exact_match));
+  return m;
+}
+
+void Trainer::checkpoint() {
+  TG_CHECK(run_dir_, "Trainer::checkpoint: process 0 alone writes the run");
+  loss_log_->sync();
+  eval_log_->sync();
+  run_dir_->commit(*model_, *optimizer_, src_vocab_, tgt_vocab_,
+                   {.step = step_count(),
+                    .epoch_index = epoch_index_,
+                    .loss_log_bytes = static_cast<int64_t>(loss_log_->size()),
+                    .eval_log_bytes = static_cast<int64_t>(eval_log_->size()),
+                    .generators = generator_states(epoch_start_, *model_),
+                    .flags = options_.flags});
+}
+
+// Sample i's output fed back teacher-forced: the last decoder layer's cross-attention weights
+// [1, H, T, S], drawn as attention_I.svg.
+void Trainer::draw_attention(const std::vector<int64_t>& out, const Tensor& src, size_t i,
+                             const std::string& predicted, std::vector<std::string>& files) {
+  auto& last_layer = *(*model_->decoder->layers)[model_->decoder->layers->size() - 1].cross_attn;
+  std::vector<int64_t> tgt_in{data::Vocabulary::kBos};
+  tgt_in.insert(tgt_in.end(), out.begin(), out.end());
+  last_layer.keep_weights(true);
+  {
+    NoGradGuard no_grad;
+    model_->forward(src, from_vector(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}));
+  }
+  last_layer.keep_weights(false);
+  std::vector<std::string> tgt_tokens;
+  for (int64_t id : out) tgt_tokens.push_back(tgt_vocab_.token(id));
+  tgt_tokens.emplace_back("<eos>");
+  const Tensor w = squeeze(last_layer.last_weights(), 0);
+  const data::Example& e = split_.valid[i];
+  const std::string file = fmt::format("attention_{}.svg", i);
+  io::write_atomic(run_dir_->file(file),
+                   viz::heatmap_svg(w, src_vocab_.tokenize(e.source), tgt_tokens,
+                                    e.source + " -> " + predicted));
+  files.push_back(file);
+}
+
+std::vector<Sample> Trainer::report(const Metrics& last) {
+  TG_CHECK(run_dir_, "Trainer::report: process 0 alone writes the run");
+  viz::ReportData report;
+  report.title = options_.title;
+  report.facts = {{"steps", std::to_string(options_.steps)},
+                  {"training time (this process)", duration(seconds())},
+                  {"parameters", std::to_string(model_->num_parameters())},
+                  {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
+                  {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)}};
+  const nlohmann::json config = nlohmann::json::parse(config_to_json(model_->config()));
+  for (const auto& [key, value] : config.items()) {
+    report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  model_->eval();
+  std::vector<Sample> samples;
+  for (size_t i = 0; i < std::min<size_t>(8, split_.valid.size()); ++i) {
+    const auto& ids = valid_set_[i].source;
+    const Tensor src = from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+    const std::vector<int64_t> out =
+        nn::generate(*model_, src, {.max_len = model_->config().max_len})[0].tokens;
+    samples.push_back({split_.valid[i].source, split_.valid[i].target, tgt_vocab_.decode(out)});
+    report.samples.push_back(
+        {samples.back().source, samples.back().target, samples.back().predicted});
+    if (i < 4 && !out.empty() && static_cast<int64_t>(out.size()) < model_->config().max_len)
+      draw_attention(out, src, i, samples.back().predicted, report.heatmap_files);
+  }
+  // the whole run's curves, the steps before a resume included, from loss.tsv and eval.tsv
+  viz::Curves curves{.train = read_loss_curve(run_dir_->file("loss.tsv")),
+                     .valid = read_eval_curve(run_dir_->file("eval.tsv"))};
+  curves.train_label =
+      fmt::format("training loss (label smoothing {:g}; moving average, weight 0.95)",
+                  options_.label_smoothing);
+  curves.valid_label = "validation loss (held-out data, no smoothing)";
+  io::write_atomic(run_dir_->file("loss.svg"), viz::loss_curve_svg(curves));
+  report.loss_curve_file = "loss.svg";
+  io::write_atomic(run_dir_->file("report.html"), viz::report_html(report));
+  return samples;
+}
+
+}  // namespace tapegrad::train

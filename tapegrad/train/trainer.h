@@ -1,0 +1,161 @@
+// Trainer: teacher-forced training of a MiniTransformer as library code, in small verbs over a
+// run folder (run.h):
+//
+//   train::Trainer trainer({.out = "runs/mine", .steps = 2000}, world);
+//   trainer.begin(split, src_vocab, tgt_vocab, config);   // or trainer.resume(check)
+//   while (!trainer.done()) {
+//     const train::StepResult r = trainer.step();
+//     if (r.step % 500 == 0) { trainer.evaluate(); trainer.checkpoint(); }
+//   }
+//   trainer.checkpoint();
+//   trainer.report(metrics);
+//
+// A step takes the next batch of the epoch (batches rebuilt from the data generator at each
+// epoch's start, so a resumed run draws the same ones), runs forward, cross-entropy with label
+// smoothing, backward, clipping and an Adam step on the schedule, and appends to loss.tsv. The
+// same flags give bit-identical logs and checkpoints, stopped and resumed or not.
+//
+// Data-parallel training is the trainer's policy: under mpirun every process builds the same
+// batches and takes its slice of each (process r of N: rows B*r/N to B*(r+1)/N), its loss
+// weighted by its share of the batch's target tokens, so the gradients summed over the
+// processes (GradientSync, in buckets while backward runs) are the single process's gradient
+// and the optimizer takes the same step everywhere. Process 0 alone evaluates and writes the
+// run. With dropout, each process's masks come from the seed, its rank and the step.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tapegrad/data/batch.h"
+#include "tapegrad/data/corpus.h"
+#include "tapegrad/optim/schedule.h"
+#include "tapegrad/parallel/gradient_sync.h"
+#include "tapegrad/parallel/world.h"
+#include "tapegrad/train/run.h"
+
+namespace tapegrad::train {
+
+// Training went wrong in a way that must stop it (a loss or gradient that is not finite).
+class TrainingError : public Error {
+ public:
+  using Error::Error;
+};
+
+// "cosine" (warmup, then a cosine decay to lr / 100 at `steps`), "noam" (the paper's, scaled
+// to peak near lr) or "constant".
+std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
+                                               int64_t steps, int64_t d_model);
+
+// "4m07s", "1h02m": a duration as the progress line and the report show it.
+std::string duration(double seconds);
+
+struct Metrics {
+  double loss = 0, token_accuracy = 0, exact_match = 0;
+};
+
+// Teacher-forced loss and token accuracy on `valid`, plus exact match by greedy decoding.
+Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExample>& valid,
+                 int64_t batch_size);
+
+struct TrainerOptions {
+  std::string out;                           // the run folder
+  Start start = Start::New;                  // with begin(): New or Replace; with resume(): Resume
+  std::vector<std::string> inputs;           // the user's files, none of which may lie inside `out`
+  std::map<std::string, std::string> flags;  // what defines the run, kept in trainer.json
+  std::string title = "tapegrad";            // the report's
+  int64_t steps = 3000;
+  int64_t batch = 64;  // the global batch, split over the processes
+  double lr = 2e-3;
+  std::string schedule = "cosine";
+  int64_t warmup = 200;
+  double label_smoothing = 0.1;
+  double clip = 1.0;         // global gradient-norm clip; 0: off
+  uint64_t seed = 0;         // the data order; the model's is in its config
+  bool check_finite = true;  // a NaN or Inf loss or gradient throws TrainingError
+  int64_t bucket_kb = 1024;  // under mpirun: gradients summed in buckets of this many KiB
+};
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0;  // the global batch's
+  int signal = 0;   // the largest signal number any process passed to step()
+};
+
+// A held-out example decoded by report(): what was asked, expected and given.
+struct Sample {
+  std::string source, target, predicted;
+};
+
+class Trainer {
+ public:
+  // Process 0 takes hold of options.out (RunDirectory: the lock, the leftovers of a killed
+  // process, a new run refused where one exists unless Replace); the others only read it.
+  Trainer(TrainerOptions options, const parallel::World& world);
+
+  // A new run on `split` (written to the folder as train.tsv and valid.tsv) with a model of
+  // `config`, its vocabulary sizes and pad id taken from the vocabularies.
+  void begin(data::CorpusSplit split, data::Vocabulary src_vocab, data::Vocabulary tgt_vocab,
+             nn::MiniTransformerConfig config);
+  // The run in options.out continued from its newest checkpoint, which `check` sees first
+  // (the caller's flags against the checkpoint's): model, optimizer, generators, epoch
+  // position and logs as they were at that step.
+  void resume(const std::function<void(const RunDirectory::Resumed&)>& check = {});
+
+  // One optimizer step on the next batch; `signal` is this process's pending stop signal,
+  // agreed over the processes so that all stop after the same step.
+  StepResult step(int signal = 0);
+  // On the held-out set, appended to eval.tsv (process 0 only).
+  Metrics evaluate();
+  // Commits a checkpoint of the current step (process 0 only).
+  void checkpoint();
+  // Decodes a few held-out sources, draws their cross-attention, the loss curves of the whole
+  // run, and report.html with `last` as its held-out figures (process 0 only); returns the
+  // decoded samples.
+  std::vector<Sample> report(const Metrics& last);
+
+  int64_t step_count() const { return optimizer_->step_count(); }
+  bool done() const { return step_count() >= options_.steps; }
+  int64_t first_step() const { return first_step_; }  // of this invocation
+  double smoothed_loss() const { return smoothed_; }  // moving average, weight 0.95
+  double lr() const { return optimizer_->lr(); }
+  double seconds() const;                               // since this invocation's first step
+  int64_t tokens_seen() const { return tokens_seen_; }  // source and target, this invocation
+  nn::MiniTransformer& model() { return *model_; }
+  const data::Vocabulary& src_vocab() const { return src_vocab_; }
+  const data::Vocabulary& tgt_vocab() const { return tgt_vocab_; }
+  const data::CorpusSplit& split() const { return split_; }
+  // Where the run's files are written now (RunDirectory::path); "" on processes other than 0.
+  std::string path() const { return run_dir_ ? run_dir_->path() : std::string(); }
+
+ private:
+  void start(bool resuming);
+  void draw_attention(const std::vector<int64_t>& out, const Tensor& src, size_t i,
+                      const std::string& predicted, std::vector<std::string>& files);
+
+  TrainerOptions options_;
+  const parallel::World& world_;
+  std::optional<RunDirectory> run_dir_;
+  RunDirectory::Resumed resumed_;  // with resume(): the checkpoint it continued
+  std::unique_ptr<nn::MiniTransformer> model_;
+  data::Vocabulary src_vocab_{data::Level::Char}, tgt_vocab_{data::Level::Char};
+  data::CorpusSplit split_;
+  std::vector<data::EncodedExample> train_set_, valid_set_;
+  std::unique_ptr<optim::Adam> optimizer_;
+  std::unique_ptr<optim::Schedule> schedule_;
+  std::unique_ptr<parallel::GradientSync> sync_;
+  Generator data_gen_, epoch_start_;  // batches of an epoch are rebuilt from epoch_start_
+  std::vector<data::Batch> epoch_;
+  int64_t epoch_index_ = 0;
+  std::unique_ptr<io::AppendFile> loss_log_, eval_log_;  // process 0's
+  int64_t first_step_ = 1, tokens_seen_ = 0;
+  double smoothed_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> started_;  // the first step's start
+  std::string since_;  // " (resumed from CHECKPOINT)" in a non-finite loss's message
+};
+
+}  // namespace tapegrad::train
