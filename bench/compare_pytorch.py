@@ -6,6 +6,7 @@ decoding workloads instead (tokens per second, tapegrad with and without its cac
     /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
                                               [--workloads mini-train-small,encoder-forward]
                                               [--rounds 1] [--decode]
+                                              [--markdown | --readme README.md]
 
 PyTorch gets its best setting: each workload runs in a fresh process once with torch's own
 threads at 1 and once at 2 (OpenBLAS at 2 both times), and the encoder workloads run both as
@@ -13,6 +14,9 @@ written out like ours and as nn.TransformerEncoder (whose eval forward is a fuse
 the fastest is kept. Debian's OpenBLAS 0.3.21 (PyTorch's BLAS here) does not know recent
 AMD cores and may run its AVX2 kernels on a CPU with AVX-512; on such a CPU PyTorch's runs set
 OPENBLAS_CORETYPE=SKYLAKEX, its AVX-512 kernels.
+
+--markdown prints the block the README shows (the machine, the date, the commit, the table);
+--readme README.md writes it there, between the README's two benchmark markers.
 
 A machine whose speed drifts over minutes (a shared VM) moves both sides' times; --rounds N
 alternates the two sides N times per workload and reports each side's median time, and as the
@@ -38,6 +42,8 @@ import time
 # Every timed run warms up for at least this long first: a step of a few milliseconds timed
 # right after the other side's runs had kept both cores busy ran at up to 1.5x its steady time.
 WARMUP_SECONDS = 0.25
+# The README's generated block lies between these (--readme).
+BEGIN, END = "<!-- benchmark table: bench/compare_pytorch.py --readme README.md -->", "<!-- end of the benchmark table -->"
 WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base"]
 # Decoding (--decode): the date model of examples/train, 500 sources of 24 tokens in batches of
 # 64, 11 tokens each, greedy and beam 4; the base model, 32 sources of 64 tokens, 16 and 128
@@ -309,6 +315,10 @@ def main():
                     help="alternate the two sides this many times; report medians")
     ap.add_argument("--decode", action="store_true",
                     help="the decoding workloads instead (tokens per second, cached and not)")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print the README's block: the machine, the date, the commit, the table")
+    ap.add_argument("--readme", metavar="FILE",
+                    help="write that block into FILE between its benchmark markers")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -371,14 +381,50 @@ def main():
                      max(int(t["peak_rss_mb"]) for _, _, t in rounds)))
         print(f"done {w}", file=sys.stderr)
     span = lambda i: f"{min(p[i] for p in all_peaks):.1f}-{max(p[i] for p in all_peaks):.1f}"
-    print(f"\nsgemm peak on these shapes, measured before each round: OpenBLAS {span(0)} GFLOP/s, "
-          f"tapegrad {span(1)}\n")
-    print("| workload | tapegrad s/iter | PyTorch s/iter (torch threads, model) | speedup | matmul floor s (OpenBLAS rate) | tapegrad / floor | PyTorch / floor | tapegrad / floor at its own sgemm rate | peak RSS MB tapegrad / PyTorch |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    lines = ["| workload | tapegrad s/iter | PyTorch s/iter (torch threads, model) | speedup | matmul floor s (OpenBLAS rate) | tapegrad / floor | PyTorch / floor | tapegrad / floor at its own sgemm rate | peak RSS MB tapegrad / PyTorch |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for w, ours, theirs, th, speedup, floor, ratio, their_ratio, own_ratio, rss_ours, rss_theirs in rows:
-        print(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {speedup:.2f}x | {floor:.4f} | "
-              f"{ratio:.2f} | {their_ratio:.2f} | {own_ratio:.2f} | {rss_ours} / {rss_theirs} |")
+        lines.append(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {speedup:.2f}x | {floor:.4f} | "
+                     f"{ratio:.2f} | {their_ratio:.2f} | {own_ratio:.2f} | {rss_ours} / {rss_theirs} |")
+    if args.markdown or args.readme:
+        commit = run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse",
+                      "--short", "HEAD"]).strip()
+        lines = [f"{os.cpu_count()} vCPUs of {cpu_name()}, {time.strftime('%Y-%m-%d')}, commit "
+                 f"{commit}: `bench/compare_pytorch.py --iterations {args.iterations} --rounds "
+                 f"{args.rounds}`. sgemm on the workloads' shapes: tapegrad {span(1)}, OpenBLAS "
+                 f"{span(0)} GFLOP/s.", ""] + lines
+    else:
+        lines = [f"\nsgemm peak on these shapes, measured before each round: OpenBLAS {span(0)} "
+                 f"GFLOP/s, tapegrad {span(1)}\n"] + lines
+    if args.readme:
+        write_between_markers(args.readme, lines)
+    else:
+        print("\n".join(lines))
 
+
+def cpu_name():
+    """The CPU as /proc/cpuinfo names it, with its family and whether it has AVX-512 (a VM's
+    model name may say no more than "AMD EPYC")."""
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    avx512 = "AVX-512" if "avx512f" in info.get("flags", "").split() else "no AVX-512"
+    return f"{info.get('model name', 'an unnamed CPU')} (family {info.get('cpu family', '?')}, {avx512})"
+
+
+def write_between_markers(path, lines):
+    """Replaces what lies between the README's two benchmark markers with `lines`."""
+    with open(path) as f:
+        text = f.read()
+    begin, end = text.find(BEGIN), text.find(END)
+    if begin < 0 or end < begin:
+        sys.exit(f"--readme: {path} has no {BEGIN} ... {END} block")
+    text = text[:begin + len(BEGIN)] + "\n" + "\n".join(lines) + "\n" + text[end:]
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 if __name__ == "__main__":
     main()

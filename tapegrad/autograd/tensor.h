@@ -1,9 +1,8 @@
 // Tensor: a handle to an n-dimensional array of float32, float64, int64 or bool.
 //
-// Storage is a flat buffer shared by handles; a tensor is a view of it given by an offset, a
-// shape and strides (in elements). Freshly made tensors are contiguous and row-major; the view
-// ops (reshape, transpose, permute, slice, split) only change offset/shape/strides, and
-// contiguous() makes a packed copy when a kernel needs one.
+// Storage is a flat buffer shared by handles; a tensor is a view of it: an offset, a shape and
+// strides (in elements). New tensors are contiguous and row-major; the view ops (reshape,
+// transpose, permute, slice, split) change only the view, and contiguous() packs a copy.
 //
 // A tensor that requires grad carries a GradNode (tapegrad/autograd/tape.h): its accumulated
 // gradient and, for a non-leaf, the tape entry that produced it.
@@ -20,6 +19,7 @@
 #include "tapegrad/autograd/shape.h"
 #include "tapegrad/autograd/storage.h"
 
+// The engine (tensors, the tape, the ops, grad, gradcheck); the other parts nest inside it.
 namespace tapegrad {
 
 class Generator;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+// Corpora, vocabularies, the built-in tasks and batches for teacher-forced training.
 namespace tapegrad::data {
 
 struct Example {

@@ -16,6 +16,7 @@
 
 #include "tapegrad/autograd/error.h"
 
+// What every reader and writer of a file shares, and the safetensors format.
 namespace tapegrad::io {
 
 class FileError : public Error {

@@ -20,6 +20,7 @@
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/profile/profile.h"
 
+// Modules with named parameters, the transformer's layers and models, checkpoints, decoding.
 namespace tapegrad::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
@@ -42,7 +43,7 @@ template <class M>
 class Child : public std::shared_ptr<M> {
  public:
   Child() = default;
-  Child(std::shared_ptr<M> m) : std::shared_ptr<M>(std::move(m)) {}  // NOLINT: a handle
+  Child(std::shared_ptr<M> m) : std::shared_ptr<M>(std::move(m)) {}
   template <class... Args>
   Tensor operator()(Args&&... args) const {
     return call(**this, std::forward<Args>(args)...);

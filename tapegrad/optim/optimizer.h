@@ -14,6 +14,7 @@
 
 #include "tapegrad/nn/module.h"
 
+// Optimizers, gradient clipping and learning-rate schedules.
 namespace tapegrad::optim {
 
 using nn::NamedTensors;

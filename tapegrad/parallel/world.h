@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 
+// Data-parallel training: the processes of a run and the gradients summed over them.
 namespace tapegrad::parallel {
 
 // A sum over the processes running in the background (MPI_Iallreduce, from

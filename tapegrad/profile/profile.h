@@ -8,9 +8,9 @@
 //   fmt::print("{}", profile.table());
 //
 // The same figures by module path (by_module(), module_table()): an op is charged to the
-// innermost module whose forward was running when the op ran (nn's modules open a
-// profile::ModuleScope at the top of forward), and its backward to the module that recorded it;
-// ops outside any module go to "(no module)".
+// innermost module call running when the op ran (nn::call opens a profile::ModuleScope around
+// a module's forward), and its backward to the module that recorded it; ops outside any module
+// go to "(no module)".
 //
 // Times are self times: an op that calls other ops (linear calls no other op, a composite in
 // nn may) is charged only for what its callees did not take, so the column adds up to the
@@ -71,6 +71,7 @@ class ProfileGuard {
   std::vector<const std::string*> modules_;
 };
 
+// The profiler's hooks that ops and modules call: the current guard and the scopes.
 namespace profile {
 // The guard on this thread, or nullptr: what every check reads.
 inline thread_local ProfileGuard* t_current = nullptr;

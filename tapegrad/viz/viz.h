@@ -10,6 +10,7 @@
 
 #include "tapegrad/autograd/tensor.h"
 
+// Pictures as text any program can write: the loss curve, heatmaps, the report, the tape.
 namespace tapegrad::viz {
 
 // Text made safe inside SVG and HTML: < > & " escaped.
