@@ -1,7 +1,8 @@
-// Seed notebook 000, "Transformer Encoder — Full Implementation in PyTorch"
-// (../shared/seeds/000_8661a25e30947fda.txt), with tapegrad: the paper's encoder (d_model 512,
-// 8 heads, feed-forward 2048, 5 layers, dropout 0.1) run on a random batch [30, 200, 512],
-// printing every tensor's shape on the way through, as the notebook's print() calls do.
+// Seed notebook 000, "Transformer Encoder — Full Implementation in PyTorch" (a notebook that
+// builds the encoder class by class and prints each tensor's shape), with tapegrad: the paper's
+// encoder (d_model 512, 8 heads, feed-forward 2048, 5 layers, dropout 0.1) run on a random batch
+// [30, 200, 512], printing every tensor's shape on the way through, as the notebook's print()
+// calls do.
 //
 // The notebook's classes are nn::MultiHeadAttention (one fused attention op: the per-head
 // scores and weights below are its steps), nn::LayerNorm, nn::PositionwiseFeedForward,

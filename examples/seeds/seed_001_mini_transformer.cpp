@@ -1,8 +1,8 @@
-// Seed notebook 001, "Transformer From Scratch (PyTorch)"
-// (../shared/seeds/001_fed1d42fa638816b.txt), with tapegrad: each of its quick checks (scaled
-// dot-product attention, multi-head attention, positional encoding, an encoder and a decoder layer,
-// the MiniTransformer), then its toy training step: teacher forcing on random ids, cross-entropy,
-// backward, one Adam step.
+// Seed notebook 001, "Transformer From Scratch (PyTorch)" (a notebook that writes the whole
+// encoder-decoder and checks each piece on toy sizes), with tapegrad: each of its quick checks
+// (scaled dot-product attention, multi-head attention, positional encoding, an encoder and a
+// decoder layer, the MiniTransformer), then its toy training step: teacher forcing on random ids,
+// cross-entropy, backward, one Adam step.
 //
 // Where each piece lives: attention() (tapegrad/autograd/ops/attention.h), nn::MultiHeadAttention,
 // nn::PositionalEncoding, nn::EncoderLayer, nn::DecoderLayer, nn::MiniTransformer

@@ -1,7 +1,7 @@
-// Seed notebook 002, "Transformer Encoder Explained with Python" (15 slides,
-// ../shared/seeds/002_83f86ee290c51694.txt), with tapegrad: each slide's example at its sizes,
-// then the two task heads (a sentence classifier and an NER tagger), an attention heatmap, and
-// the padding mask.
+// Seed notebook 002, "Transformer Encoder Explained with Python" (15 slides that explain the
+// encoder one idea at a time, each with a small example), with tapegrad: each slide's example at
+// its sizes, then the two task heads (a sentence classifier and an NER tagger), an attention
+// heatmap, and the padding mask.
 //
 // Layout: the notebook's nn.TransformerEncoderLayer examples are sequence-first
 // ([seq_len, batch, d_model]); tapegrad is batch-first everywhere ([batch, seq_len, d_model]),

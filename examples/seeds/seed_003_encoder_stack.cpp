@@ -1,8 +1,9 @@
-// Seed notebook 003, "Full Transformer Encoder Stack" (../shared/seeds/003_0c09295856c4b2f6.txt),
-// with tapegrad: the sentence "I understand this" as random embeddings plus sinusoidal
-// positions, through a stack of eight encoder blocks (d_model 512, 8 heads of d_k 64,
-// feed-forward 2048, post-norm, no dropout), with each block's output summarised as a table
-// (mean, std, min, max), then the final representations as the notebook's DataFrame shows them.
+// Seed notebook 003, "Full Transformer Encoder Stack" (a notebook that follows one sentence
+// through eight encoder blocks and tabulates each block's output), with tapegrad: the sentence "I
+// understand this" as random embeddings plus sinusoidal positions, through a stack of eight encoder
+// blocks (d_model 512, 8 heads of d_k 64, feed-forward 2048, post-norm, no dropout), with each
+// block's output summarised as a table (mean, std, min, max), then the final representations as the
+// notebook's DataFrame shows them.
 //
 // The notebook gives each head its own three Linear(512, 64) layers; nn::MultiHeadAttention
 // holds them side by side as one Linear(512, 512) each for q, k and v (the same function: head h

@@ -1,7 +1,7 @@
-// Seed notebook 004, "Transformer - Encoder" (../shared/seeds/004_f8d7097b131f7622.txt), with
-// tapegrad: one encoder layer written op by op against the public ops, as the notebook writes
-// scaled_dot_product, MultiHeadAttention, LayerNormalization and EncoderLayer, printing each
-// step's shape; then checked against nn::EncoderLayer with the same weights. Then the
+// Seed notebook 004, "Transformer - Encoder" (a notebook that writes one encoder layer from
+// its formulas), with tapegrad: one encoder layer written op by op against the public ops, as the
+// notebook writes scaled_dot_product, MultiHeadAttention, LayerNormalization and EncoderLayer,
+// printing each step's shape; then checked against nn::EncoderLayer with the same weights. Then the
 // notebook's own scaled_dot_product example, whose mask blocks every key.
 //
 // The library does the same in fewer passes: nn::MultiHeadAttention calls one fused attention
