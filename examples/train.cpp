@@ -155,12 +155,9 @@ void check_combinations(Settings& s, const examples::Flags& f) {
   }
 }
 
-std::optional<Settings> parse(int argc, char** argv, const parallel::World& world) {
-  examples::Flags f(argc, argv,
-                    "train: teacher-forced MiniTransformer training\n"
-                    "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
-  Settings s;
-  s.processes = world.size();
+// --resume, --replace and --out: where the run is, and with --resume its saved flags, which
+// become the defaults of the flags read after.
+void read_run_folder_flags(examples::Flags& f, Settings& s) {
   s.resume = f.boolean("resume", "continue the run saved in --out, with its saved flags");
   s.replace = f.boolean("replace",
                         "start a new run in place of the one in --out (the old run is kept "
@@ -188,6 +185,10 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
     given.erase("processes");  // mpirun's -np, not a flag
     f.fallback(given, checkpoint + "/trainer.json");
   }
+}
+
+// The data, the schedule and the optimizer's, and how this invocation runs.
+void read_training_flags(examples::Flags& f, Settings& s) {
   s.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   s.data = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
   s.level = f.text("level", "char",
@@ -232,6 +233,9 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
                           "under mpirun: gradients are summed over the processes in buckets of "
                           "this many KiB while backward runs (0: all at once after it)",
                           0, 1 << 20);
+}
+
+void read_model_flags(examples::Flags& f, Settings& s) {
   s.max_len = f.integer("max-len", 128, "longest source or target sequence in tokens", 2, 4096);
   s.model.d_model = f.integer("d-model", 64, "model width", 1, 4096);
   s.model.heads = f.integer("heads", 4, "attention heads", 1, 256);
@@ -240,6 +244,57 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
   s.model.decoder_layers = f.integer("decoder-layers", 2, "decoder layers", 1, 64);
   s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 0.99);
   s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
+}
+
+// --resume: every flag a run keeps must be the run's, except those that may change.
+void check_resume_flags(const Settings& s) {
+  std::vector<std::string> conflicts;
+  // --steps is checked against the run's progress (check_schedule); the schedule's other
+  // flags may change with --reschedule
+  std::set<std::string> may_change = {"steps"};
+  if (s.reschedule) may_change.insert({"schedule", "lr", "warmup"});
+  // flags added after runs were first saved, with the value such a run had
+  const std::map<std::string, std::string> later = {
+      {"vocab-size", "1000"}, {"shared-vocab", "false"}, {"processes", "1"}};
+  const auto flags = run_flags(s);
+  for (const auto& [name, value] : s.saved) {
+    if (!flags.contains(name))
+      conflicts.push_back(fmt::format("{}/trainer.json saves --{}, which is not a flag a run keeps",
+                                      train::latest_checkpoint(s.out), name.substr(0, 40)));
+  }
+  for (const auto& [name, value] : flags) {
+    const auto it = s.saved.find(name);
+    if (it == s.saved.end() && later.contains(name)) {
+      if (later.at(name) != value) {
+        conflicts.push_back(fmt::format("--{}: the run has {} (saved before the flag), got {}",
+                                        name, later.at(name), value));
+      }
+    } else if (it == s.saved.end()) {
+      conflicts.push_back(fmt::format("--{}: the run saved no value", name));
+    } else if (name == "processes" && it->second != value) {
+      conflicts.push_back(
+          fmt::format("the run was trained by {} processes, this is {} (mpirun -np {} resumes it)",
+                      it->second, value, it->second));
+    } else if (it->second != value && !may_change.contains(name)) {
+      conflicts.push_back(fmt::format("--{}: the run has {}, got {}", name,
+                                      it->second.empty() ? "none" : it->second, value));
+    }
+  }
+  if (!conflicts.empty()) {
+    throw examples::FlagError(fmt::format("--resume: flags conflict with the run in {}:\n  {}",
+                                          s.out, fmt::join(conflicts, "\n  ")));
+  }
+}
+
+std::optional<Settings> parse(int argc, char** argv, const parallel::World& world) {
+  examples::Flags f(argc, argv,
+                    "train: teacher-forced MiniTransformer training\n"
+                    "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
+  Settings s;
+  s.processes = world.size();
+  read_run_folder_flags(f, s);
+  read_training_flags(f, s);
+  read_model_flags(f, s);
   if (!f.finish()) return std::nullopt;
   check_combinations(s, f);
   s.model.max_len = s.max_len;
@@ -255,45 +310,7 @@ std::optional<Settings> parse(int argc, char** argv, const parallel::World& worl
                                           f.label("encoder-layers"), f.label("decoder-layers"),
                                           f.label("max-len"), e.what()));
   }
-  if (s.resume) {
-    std::vector<std::string> conflicts;
-    // --steps is checked against the run's progress (check_schedule); the schedule's other
-    // flags may change with --reschedule
-    std::set<std::string> may_change = {"steps"};
-    if (s.reschedule) may_change.insert({"schedule", "lr", "warmup"});
-    // flags added after runs were first saved, with the value such a run had
-    const std::map<std::string, std::string> later = {
-        {"vocab-size", "1000"}, {"shared-vocab", "false"}, {"processes", "1"}};
-    const auto flags = run_flags(s);
-    for (const auto& [name, value] : s.saved) {
-      if (!flags.contains(name))
-        conflicts.push_back(
-            fmt::format("{}/trainer.json saves --{}, which is not a flag a run keeps",
-                        train::latest_checkpoint(s.out), name.substr(0, 40)));
-    }
-    for (const auto& [name, value] : flags) {
-      const auto it = s.saved.find(name);
-      if (it == s.saved.end() && later.contains(name)) {
-        if (later.at(name) != value) {
-          conflicts.push_back(fmt::format("--{}: the run has {} (saved before the flag), got {}",
-                                          name, later.at(name), value));
-        }
-      } else if (it == s.saved.end()) {
-        conflicts.push_back(fmt::format("--{}: the run saved no value", name));
-      } else if (name == "processes" && it->second != value) {
-        conflicts.push_back(fmt::format(
-            "the run was trained by {} processes, this is {} (mpirun -np {} resumes it)",
-            it->second, value, it->second));
-      } else if (it->second != value && !may_change.contains(name)) {
-        conflicts.push_back(fmt::format("--{}: the run has {}, got {}", name,
-                                        it->second.empty() ? "none" : it->second, value));
-      }
-    }
-    if (!conflicts.empty()) {
-      throw examples::FlagError(fmt::format("--resume: flags conflict with the run in {}:\n  {}",
-                                            s.out, fmt::join(conflicts, "\n  ")));
-    }
-  }
+  if (s.resume) check_resume_flags(s);
   return s;
 }
 
