@@ -38,11 +38,11 @@
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
-#include "tapegrad/data/data_error.h"
 #include "tapegrad/data/tasks.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/parallel/world.h"
+#include "tapegrad/train/run_data.h"
 #include "tapegrad/train/trainer.h"
 
 using namespace tapegrad;
@@ -405,76 +405,17 @@ void check_schedule(const Settings& s, int64_t done) {
   fmt::print("rescheduled: {}\n", what);
 }
 
-// The length problem of an example, or "" when source and target fit the model.
-std::string length_problem(const data::Example& e, const data::Vocabulary& src_vocab,
-                           const data::Vocabulary& tgt_vocab, int64_t max_len) {
-  const auto src = static_cast<int64_t>(src_vocab.encode(e.source).size());
-  const auto tgt = static_cast<int64_t>(tgt_vocab.encode(e.target).size());
-  if (src == 0 || tgt == 0) return "empty source or target";
-  if (src > max_len || tgt + 1 > max_len) {
-    return fmt::format("{} source and {} target tokens; --max-len {} allows {} and {}", src, tgt,
-                       max_len, max_len, max_len - 1);
-  }
-  return "";
-}
-
-using Split = data::CorpusSplit;
-
-// A new run's data: generated, or read from --data (checked line by line) and split.
-Split make_split(const Settings& s) {
-  if (s.data.empty()) {
-    const auto task =
-        data::make_task(*data::task_from_name(s.task), s.train_size, s.valid_size, s.seed);
-    Split split;
-    split.train = task.train;
-    split.valid = task.valid;
-    return split;
-  }
-  const data::Corpus corpus = data::load_tsv(s.data, {.strict = s.strict});
-  for (const std::string& p : corpus.problems) fmt::print(stderr, "skipped {}\n", p);
-  if (corpus.skipped > 0) fmt::print(stderr, "{} malformed lines skipped\n", corpus.skipped);
-  return data::split_corpus(corpus, static_cast<size_t>(s.valid_size), s.seed, s.data);
-}
-
-// A new run's vocabularies, built (char, word) or learned (bpe, unigram) from the training
-// split; with --shared-vocab one from both sides.
-std::pair<data::Vocabulary, data::Vocabulary> make_vocabularies(const Settings& s,
-                                                                const Split& split) {
-  const data::Level level = *data::level_from_name(s.level);
-  const std::string name = s.data.empty() ? "the task " + s.task : s.data;
-  std::vector<std::string> sources, targets;
-  for (const auto& e : split.train) {
-    sources.push_back(e.source);
-    targets.push_back(e.target);
-  }
-  auto make = [&](const std::vector<std::string>& texts, const char* side) {
-    return data::Vocabulary::build(texts, level, s.vocab_size, fmt::format("{} ({})", name, side));
-  };
-  if (s.shared_vocab) {
-    sources.insert(sources.end(), targets.begin(), targets.end());
-    data::Vocabulary both = make(sources, "both sides");
-    return {both, both};
-  }
-  return {make(sources, "source side"), make(targets, "target side")};
-}
-
-// Every example must fit the model once tokenized, each named by its line or its place.
-void check_lengths(const Settings& s, const Split& split, const data::Vocabulary& src_vocab,
-                   const data::Vocabulary& tgt_vocab) {
-  for (const bool held_out : {false, true}) {
-    const auto& set = held_out ? split.valid : split.train;
-    for (size_t i = 0; i < set.size(); ++i) {
-      const std::string problem = length_problem(set[i], src_vocab, tgt_vocab, s.max_len);
-      if (problem.empty()) continue;
-      if (!s.data.empty()) {
-        const auto& lines = held_out ? split.valid_lines : split.train_lines;
-        throw data::DataError(fmt::format("{}:{}: {}", s.data, lines[i], problem));
-      }
-      throw data::DataError(fmt::format("generated {} example {} ('{}'): {}",
-                                        held_out ? "held-out" : "training", i + 1, set[i].source,
-                                        problem));
-    }
-  }
+train::DataOptions data_options(const Settings& s) {
+  return {.task = s.task,
+          .corpus = s.data,
+          .strict = s.strict,
+          .train_size = s.train_size,
+          .valid_size = s.valid_size,
+          .seed = s.seed,
+          .level = *data::level_from_name(s.level),
+          .vocab_size = s.vocab_size,
+          .shared_vocab = s.shared_vocab,
+          .max_len = s.max_len};
 }
 
 train::TrainerOptions trainer_options(const Settings& s) {
@@ -567,12 +508,10 @@ int run(const Settings& s, const parallel::World& world) {
   set_num_threads(static_cast<int>(s.threads));
   // a new run's data is read, its vocabularies learned and every example checked before --out
   // is touched
-  Split split;
-  data::Vocabulary src_vocab(data::Level::Char), tgt_vocab(data::Level::Char);
+  train::RunData fresh;
   if (!s.resume) {
-    split = make_split(s);
-    std::tie(src_vocab, tgt_vocab) = make_vocabularies(s, split);
-    check_lengths(s, split, src_vocab, tgt_vocab);
+    fresh = train::make_run_data(data_options(s),
+                                 [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   }
   for (const std::string& note : s.notes) {
     if (root) fmt::print("{}\n", note);
@@ -589,7 +528,7 @@ int run(const Settings& s, const parallel::World& world) {
     });
     if (root) fmt::print("resumed {} at step {}\n", s.out, trainer.step_count());
   } else {
-    trainer.begin(std::move(split), src_vocab, tgt_vocab, s.model);
+    trainer.begin(std::move(fresh.split), fresh.src_vocab, fresh.tgt_vocab, s.model);
   }
   if (root) {
     fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",

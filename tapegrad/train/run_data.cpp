@@ -1,0 +1,93 @@
+// make_run_data: the split, the vocabularies, and the length check of every example.
+#include "tapegrad/train/run_data.h"
+
+#include <fmt/core.h>
+
+#include "tapegrad/data/data_error.h"
+#include "tapegrad/data/tasks.h"
+
+namespace tapegrad::train {
+
+namespace {
+
+data::CorpusSplit make_split(const DataOptions& o,
+                             const std::function<void(const std::string&)>& report) {
+  if (o.corpus.empty()) {
+    const auto task = data::task_from_name(o.task);
+    TG_CHECK(task, "make_run_data: unknown task '{}' (dates, copy, reverse, sort)", o.task);
+    data::TaskSplit generated = data::make_task(*task, o.train_size, o.valid_size, o.seed);
+    data::CorpusSplit split;
+    split.train = std::move(generated.train);
+    split.valid = std::move(generated.valid);
+    return split;
+  }
+  const data::Corpus corpus = data::load_tsv(o.corpus, {.strict = o.strict});
+  if (report) {
+    for (const std::string& p : corpus.problems) report("skipped " + p);
+    if (corpus.skipped > 0) report(fmt::format("{} malformed lines skipped", corpus.skipped));
+  }
+  return data::split_corpus(corpus, static_cast<size_t>(o.valid_size), o.seed, o.corpus);
+}
+
+void make_vocabularies(const DataOptions& o, RunData& d) {
+  const std::string name = o.corpus.empty() ? "the task " + o.task : o.corpus;
+  std::vector<std::string> sources, targets;
+  for (const auto& e : d.split.train) {
+    sources.push_back(e.source);
+    targets.push_back(e.target);
+  }
+  auto make = [&](const std::vector<std::string>& texts, const char* side) {
+    return data::Vocabulary::build(texts, o.level, o.vocab_size,
+                                   fmt::format("{} ({})", name, side));
+  };
+  if (o.shared_vocab) {
+    sources.insert(sources.end(), targets.begin(), targets.end());
+    d.src_vocab = d.tgt_vocab = make(sources, "both sides");
+    return;
+  }
+  d.src_vocab = make(sources, "source side");
+  d.tgt_vocab = make(targets, "target side");
+}
+
+// The length problem of an example, or "" when source and target fit the model (the target
+// with its <eos>).
+std::string length_problem(const data::Example& e, const RunData& d, int64_t max_len) {
+  const auto src = static_cast<int64_t>(d.src_vocab.encode(e.source).size());
+  const auto tgt = static_cast<int64_t>(d.tgt_vocab.encode(e.target).size());
+  if (src == 0 || tgt == 0) return "empty source or target";
+  if (src > max_len || tgt + 1 > max_len) {
+    return fmt::format("{} source and {} target tokens; --max-len {} allows {} and {}", src, tgt,
+                       max_len, max_len, max_len - 1);
+  }
+  return "";
+}
+
+void check_lengths(const DataOptions& o, const RunData& d) {
+  for (const bool held_out : {false, true}) {
+    const auto& set = held_out ? d.split.valid : d.split.train;
+    for (size_t i = 0; i < set.size(); ++i) {
+      const std::string problem = length_problem(set[i], d, o.max_len);
+      if (problem.empty()) continue;
+      if (!o.corpus.empty()) {
+        const auto& lines = held_out ? d.split.valid_lines : d.split.train_lines;
+        throw data::DataError(fmt::format("{}:{}: {}", o.corpus, lines[i], problem));
+      }
+      throw data::DataError(fmt::format("generated {} example {} ('{}'): {}",
+                                        held_out ? "held-out" : "training", i + 1, set[i].source,
+                                        problem));
+    }
+  }
+}
+
+}  // namespace
+
+RunData make_run_data(const DataOptions& options,
+                      const std::function<void(const std::string&)>& report) {
+  RunData d;
+  d.split = make_split(options, report);
+  make_vocabularies(options, d);
+  check_lengths(options, d);
+  return d;
+}
+
+}  // namespace tapegrad::train

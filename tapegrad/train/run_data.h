@@ -1,0 +1,42 @@
+// A new run's data: its split (a built-in task generated, or a TSV corpus read, checked line by
+// line and split) and its vocabularies (built, or learned by SentencePiece from the training
+// split), every example checked to fit the model, all before a run folder is touched:
+//
+//   train::RunData d = train::make_run_data({.corpus = "pairs.tsv", .level = Level::Word});
+//   trainer.begin(d.split, d.src_vocab, d.tgt_vocab, config);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tapegrad/data/corpus.h"
+#include "tapegrad/data/vocab.h"
+
+namespace tapegrad::train {
+
+struct DataOptions {
+  std::string task = "dates";  // a built-in task (data::task_from_name) when `corpus` is empty
+  std::string corpus;          // a TSV file, source TAB target a line
+  bool strict = false;         // a malformed line is fatal (otherwise skipped and reported)
+  int64_t train_size = 20000;  // generated training examples
+  int64_t valid_size = 500;    // held out (of a corpus: at most a tenth, data::split_corpus)
+  uint64_t seed = 0;           // the generation, or the corpus's shuffle
+  data::Level level = data::Level::Char;
+  int64_t vocab_size = 1000;  // pieces of a bpe or unigram vocabulary
+  bool shared_vocab = false;  // one vocabulary learned from both sides
+  int64_t max_len = 128;      // the model's: a longer example is refused, naming it
+};
+
+struct RunData {
+  data::CorpusSplit split;
+  data::Vocabulary src_vocab{data::Level::Char}, tgt_vocab{data::Level::Char};
+};
+
+// Throws data::DataError naming the file and line (or the generated example) of the first
+// example that does not fit. `report` receives each skipped line ("skipped FILE:LINE: what")
+// and their count.
+RunData make_run_data(const DataOptions& options,
+                      const std::function<void(const std::string&)>& report = {});
+
+}  // namespace tapegrad::train
