@@ -1,8 +1,9 @@
 // Trainer: teacher-forced training of a MiniTransformer as library code, in small verbs over a
 // run folder (run.h):
 //
+//   train::RunData d = train::make_run_data({.corpus = "pairs.tsv"});  // run_data.h
 //   train::Trainer trainer({.out = "runs/mine", .steps = 2000}, world);
-//   trainer.begin(split, src_vocab, tgt_vocab, config);   // or trainer.resume(check)
+//   trainer.begin(d.split, d.src_vocab, d.tgt_vocab, config);  // or trainer.resume()
 //   while (!trainer.done()) {
 //     const train::StepResult r = trainer.step();
 //     if (r.step % 500 == 0) { trainer.evaluate(); trainer.checkpoint(); }
