@@ -493,9 +493,9 @@ int train_steps(const Settings& s, const parallel::World& world, train::Trainer&
              static_cast<double>(steps) / elapsed);
   fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%\n\n", 100 * last.exact_match,
              100 * last.token_accuracy);
-  for (const train::Sample& e : trainer.report(last)) {
+  for (const viz::Sample& e : trainer.report(last)) {
     fmt::print("  {:<36} -> {:<12} {}\n", e.source, e.predicted,
-               e.predicted == e.target ? "ok" : "expected " + e.target);
+               e.predicted == e.expected ? "ok" : "expected " + e.expected);
   }
   fmt::print(
       "\ncheckpoint, loss curve, attention heatmaps and report.html in {}/ (translate --run {})\n",

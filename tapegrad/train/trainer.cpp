@@ -65,6 +65,11 @@ Slice slice_of(const data::Batch& b, const parallel::World& world) {
   return out;
 }
 
+// Where a non-finite loss is reported from, after its step: the checkpoint a resume began at.
+std::string resumed_from(const RunDirectory::Resumed& r) {
+  return r.loaded.checkpoint.empty() ? "" : fmt::format(" (resumed from {})", r.loaded.checkpoint);
+}
+
 }  // namespace
 
 std::string duration(double seconds) {
@@ -154,7 +159,6 @@ void Trainer::resume(const std::function<void(const RunDirectory::Resumed&)>& ch
   // the split this run started with, as it wrote it
   split_.train = data::load_tsv(options_.out + "/train.tsv", {.strict = true}).examples;
   split_.valid = data::load_tsv(options_.out + "/valid.tsv", {.strict = true}).examples;
-  since_ = fmt::format(" (resumed from {})", resumed_.loaded.checkpoint);
   start(true);
 }
 
@@ -223,8 +227,8 @@ StepResult Trainer::step(int signal) {
   world_.all_reduce_sum(l);
   world_.all_reduce_max(stop);
   if (options_.check_finite && !std::isfinite(l[0])) {
-    throw TrainingError(
-        fmt::format("step {}{}: the loss is {} (--allow-nonfinite goes on)", step, since_, l[0]));
+    throw TrainingError(fmt::format("step {}{}: the loss is {} (--allow-nonfinite goes on)", step,
+                                    resumed_from(resumed_), l[0]));
   }
   loss.backward();
   sync_->finish();
@@ -232,8 +236,8 @@ StepResult Trainer::step(int signal) {
   const double norm = options_.clip > 0 ? optim::clip_grad_norm(params, options_.clip) : 0;
   if (options_.check_finite && (options_.clip == 0 || !std::isfinite(norm))) {
     if (const auto bad = nonfinite_gradient(params)) {
-      throw TrainingError(
-          fmt::format("step {}{}: the gradient of '{}' holds NaN or Inf", step, since_, *bad));
+      throw TrainingError(fmt::format("step {}{}: the gradient of '{}' holds NaN or Inf", step,
+                                      resumed_from(resumed_), *bad));
     }
   }
   optimizer_->set_lr(schedule_->lr(step));
@@ -291,7 +295,7 @@ void Trainer::draw_attention(const std::vector<int64_t>& out, const Tensor& src,
   files.push_back(file);
 }
 
-std::vector<Sample> Trainer::report(const Metrics& last) {
+std::vector<viz::Sample> Trainer::report(const Metrics& last) {
   TG_CHECK(run_dir_, "Trainer::report: process 0 alone writes the run");
   viz::ReportData report;
   report.title = options_.title;
@@ -305,17 +309,15 @@ std::vector<Sample> Trainer::report(const Metrics& last) {
     report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
   }
   model_->eval();
-  std::vector<Sample> samples;
   for (size_t i = 0; i < std::min<size_t>(8, split_.valid.size()); ++i) {
     const auto& ids = valid_set_[i].source;
     const Tensor src = from_vector(ids, {1, static_cast<int64_t>(ids.size())});
     const std::vector<int64_t> out =
         nn::generate(*model_, src, {.max_len = model_->config().max_len})[0].tokens;
-    samples.push_back({split_.valid[i].source, split_.valid[i].target, tgt_vocab_.decode(out)});
-    report.samples.push_back(
-        {samples.back().source, samples.back().target, samples.back().predicted});
+    const data::Example& e = split_.valid[i];
+    report.samples.push_back({e.source, e.target, tgt_vocab_.decode(out)});
     if (i < 4 && !out.empty() && static_cast<int64_t>(out.size()) < model_->config().max_len)
-      draw_attention(out, src, i, samples.back().predicted, report.heatmap_files);
+      draw_attention(out, src, i, report.samples.back().predicted, report.heatmap_files);
   }
   // the whole run's curves, the steps before a resume included, from loss.tsv and eval.tsv
   viz::Curves curves{.train = read_loss_curve(run_dir_->file("loss.tsv")),
@@ -327,7 +329,7 @@ std::vector<Sample> Trainer::report(const Metrics& last) {
   io::write_atomic(run_dir_->file("loss.svg"), viz::loss_curve_svg(curves));
   report.loss_curve_file = "loss.svg";
   io::write_atomic(run_dir_->file("report.html"), viz::report_html(report));
-  return samples;
+  return report.samples;
 }
 
 }  // namespace tapegrad::train

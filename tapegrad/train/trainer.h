@@ -87,11 +87,6 @@ struct StepResult {
   int signal = 0;   // the largest signal number any process passed to step()
 };
 
-// A held-out example decoded by report(): what was asked, expected and given.
-struct Sample {
-  std::string source, target, predicted;
-};
-
 class Trainer {
  public:
   // Process 0 takes hold of options.out (RunDirectory: the lock, the leftovers of a killed
@@ -116,8 +111,8 @@ class Trainer {
   void checkpoint();
   // Decodes a few held-out sources, draws their cross-attention, the loss curves of the whole
   // run, and report.html with `last` as its held-out figures (process 0 only); returns the
-  // decoded samples.
-  std::vector<Sample> report(const Metrics& last);
+  // decoded samples, as the report shows them.
+  std::vector<viz::Sample> report(const Metrics& last);
 
   int64_t step_count() const { return optimizer_->step_count(); }
   bool done() const { return step_count() >= options_.steps; }
@@ -156,7 +151,6 @@ class Trainer {
   int64_t first_step_ = 1, tokens_seen_ = 0;
   double smoothed_ = 0;
   std::optional<std::chrono::steady_clock::time_point> started_;  // the first step's start
-  std::string since_;  // " (resumed from CHECKPOINT)" in a non-finite loss's message
 };
 
 }  // namespace tapegrad::train
