@@ -61,9 +61,9 @@ std::string Flags::text(const std::string& name, const std::string& fallback,
   help_.push_back(
       fmt::format("  --{:<18} {} (default: {})", name, help, fallback.empty() ? "none" : fallback));
   auto it = values_.find(name);
-  if (it == values_.end()) return fallback;
-  if (it->second.empty()) throw FlagError(fmt::format("{}: needs a value", label(name)));
-  return it->second;
+  if (it != values_.end() && it->second.empty())
+    throw FlagError(fmt::format("{}: needs a value", label(name)));
+  return read_[name] = it == values_.end() ? fallback : it->second;
 }
 
 namespace {
@@ -96,6 +96,7 @@ int64_t Flags::integer(const std::string& name, int64_t fallback, const std::str
   if (x < min || x > max) {
     throw FlagError(fmt::format("{}: must be in [{}, {}], got {}", label(name), min, max, given));
   }
+  read_[name] = std::to_string(x);
   return x;
 }
 
@@ -106,6 +107,7 @@ double Flags::real(const std::string& name, double fallback, const std::string& 
   if (!std::isfinite(x) || x < min || x > max) {
     throw FlagError(fmt::format("{}: must be in [{}, {}], got {}", label(name), min, max, x));
   }
+  read_[name] = fmt::format("{}", x);
   return x;
 }
 
@@ -113,6 +115,7 @@ bool Flags::boolean(const std::string& name, const std::string& help) {
   known_.push_back(name);
   help_.push_back(fmt::format("  --{:<18} {}", name, help));
   auto it = values_.find(name);
+  read_[name] = it == values_.end() ? "false" : "true";
   if (it == values_.end()) return false;
   if (inline_.contains(name)) throw FlagError(fmt::format("--{}: takes no value", name));
   if (!it->second.empty()) {

@@ -41,6 +41,9 @@ class Flags {
   // "--name", or "--name (saved in FILE)" for a value fallback() supplied: how an error names
   // the flag, so that a value read from a file is reported as coming from that file.
   std::string label(const std::string& name) const;
+  // Each flag read so far, as canonical text: the value read, with defaults and fallbacks
+  // ("0.002", "64"; a boolean "true" or "false").
+  const std::map<std::string, std::string>& read() const { return read_; }
   // Arguments that are not flags, in order.
   const std::vector<std::string>& positional() const { return positional_; }
   // Arguments that are not flags are accepted (translate's sources); otherwise finish() refuses
@@ -53,6 +56,7 @@ class Flags {
  private:
   std::string usage_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> read_;
   std::set<std::string> given_;
   std::set<std::string> inline_;  // given as --name=value
   std::string fallback_source_;

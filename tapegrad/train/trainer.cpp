@@ -78,6 +78,11 @@ std::string duration(double seconds) {
                    : fmt::format("{}m{:02d}s", s / 60, s % 60);
 }
 
+std::string Metrics::describe() const {
+  return fmt::format("loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%", loss,
+                     100 * token_accuracy, 100 * exact_match);
+}
+
 std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
                                                int64_t steps, int64_t d_model) {
   if (kind == "cosine")
@@ -204,6 +209,17 @@ void Trainer::start(bool resuming) {
 double Trainer::seconds() const {
   if (!started_) return 0;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - *started_).count();
+}
+
+std::string Trainer::progress() const {
+  const int64_t step = step_count(), steps = options_.steps, width = 24;
+  const double elapsed = seconds();
+  const double per_step = elapsed / static_cast<double>(step - first_step_ + 1);
+  const int64_t filled = width * step / steps;
+  return fmt::format("step {:>5}/{} [{}{}] loss {:.3f} lr {:.2e} {:.0f} tok/s ETA {}", step, steps,
+                     std::string(filled, '='), std::string(width - filled, ' '), smoothed_, lr(),
+                     static_cast<double>(tokens_seen_) / elapsed,
+                     duration(per_step * static_cast<double>(steps - step)));
 }
 
 StepResult Trainer::step(int signal) {

@@ -57,6 +57,8 @@ std::string duration(double seconds);
 
 struct Metrics {
   double loss = 0, token_accuracy = 0, exact_match = 0;
+  // "loss 0.4123, token accuracy 91.20%, exact match 64.00%"
+  std::string describe() const;
 };
 
 // Teacher-forced loss and token accuracy on `valid`, plus exact match by greedy decoding.
@@ -119,7 +121,9 @@ class Trainer {
   int64_t first_step() const { return first_step_; }  // of this invocation
   double smoothed_loss() const { return smoothed_; }  // moving average, weight 0.95
   double lr() const { return optimizer_->lr(); }
-  double seconds() const;                               // since this invocation's first step
+  double seconds() const;  // since this invocation's first step
+  // "step   300/3000 [==      ] loss 1.234 lr 2.00e-03 5120 tok/s ETA 4m07s"
+  std::string progress() const;
   int64_t tokens_seen() const { return tokens_seen_; }  // source and target, this invocation
   nn::MiniTransformer& model() { return *model_; }
   const data::Vocabulary& src_vocab() const { return src_vocab_; }

@@ -1,0 +1,222 @@
+// train's flags: each read with its default, bounds and help, then checked as a whole.
+#include "examples/train_flags.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <set>
+
+#include "examples/cli.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/data/tasks.h"
+
+namespace tapegrad::examples {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The flags that may change from one invocation of a run to the next; the others define the
+// run (train::RunFlags): saved with every checkpoint, compared with those given to --resume.
+const std::set<std::string> kPerInvocation = {
+    "out",        "resume",     "replace", "reschedule",      "strict",   "stop-after",
+    "save-every", "eval-every", "threads", "allow-nonfinite", "bucket-kb"};
+
+// Bounds on the flags: each well past what a run on one CPU machine uses, so that a typo
+// (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
+constexpr int64_t kMaxSteps = 10'000'000;     // checkpoint folders are named with 8 digits
+constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
+
+// The flags as a whole, after each was read on its own: names that must exist, values that
+// must agree, and flags that would have no effect in the combination given (refused). A default
+// that conflicts with what the user gave adapts, and s.notes says so.
+void check_combinations(TrainSettings& s, const Flags& f) {
+  const train::DataOptions& d = s.data;
+  train::TrainerOptions& t = s.trainer;
+  if (d.corpus.empty() && !data::task_from_name(d.task)) {
+    throw FlagError(
+        fmt::format("{}: unknown task '{}' (dates, copy, reverse, sort)", f.label("task"), d.task));
+  }
+  if (!d.corpus.empty() && f.given("task")) throw FlagError("--task and --data exclude each other");
+  const auto level = data::level_from_name(s.level);
+  if (!level) {
+    throw FlagError(fmt::format("{}: expected char, word, bpe or unigram, got '{}'",
+                                f.label("level"), s.level));
+  }
+  s.data.level = *level;
+  if (f.given("vocab-size") && *level != data::Level::Bpe && *level != data::Level::Unigram)
+    throw FlagError("--vocab-size goes with --level bpe or unigram");
+  if (t.schedule != "cosine" && t.schedule != "noam" && t.schedule != "constant") {
+    throw FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
+                                f.label("schedule"), t.schedule));
+  }
+  if (t.lr <= 0) throw FlagError(fmt::format("{}: must be positive, got 0", f.label("lr")));
+  if (s.model.d_model % s.model.heads != 0) {
+    throw FlagError(fmt::format("{} {} is not divisible by {} {}", f.label("d-model"),
+                                s.model.d_model, f.label("heads"), s.model.heads));
+  }
+  const bool resume = t.start == train::Start::Resume;
+  if (t.schedule == "cosine" && t.warmup >= t.steps) {
+    if (f.given("warmup") || resume) {
+      throw FlagError(fmt::format("{} {} must be below {} {}", f.label("warmup"), t.warmup,
+                                  f.label("steps"), t.steps));
+    }
+    s.notes.push_back(fmt::format("--warmup: the default {} is not below --steps {}; using {}",
+                                  t.warmup, t.steps, t.steps / 10));
+    t.warmup = t.steps / 10;
+  }
+  if (f.given("train-size") && !d.corpus.empty())
+    throw FlagError("--train-size sizes a generated task; with --data it has no effect");
+  if (f.given("strict") && d.corpus.empty())
+    throw FlagError("--strict has no effect without --data");
+  if (f.given("warmup") && t.schedule == "constant")
+    throw FlagError("--warmup has no effect with --schedule constant");
+  if (s.reschedule && !resume) throw FlagError("--reschedule goes with --resume");
+  if (f.given("replace") && resume) throw FlagError("--replace and --resume exclude each other");
+}
+
+// --resume, --replace and --out: where the run is, and with --resume its saved flags, which
+// become the defaults of the flags read after.
+void read_run_folder_flags(Flags& f, TrainSettings& s) {
+  const bool resume = f.boolean("resume", "continue the run saved in --out, with its saved flags");
+  const bool replace = f.boolean("replace",
+                                 "start a new run in place of the one in --out (the old run is "
+                                 "kept until the new one saves its first checkpoint)");
+  s.trainer.start = resume    ? train::Start::Resume
+                    : replace ? train::Start::Replace
+                              : train::Start::New;
+  const std::string default_out =
+      "runs/" + (f.peek("data") ? fs::path(*f.peek("data")).stem().string()
+                                : f.peek("task").value_or("dates"));
+  std::string& out = s.trainer.out;
+  out = f.text("out", default_out,
+               "output directory (default: runs/<task or corpus name>, numbered -2, -3, ... "
+               "past the ones that exist)");
+  if (!f.given("out") && !resume && !replace && fs::exists(fs::symlink_status(out))) {
+    std::string next;
+    for (int n = 2; next.empty() || fs::exists(fs::symlink_status(next)); ++n)
+      next = fmt::format("{}-{}", default_out, n);
+    s.notes.push_back(fmt::format(
+        "{} exists, so this run goes to {} (--out names the folder; --resume or --replace use {})",
+        out, next, out));
+    out = next;
+  }
+  if (resume && !f.peek("help")) {
+    const std::string checkpoint = train::latest_checkpoint(out);
+    s.saved = train::read_trainer_state(checkpoint).flags;
+    auto given = s.saved;
+    given.erase("processes");  // mpirun's -np, not a flag
+    f.fallback(given, checkpoint + "/trainer.json");
+  }
+}
+
+// The data, the schedule and the optimizer's, and how this invocation runs.
+void read_training_flags(Flags& f, TrainSettings& s) {
+  train::DataOptions& d = s.data;
+  train::TrainerOptions& t = s.trainer;
+  d.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
+  d.corpus = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
+  s.level = f.text("level", "char",
+                   "tokens: char, word, or subwords learned by SentencePiece: bpe or unigram");
+  d.vocab_size = f.integer("vocab-size", 1000,
+                           "subword pieces of each vocabulary (bpe, unigram), the 4 special "
+                           "tokens included",
+                           5, data::Vocabulary::kMaxTokens);
+  d.shared_vocab =
+      f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each");
+  d.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
+  t.steps =
+      f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
+  s.stop_after = f.integer("stop-after", 0,
+                           "stop after this many steps of this invocation, saving a run to "
+                           "--resume (0: never)",
+                           0, kMaxSteps);
+  s.save_every =
+      f.integer("save-every", 500, "steps between checkpoints (0: only at the end)", 0, kMaxSteps);
+  t.batch = f.integer("batch", 64, "examples per step", 1, 65536);
+  d.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
+  d.valid_size = f.integer("valid-size", 500, "held-out examples", 1, kMaxExamples);
+  s.eval_every = f.integer("eval-every", 500, "steps between validations", 1, kMaxSteps);
+  t.lr = f.real("lr", 2e-3, "peak learning rate", 0, 10);
+  t.schedule = f.text("schedule", "cosine",
+                      "cosine (warmup + cosine decay), noam (the paper's) or constant");
+  t.warmup = f.integer("warmup", 200, "warmup steps", 0, kMaxSteps);
+  s.reschedule = f.boolean("reschedule",
+                           "with --resume: accept a changed schedule (--steps of a cosine "
+                           "schedule, --schedule, --lr, --warmup)");
+  t.label_smoothing = f.real("label-smoothing", 0.1, "label smoothing epsilon", 0, 1);
+  t.clip = f.real("clip", 1.0, "global gradient-norm clip (0: off)", 0, 1e9);
+  t.check_finite = !f.boolean("allow-nonfinite",
+                              "go on when a loss or gradient is NaN or Inf (default: stop with "
+                              "an error naming the step and the tensor)");
+  t.seed =
+      static_cast<uint64_t>(f.integer("seed", 0, "seed for data, init and dropout", 0, INT64_MAX));
+  d.seed = s.model.seed = t.seed;
+  s.threads =
+      f.integer("threads", 2, "threads for products and kernels (set_num_threads), in each process",
+                1, kMaxThreads);
+  t.bucket_kb = f.integer("bucket-kb", 1024,
+                          "under mpirun: gradients are summed over the processes in buckets of "
+                          "this many KiB while backward runs (0: all at once after it)",
+                          0, 1 << 20);
+}
+
+void read_model_flags(Flags& f, TrainSettings& s) {
+  s.model.max_len = s.data.max_len =
+      f.integer("max-len", 128, "longest source or target sequence in tokens", 2, 4096);
+  s.model.d_model = f.integer("d-model", 64, "model width", 1, 4096);
+  s.model.heads = f.integer("heads", 4, "attention heads", 1, 256);
+  s.model.d_ff = f.integer("d-ff", 256, "feed-forward width", 1, 16384);
+  s.model.encoder_layers = f.integer("encoder-layers", 2, "encoder layers", 0, 64);
+  s.model.decoder_layers = f.integer("decoder-layers", 2, "decoder layers", 1, 64);
+  s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 0.99);
+  s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
+}
+
+// The model's size, before any data is read (vocabularies add to it later).
+void check_model_size(const TrainSettings& s, const Flags& f) {
+  nn::MiniTransformerConfig sized = s.model;
+  sized.src_vocab = sized.tgt_vocab = 1;
+  try {
+    sized.check();
+  } catch (const Error& e) {
+    throw FlagError(fmt::format("the model of {}, {}, {}, {}, {} and {}: {}", f.label("d-model"),
+                                f.label("heads"), f.label("d-ff"), f.label("encoder-layers"),
+                                f.label("decoder-layers"), f.label("max-len"), e.what()));
+  }
+}
+
+}  // namespace
+
+std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
+                                               const parallel::World& world) {
+  Flags f(argc, argv,
+          "train: teacher-forced MiniTransformer training\n"
+          "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
+  TrainSettings s;
+  read_run_folder_flags(f, s);
+  read_training_flags(f, s);
+  read_model_flags(f, s);
+  if (!f.finish()) return std::nullopt;
+  check_combinations(s, f);
+  if (s.trainer.batch < world.size()) {
+    throw FlagError(fmt::format(
+        "{} {} is the global batch, split over {} processes: give at least one example each",
+        f.label("batch"), s.trainer.batch, world.size()));
+  }
+  check_model_size(s, f);
+  train::RunFlags& flags = s.trainer.flags;
+  for (const auto& [name, value] : f.read()) {
+    if (!kPerInvocation.contains(name)) flags[name] = value;
+  }
+  flags["warmup"] = std::to_string(s.trainer.warmup);  // as check_combinations fitted it
+  flags["processes"] = std::to_string(world.size());
+  if (!s.data.corpus.empty()) s.trainer.inputs = {s.data.corpus};
+  s.trainer.title =
+      fmt::format("tapegrad: {}", s.data.corpus.empty() ? s.data.task : s.data.corpus);
+  if (s.trainer.start == train::Start::Resume)
+    train::check_resume_flags(s.trainer.out, s.saved, flags, s.reschedule);
+  return s;
+}
+
+}  // namespace tapegrad::examples

@@ -1,0 +1,32 @@
+// train's flags (examples/train.cpp): read, checked as a whole, and on --resume against the
+// run's saved ones, into the options of the library's pieces they configure.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tapegrad/nn/transformer.h"
+#include "tapegrad/parallel/world.h"
+#include "tapegrad/train/resume.h"
+#include "tapegrad/train/run_data.h"
+#include "tapegrad/train/trainer.h"
+
+namespace tapegrad::examples {
+
+struct TrainSettings {
+  train::DataOptions data;
+  train::TrainerOptions trainer;
+  nn::MiniTransformerConfig model;
+  std::string level;  // --level as given (data.level once checked)
+  bool reschedule = false;
+  int64_t stop_after = 0, save_every = 0, eval_every = 0, threads = 0;
+  train::RunFlags saved;           // with --resume: the run's flags
+  std::vector<std::string> notes;  // what was chosen for the user, said when the run starts
+};
+
+// The flags of argv; nullopt after --help. Throws FlagError naming the flag, and
+// train::ResumeConflict when --resume is given flags that conflict with the run's.
+std::optional<TrainSettings> parse_train_flags(int argc, char** argv, const parallel::World& world);
+
+}  // namespace tapegrad::examples

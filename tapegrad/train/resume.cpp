@@ -1,0 +1,162 @@
+// The checks a resume makes: the given flags against the run's, the checkpoint against its
+// flags, and the schedule that continues.
+#include "tapegrad/train/resume.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "tapegrad/train/trainer.h"
+
+namespace tapegrad::train {
+
+namespace {
+
+// Flags added after runs were first saved, with the value such a run had.
+const RunFlags kLaterFlags = {
+    {"vocab-size", "1000"}, {"shared-vocab", "false"}, {"processes", "1"}};
+
+std::optional<std::string> saved_value(const RunFlags& saved, const std::string& name) {
+  if (const auto it = saved.find(name); it != saved.end()) return it->second;
+  if (const auto it = kLaterFlags.find(name); it != kLaterFlags.end()) return it->second;
+  return std::nullopt;
+}
+
+// The conflict of one flag the run keeps, or nothing.
+std::optional<std::string> conflict(const RunFlags& saved, const std::string& name,
+                                    const std::string& value, const std::set<std::string>& free) {
+  const auto it = saved.find(name);
+  if (it == saved.end()) {
+    const auto old = saved_value(saved, name);
+    if (!old) return fmt::format("--{}: the run saved no value", name);
+    if (*old == value) return std::nullopt;
+    return fmt::format("--{}: the run has {} (saved before the flag), got {}", name, *old, value);
+  }
+  if (it->second == value || free.contains(name)) return std::nullopt;
+  if (name == "processes") {
+    return fmt::format("the run was trained by {} processes, this is {} (mpirun -np {} resumes it)",
+                       it->second, value, it->second);
+  }
+  return fmt::format("--{}: the run has {}, got {}", name, it->second.empty() ? "none" : it->second,
+                     value);
+}
+
+// A flag's value as a number; `source` names where the flags came from.
+double number(const RunFlags& flags, const char* name, const std::string& source) {
+  const std::string text = flags.contains(name) ? flags.at(name) : "";
+  try {
+    size_t used = 0;
+    const double x = std::stod(text, &used);
+    if (used == text.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw RunError(
+      fmt::format("{}: flag '{}' is '{}', not a number", source, name, text.substr(0, 40)));
+}
+
+std::unique_ptr<optim::Schedule> schedule_of(const RunFlags& flags, const std::string& source) {
+  const auto get = [&](const char* name) {
+    return static_cast<int64_t>(number(flags, name, source));
+  };
+  try {
+    return make_schedule(flags.contains("schedule") ? flags.at("schedule") : "",
+                         number(flags, "lr", source), get("warmup"), get("steps"), get("d-model"));
+  } catch (const RunError&) {
+    throw;
+  } catch (const Error& e) {
+    throw RunError(
+        fmt::format("{}: its flags --schedule, --lr, --warmup and --steps make no schedule: {}",
+                    source, e.what()));
+  }
+}
+
+}  // namespace
+
+void check_resume_flags(const std::string& dir, const RunFlags& saved, const RunFlags& given,
+                        bool reschedule) {
+  std::vector<std::string> conflicts;
+  for (const auto& [name, value] : saved) {
+    if (!given.contains(name)) {
+      conflicts.push_back(fmt::format("{}/trainer.json saves --{}, which is not a flag a run keeps",
+                                      latest_checkpoint(dir), name.substr(0, 40)));
+    }
+  }
+  std::set<std::string> free = {"steps"};
+  if (reschedule) free.insert({"schedule", "lr", "warmup"});
+  for (const auto& [name, value] : given) {
+    if (auto c = conflict(saved, name, value, free)) conflicts.push_back(std::move(*c));
+  }
+  if (!conflicts.empty()) {
+    throw ResumeConflict(fmt::format("--resume: flags conflict with the run in {}:\n  {}", dir,
+                                     fmt::join(conflicts, "\n  ")));
+  }
+}
+
+void check_checkpoint(const RunDirectory::Resumed& r) {
+  const nn::MiniTransformerConfig& c = r.loaded.model->config();
+  const data::Vocabulary &src = r.loaded.src_vocab, &tgt = r.loaded.tgt_vocab;
+  std::vector<std::string> problems;
+  auto same = [&](const char* flag, const std::string& what, const auto& value) {
+    const std::string flag_value = saved_value(r.state.flags, flag).value_or("none");
+    const std::string text = fmt::format("{}", value);
+    if (flag_value != text)
+      problems.push_back(fmt::format("--{} {}, but {} {}", flag, flag_value, what, text));
+  };
+  same("d-model", "config.json's d_model", c.d_model);
+  same("heads", "config.json's heads", c.heads);
+  same("d-ff", "config.json's d_ff", c.d_ff);
+  same("encoder-layers", "config.json's encoder_layers", c.encoder_layers);
+  same("decoder-layers", "config.json's decoder_layers", c.decoder_layers);
+  same("max-len", "config.json's max_len", c.max_len);
+  same("dropout", "config.json's dropout", c.dropout);
+  same("pre-norm", "config.json's norm_first", c.norm_first);
+  same("level", "src.vocab is", data::level_name(src.level()));
+  same("level", "tgt.vocab is", data::level_name(tgt.level()));
+  if (src.level() == data::Level::Bpe || src.level() == data::Level::Unigram) {
+    same("vocab-size", "src.vocab holds", src.size());
+    same("vocab-size", "tgt.vocab holds", tgt.size());
+  }
+  if (saved_value(r.state.flags, "shared-vocab") == "true") {
+    bool equal = src.size() == tgt.size();
+    for (int64_t i = 0; equal && i < src.size(); ++i) equal = src.token(i) == tgt.token(i);
+    if (!equal) problems.push_back("--shared-vocab, but src.vocab and tgt.vocab differ");
+  }
+  if (!problems.empty()) {
+    throw RunError(fmt::format("{}: disagrees with its trainer.json's flags: {}",
+                               r.loaded.checkpoint, fmt::join(problems, "; ")));
+  }
+}
+
+std::string check_schedule(const std::string& dir, const RunFlags& saved, const RunFlags& given,
+                           int64_t done, bool reschedule) {
+  const auto steps = static_cast<int64_t>(number(given, "steps", "the flags given"));
+  if (steps < done) {
+    throw ResumeConflict(
+        fmt::format("--steps {}: the run in {} is already at step {}", steps, dir, done));
+  }
+  if (steps == done) {
+    throw ResumeConflict(
+        fmt::format("the run in {} finished at step {} of {}; give a larger --steps to train on",
+                    dir, done, steps));
+  }
+  const auto old = schedule_of(saved, latest_checkpoint(dir) + "/trainer.json");
+  const auto now = schedule_of(given, "the flags given");
+  if (now->lr(done + 1) == old->lr(done + 1) && now->lr(steps) == old->lr(steps)) return "";
+  const std::string what = fmt::format(
+      "the learning rate was {:.3g} at step {}; the new schedule ({} over {} steps) gives {:.3g} "
+      "at step {} and {:.3g} at step {}",
+      old->lr(done), done, given.at("schedule"), steps, now->lr(done + 1), done + 1, now->lr(steps),
+      steps);
+  if (!reschedule) {
+    throw ResumeConflict(
+        fmt::format("--resume: these flags change the run's schedule ({} over {} steps): {}. Pass "
+                    "--reschedule to go on with it",
+                    saved.at("schedule"), saved.at("steps"), what));
+  }
+  return "rescheduled: " + what;
+}
+
+}  // namespace tapegrad::train
