@@ -25,8 +25,8 @@
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
-#include "tapegrad/parallel/gradient_sync.h"
 #include "tapegrad/parallel/world.h"
+#include "tapegrad/train/trainer.h"
 
 using namespace tapegrad;
 
@@ -112,41 +112,42 @@ Result encoder(bool train, int iterations) {
   return {s, B * T, 3 * forward};  // backward: two matmuls per forward matmul
 }
 
-// One training step of a MiniTransformer on a global batch of B random sequences, this
-// process's rows of it under mpirun.
+// One train::Trainer step (the library's, which examples/train runs; here in memory, with a
+// constant learning rate and no clipping or label smoothing) on a global batch of B random
+// pairs: sources of len words, targets of len - 1 (len tokens with <bos> or <eos>), from a
+// vocabulary of V tokens. Under mpirun each process takes its rows of the batch.
 Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int64_t B,
-                  int iterations, const parallel::World& world, int64_t bucket_bytes) {
-  nn::MiniTransformer model({.src_vocab = V,
-                             .tgt_vocab = V,
-                             .d_model = C,
-                             .heads = 8,
-                             .d_ff = F,
-                             .encoder_layers = L,
-                             .decoder_layers = L,
-                             .dropout = 0.1,
-                             .max_len = len,
-                             .norm_first = g_norm_first});
-  optim::Adam adam(model.named_parameters(), {});
-  parallel::GradientSync sync(world, model.named_parameters(), bucket_bytes);
+                  int iterations, const parallel::World& world, int64_t bucket_kb) {
+  std::string words;  // every word once, so that the vocabulary has V tokens
+  for (int64_t i = 4; i < V; ++i) words += fmt::format("{}w{}", i > 4 ? " " : "", i);
+  const auto vocab = data::Vocabulary::build({words}, data::Level::Word);
   Generator gen(1);
-  const int64_t lo = B * world.rank() / world.size(), hi = B * (world.rank() + 1) / world.size();
-  TG_CHECK(lo < hi, "--batch {} gives process {} of {} no rows", B, world.rank(), world.size());
-  const Tensor src =
-      slice(uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64), 0, lo, hi);
-  const Tensor tgt =
-      slice(uniform({B, len}, 1, static_cast<double>(V), gen).to(DType::Int64), 0, lo, hi);
-  const double share = static_cast<double>(hi - lo) / static_cast<double>(B);
-  const double s = median_seconds(
-      [&] {
-        Tensor loss = mul(cross_entropy(reshape(nn::call(model, src, tgt), {(hi - lo) * len, V}),
-                                        reshape(tgt, {-1})),
-                          share);
-        loss.backward();
-        sync.finish();
-        adam.step();
-        adam.zero_grad();
-      },
-      3, iterations);
+  const auto sentence = [&](int64_t n) {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i) s += fmt::format("{}w{}", i ? " " : "", 4 + gen.below(V - 4));
+    return s;
+  };
+  data::CorpusSplit split;
+  for (int64_t i = 0; i < B; ++i) split.train.push_back({sentence(len), sentence(len - 1)});
+  train::Trainer trainer({.out = "",  // in memory
+                          .steps = 1'000'000,
+                          .batch = B,
+                          .schedule = "constant",
+                          .label_smoothing = 0,
+                          .clip = 0,
+                          .check_finite = false,
+                          .bucket_kb = bucket_kb},
+                         world);
+  trainer.begin(split, vocab, vocab,
+                {.d_model = C,
+                 .heads = 8,
+                 .d_ff = F,
+                 .encoder_layers = L,
+                 .decoder_layers = L,
+                 .dropout = 0.1,
+                 .max_len = len,
+                 .norm_first = g_norm_first});
+  const double s = median_seconds([&] { trainer.step(); }, 3, iterations);
   const double forward = L * encoder_layer_flops(B, len, C, F) +
                          L * decoder_layer_flops(B, len, len, C, F) + 2.0 * B * len * C * V;
   return {s, 2 * B * len, 3 * forward};
@@ -254,9 +255,9 @@ int main(int argc, char** argv) {
     else if (w == "encoder-train")
       r = encoder(true, n);
     else if (w == "mini-train-small")
-      r = mini_train(100, 64, 256, 2, 12, batch, n, world, bucket_kb * 1024);
+      r = mini_train(100, 64, 256, 2, 12, batch, n, world, bucket_kb);
     else if (w == "mini-train-base")
-      r = mini_train(8000, 512, 2048, 3, 64, batch, n, world, bucket_kb * 1024);
+      r = mini_train(8000, 512, 2048, 3, 64, batch, n, world, bucket_kb);
     else if (w.rfind("decode-", 0) == 0) {
       // the date model of examples/train (its vocabularies), and the base model
       const nn::MiniTransformerConfig dates{

@@ -116,8 +116,7 @@ int run(const examples::TrainSettings& s, const parallel::World& world) {
   if (s.trainer.start == train::Start::Resume) {
     trainer.resume([&](const train::RunDirectory::Resumed& r) {
       train::check_checkpoint(r);
-      const std::string note =
-          train::check_schedule(out, s.saved, s.trainer.flags, r.state.step, s.reschedule);
+      const std::string note = train::check_schedule(out, r, s.trainer.flags, s.reschedule);
       if (!note.empty()) fmt::print("{}\n", note);
     });
     if (root) fmt::print("resumed {} at step {}\n", out, trainer.step_count());

@@ -130,8 +130,10 @@ void check_checkpoint(const RunDirectory::Resumed& r) {
   }
 }
 
-std::string check_schedule(const std::string& dir, const RunFlags& saved, const RunFlags& given,
-                           int64_t done, bool reschedule) {
+std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& resumed,
+                           const RunFlags& given, bool reschedule) {
+  const RunFlags& saved = resumed.state.flags;
+  const int64_t done = resumed.state.step;
   const auto steps = static_cast<int64_t>(number(given, "steps", "the flags given"));
   if (steps < done) {
     throw ResumeConflict(
@@ -142,7 +144,7 @@ std::string check_schedule(const std::string& dir, const RunFlags& saved, const 
         fmt::format("the run in {} finished at step {} of {}; give a larger --steps to train on",
                     dir, done, steps));
   }
-  const auto old = schedule_of(saved, latest_checkpoint(dir) + "/trainer.json");
+  const auto old = schedule_of(saved, resumed.loaded.checkpoint + "/trainer.json");
   const auto now = schedule_of(given, "the flags given");
   if (now->lr(done + 1) == old->lr(done + 1) && now->lr(steps) == old->lr(steps)) return "";
   const std::string what = fmt::format(

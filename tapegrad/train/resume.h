@@ -6,7 +6,7 @@
 //   trainer.resume([&](const train::RunDirectory::Resumed& r) {
 //     train::check_resume_flags(out, r.state.flags, given, reschedule);
 //     train::check_checkpoint(r);
-//     train::check_schedule(out, r.state.flags, given, r.state.step, reschedule);
+//     train::check_schedule(out, r, given, reschedule);
 //   });
 #pragma once
 
@@ -43,11 +43,12 @@ void check_resume_flags(const std::string& dir, const RunFlags& saved, const Run
 // every disagreement.
 void check_checkpoint(const RunDirectory::Resumed& resumed);
 
-// The run in `dir`, at step `done`, continues its schedule under the given flags. A schedule
-// the given flags change (a cosine schedule over more steps restarts part of its decay) is a
-// ResumeConflict saying what the learning rate does next, unless `reschedule`; then that is
-// returned to be said. Steps not past `done` are a ResumeConflict.
-std::string check_schedule(const std::string& dir, const RunFlags& saved, const RunFlags& given,
-                           int64_t done, bool reschedule);
+// The run in `dir`, resumed at the step of its checkpoint, continues its schedule under the
+// given flags. A schedule the given flags change (a cosine schedule over more steps restarts
+// part of its decay) is a ResumeConflict saying what the learning rate does next, unless
+// `reschedule`; then that is returned to be said. Steps not past the checkpoint's are a
+// ResumeConflict.
+std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& resumed,
+                           const RunFlags& given, bool reschedule);
 
 }  // namespace tapegrad::train

@@ -17,7 +17,7 @@ namespace tapegrad::train {
 
 struct DataOptions {
   std::string task = "dates";  // a built-in task (data::task_from_name) when `corpus` is empty
-  std::string corpus;          // a TSV file, source TAB target a line
+  std::string corpus{};        // a TSV file, source TAB target a line
   bool strict = false;         // a malformed line is fatal (otherwise skipped and reported)
   int64_t train_size = 20000;  // generated training examples
   int64_t valid_size = 500;    // held out (of a corpus: at most a tenth, data::split_corpus)

@@ -70,6 +70,12 @@ std::string resumed_from(const RunDirectory::Resumed& r) {
   return r.loaded.checkpoint.empty() ? "" : fmt::format(" (resumed from {})", r.loaded.checkpoint);
 }
 
+// Why a trainer without a RunDirectory cannot write the run.
+const char* no_folder(const parallel::World& world) {
+  return world.is_root() ? "an in-memory trainer (no options.out) writes no files"
+                         : "process 0 alone writes the run";
+}
+
 }  // namespace
 
 std::string duration(double seconds) {
@@ -136,7 +142,8 @@ Trainer::Trainer(TrainerOptions options, const parallel::World& world)
       world_(world),
       data_gen_(options_.seed + 1),
       epoch_start_(data_gen_) {
-  if (world_.is_root()) run_dir_.emplace(options_.out, options_.start, options_.inputs);
+  if (world_.is_root() && !options_.out.empty())
+    run_dir_.emplace(options_.out, options_.start, options_.inputs);
 }
 
 void Trainer::begin(data::CorpusSplit split, data::Vocabulary src_vocab, data::Vocabulary tgt_vocab,
@@ -156,6 +163,7 @@ void Trainer::begin(data::CorpusSplit split, data::Vocabulary src_vocab, data::V
 }
 
 void Trainer::resume(const std::function<void(const RunDirectory::Resumed&)>& check) {
+  TG_CHECK(!options_.out.empty(), "Trainer::resume: an in-memory trainer has no run to resume");
   resumed_ = RunDirectory::resume_model(options_.out);
   if (check) check(resumed_);
   model_ = std::move(resumed_.loaded.model);
@@ -266,15 +274,16 @@ StepResult Trainer::step(int signal) {
 }
 
 Metrics Trainer::evaluate() {
-  TG_CHECK(run_dir_, "Trainer::evaluate: process 0 alone evaluates");
+  TG_CHECK(world_.is_root(), "Trainer::evaluate: process 0 alone evaluates");
   const Metrics m = train::evaluate(*model_, valid_set_, 100);
-  eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(), m.loss,
-                               m.token_accuracy, m.exact_match));
+  if (eval_log_)
+    eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(), m.loss,
+                                 m.token_accuracy, m.exact_match));
   return m;
 }
 
 void Trainer::checkpoint() {
-  TG_CHECK(run_dir_, "Trainer::checkpoint: process 0 alone writes the run");
+  TG_CHECK(run_dir_, "Trainer::checkpoint: {}", no_folder(world_));
   loss_log_->sync();
   eval_log_->sync();
   run_dir_->commit(*model_, *optimizer_, src_vocab_, tgt_vocab_,
@@ -312,7 +321,7 @@ void Trainer::draw_attention(const std::vector<int64_t>& out, const Tensor& src,
 }
 
 std::vector<viz::Sample> Trainer::report(const Metrics& last) {
-  TG_CHECK(run_dir_, "Trainer::report: process 0 alone writes the run");
+  TG_CHECK(run_dir_, "Trainer::report: {}", no_folder(world_));
   viz::ReportData report;
   report.title = options_.title;
   report.facts = {{"steps", std::to_string(options_.steps)},

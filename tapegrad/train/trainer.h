@@ -66,11 +66,11 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
                  int64_t batch_size);
 
 struct TrainerOptions {
-  std::string out;                           // the run folder
-  Start start = Start::New;                  // with begin(): New or Replace; with resume(): Resume
-  std::vector<std::string> inputs;           // the user's files, none of which may lie inside `out`
-  std::map<std::string, std::string> flags;  // what defines the run, kept in trainer.json
-  std::string title = "tapegrad";            // the report's
+  std::string out;           // the run folder; empty: in memory (no files, no checkpoint or report)
+  Start start = Start::New;  // with begin(): New or Replace; with resume(): Resume
+  std::vector<std::string> inputs{};  // the user's files, none of which may lie inside `out`
+  std::map<std::string, std::string> flags{};  // what defines the run, kept in trainer.json
+  std::string title = "tapegrad";              // the report's
   int64_t steps = 3000;
   int64_t batch = 64;  // the global batch, split over the processes
   double lr = 2e-3;
@@ -93,6 +93,7 @@ class Trainer {
  public:
   // Process 0 takes hold of options.out (RunDirectory: the lock, the leftovers of a killed
   // process, a new run refused where one exists unless Replace); the others only read it.
+  // Without options.out the run is in memory: it steps and evaluates, and writes nothing.
   Trainer(TrainerOptions options, const parallel::World& world);
 
   // A new run on `split` (written to the folder as train.tsv and valid.tsv) with a model of
@@ -107,9 +108,9 @@ class Trainer {
   // One optimizer step on the next batch; `signal` is this process's pending stop signal,
   // agreed over the processes so that all stop after the same step.
   StepResult step(int signal = 0);
-  // On the held-out set, appended to eval.tsv (process 0 only).
+  // On the held-out set, appended to eval.tsv if there is a run folder (process 0 only).
   Metrics evaluate();
-  // Commits a checkpoint of the current step (process 0 only).
+  // Commits a checkpoint of the current step (process 0 of a run with a folder only).
   void checkpoint();
   // Decodes a few held-out sources, draws their cross-attention, the loss curves of the whole
   // run, and report.html with `last` as its held-out figures (process 0 only); returns the

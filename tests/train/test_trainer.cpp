@@ -1,0 +1,99 @@
+// The train library from a program's side: an in-memory trainer learns, refuses to write, and
+// the checks a resume makes (resume.h) name every conflict. The run folder's protocol and the
+// train program are tested by tests/examples/*.sh.
+#include <string>
+
+#include "helpers.h"
+#include "tapegrad/train/resume.h"
+#include "tapegrad/train/run_data.h"
+#include "tapegrad/train/trainer.h"
+
+using namespace tapegrad;
+
+namespace {
+
+const parallel::World& world() {
+  static int argc = 1;
+  static char name[] = "train_tests";
+  static char* args[] = {name, nullptr};
+  static char** argv = args;
+  static const parallel::World w(argc, argv);
+  return w;
+}
+
+// The reverse task, small: 200 training and 20 held-out examples.
+train::RunData reverse_task() {
+  return train::make_run_data({.task = "reverse", .train_size = 200, .valid_size = 20});
+}
+
+// The flags of a cosine schedule over `steps`.
+train::RunFlags flags(const char* steps, const char* lr = "0.002") {
+  return {
+      {"d-model", "16"}, {"schedule", "cosine"}, {"lr", lr}, {"warmup", "10"}, {"steps", steps}};
+}
+
+// A run resumed at step 50 of a cosine schedule over 100 steps.
+train::RunDirectory::Resumed at_step_50() {
+  train::RunDirectory::Resumed r;
+  r.loaded.checkpoint = "runs/x/checkpoints/step-00000050";
+  r.state.step = 50;
+  r.state.flags = flags("100");
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("an in-memory trainer steps, evaluates and writes nothing") {
+  train::RunData d = reverse_task();
+  train::Trainer trainer({.out = "", .steps = 60, .batch = 20, .lr = 3e-3, .warmup = 5}, world());
+  trainer.begin(d.split, d.src_vocab, d.tgt_vocab,
+                {.d_model = 32, .heads = 2, .d_ff = 64, .encoder_layers = 1, .decoder_layers = 1});
+  const double first = trainer.step().loss;
+  double last = first;
+  while (!trainer.done()) last = trainer.step().loss;
+  CHECK(trainer.step_count() == 60);
+  CHECK(last < 0.8 * first);
+  const train::Metrics m = trainer.evaluate();
+  CHECK(m.token_accuracy > 0);
+  CHECK(trainer.path().empty());
+  CHECK_THROWS_WITH(trainer.checkpoint(),
+                    "Trainer::checkpoint: an in-memory trainer (no options.out) writes no files");
+  CHECK_THROWS_WITH(trainer.report(m), Catch::StartsWith("Trainer::report: an in-memory trainer"));
+  CHECK_THROWS_WITH(trainer.resume(), Catch::StartsWith("Trainer::resume: an in-memory trainer"));
+}
+
+TEST_CASE("check_resume_flags names every conflict, and lets the schedule change on request") {
+  const train::RunFlags saved = {{"d-model", "16"}, {"lr", "0.002"}, {"processes", "2"}};
+  train::check_resume_flags("runs/x", saved, saved, false);
+  train::RunFlags given = {
+      {"d-model", "32"}, {"lr", "0.001"}, {"processes", "1"}, {"vocab-size", "2000"}};
+  try {
+    train::check_resume_flags("runs/x", saved, given, false);
+    FAIL("no conflict reported");
+  } catch (const train::ResumeConflict& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("--resume: flags conflict with the run in runs/x:"));
+    CHECK_THAT(what, Catch::Contains("--d-model: the run has 16, got 32"));
+    CHECK_THAT(what, Catch::Contains("--lr: the run has 0.002, got 0.001"));
+    CHECK_THAT(what, Catch::Contains("the run was trained by 2 processes, this is 1"));
+    CHECK_THAT(what, Catch::Contains("--vocab-size: the run has 1000 (saved before the flag)"));
+  }
+  // with reschedule the learning rate may change; the width may not
+  given = {{"d-model", "16"}, {"lr", "0.001"}, {"processes", "2"}};
+  train::check_resume_flags("runs/x", saved, given, true);
+  given.at("d-model") = std::string("32");
+  CHECK_THROWS_AS(train::check_resume_flags("runs/x", saved, given, true), train::ResumeConflict);
+}
+
+TEST_CASE("check_schedule refuses a schedule the flags change, unless rescheduled") {
+  // more steps of a cosine schedule raise the learning rate of the steps to come
+  CHECK_THROWS_AS(train::check_schedule("runs/x", at_step_50(), flags("200"), false),
+                  train::ResumeConflict);
+  const std::string note = train::check_schedule("runs/x", at_step_50(), flags("200"), true);
+  CHECK_THAT(note, Catch::StartsWith("rescheduled: the learning rate was"));
+  CHECK(train::check_schedule("runs/x", at_step_50(), flags("100"), false).empty());
+  CHECK_THROWS_WITH(train::check_schedule("runs/x", at_step_50(), flags("40"), true),
+                    "--steps 40: the run in runs/x is already at step 50");
+  CHECK_THROWS_WITH(train::check_schedule("runs/x", at_step_50(), flags("100", "fast"), true),
+                    "the flags given: flag 'lr' is 'fast', not a number");
+}
