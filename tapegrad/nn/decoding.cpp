@@ -194,6 +194,13 @@ void advance(Source& s, const std::vector<int64_t>& candidates, int64_t row0,
   s.live = std::move(next);
 }
 
+// A source's live hypotheses as SearchStep shows them.
+std::vector<Generation> live_of(const Source& s) {
+  std::vector<Generation> live;
+  for (const Hypothesis& h : s.live) live.push_back({h.tokens, h.log_prob, 0, false});
+  return live;
+}
+
 // A source's answer: its best finished hypothesis, or, when none finished, its best cut one.
 Generation best_of(Source& s) {
   if (!s.finished.empty()) return std::move(s.finished.front());
@@ -233,6 +240,7 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
       const size_t K = s.live.size();
       advance(s, candidates_of(s, b, t, row0, logp, V, o), row0, logp, V, t + 1 == o.max_len,
               longest_penalty, o, parent_rows);
+      if (o.on_step && K > 0) o.on_step({t, static_cast<int64_t>(b), live_of(s), s.finished});
       row0 += static_cast<int64_t>(K);
       same_sources = same_sources && s.live.size() == K;
     }

@@ -5,11 +5,27 @@
 // The model is in eval mode for the call and nothing is recorded on the tape.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "tapegrad/nn/transformer.h"
 
 namespace tapegrad::nn {
+
+struct Generation {
+  std::vector<int64_t> tokens;  // without <bos> and <eos>
+  double log_prob = 0;          // under the model, <eos> included when finished
+  double score = 0;             // log_prob / ((5 + len) / 6)^alpha, len counting <eos>
+  bool finished = false;        // ended with <eos>; false when cut at max_len
+};
+
+// A source's search after one step: its live hypotheses, in rank order (score unset), and
+// those finished so far, best first.
+struct SearchStep {
+  int64_t step = 0;
+  int64_t source = 0;
+  std::vector<Generation> live, finished;
+};
 
 // GenerateOptions{.beam = 4}, GenerateOptions{.sample = true, .top_p = 0.9, .seed = 7}
 struct GenerateOptions {
@@ -23,13 +39,8 @@ struct GenerateOptions {
   uint64_t seed = 0;            // sampling: source b's draws depend on (seed, b, step) only
   bool cache = true;            // false: rerun the decoder over the whole prefix every step
   int64_t bos = 1, eos = 2;
-};
-
-struct Generation {
-  std::vector<int64_t> tokens;  // without <bos> and <eos>
-  double log_prob = 0;          // under the model, <eos> included when finished
-  double score = 0;             // log_prob / ((5 + len) / 6)^alpha, len counting <eos>
-  bool finished = false;        // ended with <eos>; false when cut at max_len
+  // Called after each step for each source still searching: the search step by step.
+  std::function<void(const SearchStep&)> on_step = nullptr;
 };
 
 // src_ids [B, S] (padded with the model's pad id) -> one Generation per source.

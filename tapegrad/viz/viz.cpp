@@ -48,9 +48,13 @@ std::string svg_open(double w, double h, const char* family) {
 }
 
 // The heatmap's colour for a weight in [0, 1]: white to dark blue.
-std::string shade(double w) {
-  const int s = static_cast<int>(std::lround(255 * (1 - std::clamp(w, 0.0, 1.0))));
-  return fmt::format("rgb({},{},255)", s, s);
+// White for 0, darker blue up to `high`; on a signed scale darker red up to high and darker
+// blue down to -high.
+std::string shade(double w, const HeatmapStyle& style = {}) {
+  const double x = std::clamp(w / style.high, style.signed_scale ? -1.0 : 0.0, 1.0);
+  const int s = static_cast<int>(std::lround(255 * (1 - std::abs(x))));
+  return x > 0 && style.signed_scale ? fmt::format("rgb(255,{},{})", s, s)
+                                     : fmt::format("rgb({},{},255)", s, s);
 }
 
 }  // namespace
@@ -85,10 +89,11 @@ std::string loss_curve_svg(const Curves& c) {
                        x(s), H - bottom, H - bottom + 5, H - bottom + 18, s);
   }
   svg += fmt::format(
-      R"(<text x="{}" y="{}" text-anchor="middle">step</text>)"
-      R"svg(<text x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">loss</text>)svg"
+      R"(<text x="{}" y="{}" text-anchor="middle">{}</text>)"
+      R"svg(<text x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)svg"
       "\n",
-      (W + left) / 2, H - 8, (H - bottom + top) / 2, (H - bottom + top) / 2);
+      (W + left) / 2, H - 8, escape(c.x_label), (H - bottom + top) / 2, (H - bottom + top) / 2,
+      escape(c.y_label));
   std::string path;
   for (const CurvePoint& p : c.train) {
     path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L",
@@ -111,18 +116,83 @@ std::string loss_curve_svg(const Curves& c) {
   return svg + "</svg>\n";
 }
 
+namespace {
+
+constexpr double kCell = 16;  // a heatmap cell's side
+
+// Label i of a heatmap's axis ("" past the end; an open box for a space).
+std::string token(const std::vector<std::string>& tokens, int64_t i) {
+  if (i >= static_cast<int64_t>(tokens.size())) return "";
+  return tokens[i] == " " ? "\u2423" : tokens[i];
+}
+
+// Panel h of a heatmap: its column and row labels and its cells, the grid's top left at
+// (ox, oy).
+std::string panel_cells(const Tensor& weights, int64_t h, const std::vector<std::string>& source,
+                        const std::vector<std::string>& target, double ox, double oy, bool vertical,
+                        const HeatmapStyle& style) {
+  const int64_t T = weights.size(1), S = weights.size(2);
+  const double cell = kCell;
+  std::string svg;
+  for (int64_t s = 0; s < S; ++s) {
+    const double cx = ox + cell * (static_cast<double>(s) + 0.5);
+    if (vertical) {
+      svg += fmt::format(
+          R"svg(<text x="{0:.1f}" y="{1:.1f}" transform="rotate(-90 {0:.1f} {1:.1f})">{2}</text>)svg"
+          "\n",
+          cx + 4, oy - 4, escape(token(source, s)));
+    } else {
+      svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>)"
+                         "\n",
+                         cx, oy - 4, escape(token(source, s)));
+    }
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    svg +=
+        fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="end">{}</text>)"
+                    "\n",
+                    ox - 4, oy + cell * (static_cast<double>(t) + 0.75), escape(token(target, t)));
+    for (int64_t s = 0; s < S; ++s) {
+      svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{}" height="{}" fill="{}"/>)"
+                         "\n",
+                         ox + cell * static_cast<double>(s), oy + cell * static_cast<double>(t),
+                         cell, cell, shade(weights.at({h, t, s}), style));
+    }
+  }
+  return svg;
+}
+
+// A heatmap's colour scale at (sx, sy), 120 high: `high` at the top, 0 (or -high) at the bottom.
+std::string colour_scale(double sx, double sy, const HeatmapStyle& style) {
+  const double sh = 120, low = style.signed_scale ? -style.high : 0;
+  std::string svg;
+  for (int i = 0; i < 20; ++i) {
+    const double v = style.high - (style.high - low) * (i + 0.5) / 20;
+    svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="12" height="{:.1f}" fill="{}"/>)"
+                       "\n",
+                       sx, sy + sh * i / 20, sh / 20 + 0.5, shade(v, style));
+  }
+  return svg +
+         fmt::format(
+             R"(<rect x="{0:.1f}" y="{1:.1f}" width="12" height="{2:.1f}" fill="none" stroke="#999"/>)"
+             R"(<text x="{3:.1f}" y="{4:.1f}">{8:.1f}</text><text x="{3:.1f}" y="{5:.1f}">{9:.1f}</text>)"
+             R"(<text x="{3:.1f}" y="{6:.1f}">{10:.1f}</text><text x="{0:.1f}" y="{7:.1f}" font-family="sans-serif">{11}</text>)"
+             "\n",
+             sx, sy, sh, sx + 16, sy + 4, sy + sh / 2 + 4, sy + sh + 4, sy - 6, style.high,
+             (style.high + low) / 2, low, escape(style.legend));
+}
+
+}  // namespace
+
 std::string heatmap_svg(const Tensor& weights, const std::vector<std::string>& source,
-                        const std::vector<std::string>& target, const std::string& title) {
+                        const std::vector<std::string>& target, const std::string& title,
+                        const HeatmapStyle& style) {
   const int64_t H = weights.size(0), T = weights.size(1), S = weights.size(2);
-  auto token = [](const std::vector<std::string>& tokens, int64_t i) -> std::string {
-    if (i >= static_cast<int64_t>(tokens.size())) return "";
-    return tokens[i] == " " ? "\u2423" : tokens[i];  // an open box for a space
-  };
   size_t longest_src = 1, longest_tgt = 1;
   for (int64_t s = 0; s < S; ++s) longest_src = std::max(longest_src, length(token(source, s)));
   for (int64_t t = 0; t < T; ++t) longest_tgt = std::max(longest_tgt, length(token(target, t)));
   const bool vertical = longest_src > 1;  // words: one label per column, written upwards
-  const double cell = 16, gap = 24, char_w = 7;
+  const double cell = kCell, gap = 24, char_w = 7;
   const double label_x = 8 + char_w * static_cast<double>(std::min<size_t>(longest_tgt, 16));
   const double label_y =
       vertical ? 8 + char_w * static_cast<double>(std::min<size_t>(longest_src, 16)) : 16;
@@ -132,8 +202,10 @@ std::string heatmap_svg(const Tensor& weights, const std::vector<std::string>& s
   const int64_t columns = std::clamp<int64_t>(
       static_cast<int64_t>((kMaxWidth - scale_w - gap) / (panel_w + gap)), 1, H);
   const int64_t rows = (H + columns - 1) / columns;
-  const double W = gap + static_cast<double>(columns) * (panel_w + gap) + scale_w;
-  const double Ht = title_h + static_cast<double>(rows) * (panel_h + gap);
+  // wide enough for the title, tall enough for the colour scale
+  const double panels_w = gap + static_cast<double>(columns) * (panel_w + gap);
+  const double W = std::max(panels_w + scale_w, 2 * gap + 7 * static_cast<double>(length(title)));
+  const double Ht = std::max(title_h + static_cast<double>(rows) * (panel_h + gap), title_h + 166);
   std::string svg = svg_open(W, Ht, "monospace");
   svg += fmt::format(R"(<text x="{}" y="18" font-family="sans-serif" font-size="13">{}</text>)"
                      "\n",
@@ -142,49 +214,15 @@ std::string heatmap_svg(const Tensor& weights, const std::vector<std::string>& s
     const double px = gap + static_cast<double>(h % columns) * (panel_w + gap);
     const double py = title_h + static_cast<double>(h / columns) * (panel_h + gap);
     const double ox = px + label_x, oy = py + 18 + label_y;
-    svg += fmt::format(R"(<text x="{}" y="{}" font-family="sans-serif">head {}</text>)"
+    const std::string name = h < static_cast<int64_t>(style.panels.size())
+                                 ? style.panels[h]
+                                 : fmt::format("{} {}", style.panel, h);
+    svg += fmt::format(R"(<text x="{}" y="{}" font-family="sans-serif">{}</text>)"
                        "\n",
-                       ox, py + 12, h);
-    for (int64_t s = 0; s < S; ++s) {
-      const double cx = ox + cell * (static_cast<double>(s) + 0.5);
-      if (vertical) {
-        svg += fmt::format(
-            R"svg(<text x="{0:.1f}" y="{1:.1f}" transform="rotate(-90 {0:.1f} {1:.1f})">{2}</text>)svg"
-            "\n",
-            cx + 4, oy - 4, escape(token(source, s)));
-      } else {
-        svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>)"
-                           "\n",
-                           cx, oy - 4, escape(token(source, s)));
-      }
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="end">{}</text>)"
-                         "\n",
-                         ox - 4, oy + cell * (static_cast<double>(t) + 0.75),
-                         escape(token(target, t)));
-      for (int64_t s = 0; s < S; ++s) {
-        svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{}" height="{}" fill="{}"/>)"
-                           "\n",
-                           ox + cell * static_cast<double>(s), oy + cell * static_cast<double>(t),
-                           cell, cell, shade(weights.at({h, t, s})));
-      }
-    }
+                       ox, py + 12, escape(name));
+    svg += panel_cells(weights, h, source, target, ox, oy, vertical, style);
   }
-  // the colour scale: weight 1 at the top, 0 at the bottom
-  const double sx = W - scale_w + 8, sy = title_h + 18, sh = 120;
-  for (int i = 0; i < 20; ++i) {
-    svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="12" height="{:.1f}" fill="{}"/>)"
-                       "\n",
-                       sx, sy + sh * i / 20, sh / 20 + 0.5, shade(1 - (i + 0.5) / 20));
-  }
-  svg += fmt::format(
-      R"(<rect x="{0:.1f}" y="{1:.1f}" width="12" height="{2:.1f}" fill="none" stroke="#999"/>)"
-      R"(<text x="{3:.1f}" y="{4:.1f}">1.0</text><text x="{3:.1f}" y="{5:.1f}">0.5</text>)"
-      R"(<text x="{3:.1f}" y="{6:.1f}">0.0</text><text x="{0:.1f}" y="{7:.1f}" font-family="sans-serif">weight</text>)"
-      "\n",
-      sx, sy, sh, sx + 16, sy + 4, sy + sh / 2 + 4, sy + sh + 4, sy - 6);
-  return svg + "</svg>\n";
+  return svg + colour_scale(panels_w + 8, title_h + 18, style) + "</svg>\n";
 }
 
 std::string report_html(const ReportData& d) {

@@ -22,15 +22,27 @@ struct CurvePoint {
 };
 
 struct Curves {
-  std::vector<CurvePoint> train;  // a line
-  std::vector<CurvePoint> valid;  // dots
+  std::vector<CurvePoint> train{};  // a line
+  std::vector<CurvePoint> valid{};  // dots
   // Legend entries: say what each series is (smoothed how, measured on what).
   std::string train_label = "training loss";
   std::string valid_label = "validation loss";
+  std::string x_label = "step", y_label = "loss";  // the axes'
 };
 
-// The loss against the step, with ticks on both axes and a legend; 720 x 360.
+// The loss against the step (or any two series against a count), with ticks on both axes and
+// a legend; 720 x 360.
 std::string loss_curve_svg(const Curves& curves);
+
+// How a heatmap reads its values: attention weights by default. With `signed_scale` the
+// values run from -high to high, blue below zero and red above (a table of sinusoids).
+struct HeatmapStyle {
+  std::string legend = "weight";      // over the colour scale
+  std::string panel = "head";         // panel i is titled "head i"
+  std::vector<std::string> panels{};  // or each panel's own title
+  double high = 1;                    // the value of the darkest colour
+  bool signed_scale = false;
+};
 
 // weights [H, T, S] of one example: for each head a grid with the source tokens along x and
 // the target tokens along y, darker for more attention, and a colour scale from 0 to 1. Panels
@@ -38,7 +50,8 @@ std::string loss_curve_svg(const Curves& curves);
 // written vertically so neighbours do not overlap.
 constexpr double kMaxWidth = 1200;  // the report scales it to its 1100-pixel column
 std::string heatmap_svg(const Tensor& weights, const std::vector<std::string>& source,
-                        const std::vector<std::string>& target, const std::string& title);
+                        const std::vector<std::string>& target, const std::string& title,
+                        const HeatmapStyle& style = {});
 
 struct Sample {
   std::string source, expected, predicted;

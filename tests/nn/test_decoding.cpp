@@ -33,10 +33,11 @@ Tensor sources() {
   return from_vector(std::vector<int64_t>{4, 5, 6, 7, 8, 9, 4, 5, 0, 0, 6, 0, 0, 0, 0}, {3, 5});
 }
 
-// The log-probability of `tokens` then <eos> for source row b under the full teacher-forced
-// forward pass: the scoring generate() uses, computed independently of it.
+// The log-probability of `tokens` then <eos> (a live hypothesis: without it) for source row b
+// under the full teacher-forced forward pass: the scoring generate() uses, computed
+// independently of it.
 double sequence_log_prob(MiniTransformer& model, const Tensor& src,
-                         const std::vector<int64_t>& tokens) {
+                         const std::vector<int64_t>& tokens, bool eos = true) {
   NoGradGuard no_grad;
   model.eval();
   std::vector<int64_t> in{1};
@@ -45,7 +46,7 @@ double sequence_log_prob(MiniTransformer& model, const Tensor& src,
       model.forward(src, from_vector(in, {1, static_cast<int64_t>(in.size())})).to(DType::Float64),
       -1);
   double total = 0;
-  for (size_t t = 0; t <= tokens.size(); ++t) {
+  for (size_t t = 0; t < tokens.size() + (eos ? 1 : 0); ++t) {
     total += logp.at({0, static_cast<int64_t>(t), t < tokens.size() ? tokens[t] : 2});
   }
   return total;
@@ -197,6 +198,40 @@ TEST_CASE("a wider beam never scores below greedy on these models", "[nn]") {
         CHECK(wide[i].finished);
         CHECK(wide[i].score >= greedy[i].score - 1e-9);
       }
+    }
+  }
+}
+
+TEST_CASE("on_step shows each source's search, step by step, as generate runs it", "[nn]") {
+  MiniTransformer model(small(true, 9, 3));
+  std::vector<SearchStep> steps;
+  const auto got = generate(
+      model, sources(),
+      {.max_len = 8, .beam = 3, .on_step = [&](const SearchStep& s) { steps.push_back(s); }});
+  for (int64_t b = 0; b < 3; ++b) {
+    int64_t step = 0;
+    const SearchStep* last = nullptr;
+    for (const SearchStep& s : steps) {
+      if (s.source != b) continue;
+      CHECK(s.step == step++);  // every step of the source, in order, until it is done
+      CHECK(static_cast<int64_t>(s.live.size()) <= 3);
+      for (const Generation& h : s.live) {
+        CHECK(static_cast<int64_t>(h.tokens.size()) == s.step + 1);
+        CHECK(h.log_prob ==
+              Approx(sequence_log_prob(model, slice(sources(), 0, b, b + 1), h.tokens, false))
+                  .margin(1e-4));
+      }
+      for (size_t i = 1; i < s.live.size(); ++i)
+        CHECK(s.live[i - 1].log_prob >= s.live[i].log_prob);
+      last = &s;
+    }
+    REQUIRE(last != nullptr);
+    // the search ends with nothing live, and its answer first among the finished
+    CHECK(last->live.empty());
+    CHECK(last->finished.empty() == !got[b].finished);
+    if (got[b].finished) {
+      CHECK(last->finished.front().tokens == got[b].tokens);
+      CHECK(last->finished.front().score == got[b].score);
     }
   }
 }

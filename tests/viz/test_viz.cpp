@@ -40,6 +40,25 @@ TEST_CASE("word labels of a heatmap are written vertically, characters are not",
   CHECK(chars.find("\u2423") != std::string::npos);  // a space is shown as an open box
 }
 
+TEST_CASE("a heatmap on a signed scale: red above zero, blue below, its own titles", "[viz]") {
+  const Tensor w = tensor({1, -1, 0.5, 0}, {1, 2, 2});
+  const std::string svg =
+      viz::heatmap_svg(w, {"0", "1"}, {"a", "b"}, "a table",
+                       {.legend = "value", .panels = {"the table"}, .signed_scale = true});
+  CHECK(svg.find("fill=\"rgb(255,0,0)\"") != std::string::npos);      // +1
+  CHECK(svg.find("fill=\"rgb(0,0,255)\"") != std::string::npos);      // -1
+  CHECK(svg.find("fill=\"rgb(255,128,128)\"") != std::string::npos);  // +0.5
+  CHECK(svg.find(">the table</text>") != std::string::npos);
+  CHECK(svg.find("head 0") == std::string::npos);
+  CHECK(svg.find(">value</text>") != std::string::npos);
+  CHECK(svg.find(">-1.0</text>") != std::string::npos);  // the scale's bottom
+  // a one-row heatmap is still tall enough for its colour scale, and wide enough for its title
+  const std::string flat =
+      viz::heatmap_svg(full({1, 1, 2}, 0.5), {"x", "y"}, {"z"}, std::string(120, 't'));
+  CHECK(attribute(flat, "height") >= 26 + 18 + 120 + 4);
+  CHECK(attribute(flat, "width") >= 7 * 120);
+}
+
 TEST_CASE("the loss curve has ticks on both axes and a legend that names each series", "[viz]") {
   viz::Curves c;
   for (int64_t s = 10; s <= 3000; s += 10) c.train.push_back({s, 3.0 / static_cast<double>(s)});
@@ -55,6 +74,13 @@ TEST_CASE("the loss curve has ticks on both axes and a legend that names each se
   REQUIRE(path != std::string::npos);
   const std::string d = svg.substr(path, svg.find('"', path + 9) - path);
   CHECK(std::count(d.begin(), d.end(), 'L') == static_cast<long>(c.train.size()) - 1);
+  // other axes, for other series
+  c.x_label = "target position";
+  c.y_label = "right (%)";
+  const std::string other = viz::loss_curve_svg(c);
+  CHECK(other.find(">target position<") != std::string::npos);
+  CHECK(other.find(">right (%)<") != std::string::npos);
+  CHECK(other.find(">step<") == std::string::npos);
 }
 
 TEST_CASE("the report shows the config as a table and scales its images", "[viz]") {
