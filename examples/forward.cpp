@@ -5,7 +5,7 @@
 //   ./build/examples/forward positions [--draw DIR]         docs/positions.md
 //   ./build/examples/forward masks [--draw DIR]             docs/masks.md
 //   ./build/examples/forward teacher-forcing [--draw DIR]   docs/teacher_forcing.md
-//   ./build/examples/forward beam                           docs/beam_search.md
+//   ./build/examples/forward beam [--draw DIR]              docs/beam_search.md
 //
 // The chapters look inside a trained model, docs/models/reverse (--model DIR for another): an
 // encoder-decoder of width 32, one layer each side with two heads, that reverses a sequence of
@@ -19,6 +19,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
@@ -34,8 +35,9 @@ using namespace tapegrad;
 namespace {
 
 // The pictures the chapters draw (--draw).
-const std::vector<std::string> kPictures = {"cross_attention.svg", "positions.svg", "padding.svg",
-                                            "causal.svg", "teacher_forcing.svg"};
+const std::vector<std::string> kPictures = {"cross_attention.svg", "positions.svg",
+                                            "padding.svg",         "causal.svg",
+                                            "teacher_forcing.svg", "beam_search.svg"};
 
 struct Chapter {
   Pretrained trained{};
@@ -434,11 +436,24 @@ int beam_search(const Chapter& c) {
     }
     return fmt::format("{}", fmt::join(parts, ", "));
   };
+  std::vector<std::vector<viz::SearchNode>> tree;  // the picture: each step's new nodes
+  std::set<std::vector<int64_t>> ended;
   const auto trace = [&](const nn::SearchStep& s) {
     fmt::print("  step {:>2}: {}\n", s.step + 1, s.live.empty() ? "(none live)" : show(s.live));
     if (!s.finished.empty()) fmt::print("           finished: {}\n", show(s.finished));
+    auto& column = tree.emplace_back();
+    for (const nn::Generation& h : s.live)
+      column.push_back({v.tokenize(v.decode(h.tokens)), h.log_prob});
+    for (const nn::Generation& h : s.finished) {
+      if (ended.insert(h.tokens).second)
+        column.push_back({v.tokenize(v.decode(h.tokens)), h.log_prob, true});
+    }
   };
   nn::generate(*c.trained.model, c.source(fixed->source), {.beam = 3, .on_step = trace});
+  c.picture("beam_search.svg",
+            viz::search_tree_svg(
+                tree, v.tokenize(fixed->target),
+                fmt::format("beam 3 on {}: the answer in bold, <eos> in green", fixed->source)));
   return 0;
 }
 

@@ -47,7 +47,6 @@ std::string svg_open(double w, double h, const char* family) {
       w, h, family);
 }
 
-// The heatmap's colour for a weight in [0, 1]: white to dark blue.
 // White for 0, darker blue up to `high`; on a signed scale darker red up to high and darker
 // blue down to -high.
 std::string shade(double w, const HeatmapStyle& style = {}) {
@@ -223,6 +222,56 @@ std::string heatmap_svg(const Tensor& weights, const std::vector<std::string>& s
     svg += panel_cells(weights, h, source, target, ox, oy, vertical, style);
   }
   return svg + colour_scale(panels_w + 8, title_h + 18, style) + "</svg>\n";
+}
+
+std::string search_tree_svg(const std::vector<std::vector<SearchNode>>& steps,
+                            const std::vector<std::string>& answer, const std::string& title) {
+  const double col_w = 86, row_h = 44, left = 24, top = 44, box_w = 64, box_h = 30;
+  size_t rows = 1;
+  for (const auto& column : steps) rows = std::max(rows, column.size());
+  const double W = std::max(left * 2 + col_w * static_cast<double>(steps.size()),
+                            2 * left + 7 * static_cast<double>(length(title)));
+  std::string svg = svg_open(W, top + row_h * static_cast<double>(rows) + 10, "sans-serif");
+  svg += fmt::format(R"(<text x="{}" y="18" font-size="13">{}</text>)"
+                     "\n",
+                     left, escape(title));
+  const auto on_answer = [&](const SearchNode& n) {
+    return n.tokens.size() <= answer.size() &&
+           std::equal(n.tokens.begin(), n.tokens.end(), answer.begin()) &&
+           (!n.finished || n.tokens.size() == answer.size());
+  };
+  const auto x_of = [&](size_t t) { return left + col_w * static_cast<double>(t); };
+  const auto y_of = [&](size_t r) { return top + row_h * static_cast<double>(r); };
+  for (size_t t = 0; t < steps.size(); ++t) {
+    for (size_t r = 0; r < steps[t].size(); ++r) {
+      const SearchNode& n = steps[t][r];
+      const bool bold = on_answer(n);
+      // the edge from the hypothesis it extends, in the column before
+      for (size_t p = 0; t > 0 && p < steps[t - 1].size(); ++p) {
+        const auto& parent = steps[t - 1][p].tokens;
+        // a finished node ends its parent with <eos>; a live one adds a token to it
+        const bool extends = !steps[t - 1][p].finished &&
+                             parent.size() + (n.finished ? 0 : 1) == n.tokens.size() &&
+                             std::equal(parent.begin(), parent.end(), n.tokens.begin());
+        if (!extends) continue;
+        svg += fmt::format(
+            R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="{}" stroke-width="{}"/>)"
+            "\n",
+            x_of(t - 1) + box_w, y_of(p) + box_h / 2, x_of(t), y_of(r) + box_h / 2,
+            bold && on_answer(steps[t - 1][p]) ? "#222" : "#bbb", bold ? 2 : 1);
+      }
+      const std::string last = n.finished ? "<eos>" : n.tokens.empty() ? "" : n.tokens.back();
+      svg += fmt::format(
+          R"(<rect x="{:.1f}" y="{:.1f}" width="{}" height="{}" rx="4" fill="{}" stroke="{}" stroke-width="{}"/>)"
+          R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" font-weight="{}">{}</text>)"
+          R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" fill="#555">{:.2f}</text>)"
+          "\n",
+          x_of(t), y_of(r), box_w, box_h, n.finished ? "#e8f5e9" : "#f3f6fb",
+          bold ? "#222" : "#bbb", bold ? 2 : 1, x_of(t) + box_w / 2, y_of(r) + 13,
+          bold ? "bold" : "normal", escape(last), x_of(t) + box_w / 2, y_of(r) + 25, n.log_prob);
+    }
+  }
+  return svg + "</svg>\n";
 }
 
 std::string report_html(const ReportData& d) {

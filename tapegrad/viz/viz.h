@@ -53,6 +53,17 @@ std::string heatmap_svg(const Tensor& weights, const std::vector<std::string>& s
                         const std::vector<std::string>& target, const std::string& title,
                         const HeatmapStyle& style = {});
 
+// A search over sequences, drawn as a tree (a beam search, nn::GenerateOptions::on_step): one
+// column per step, holding the hypotheses kept after it, each joined to the one it extends.
+struct SearchNode {
+  std::vector<std::string> tokens;  // the whole hypothesis; the node shows the last one
+  double log_prob = 0;
+  bool finished = false;  // it ended here (<eos>)
+};
+// Nodes along the path to `answer` are drawn bold.
+std::string search_tree_svg(const std::vector<std::vector<SearchNode>>& steps,
+                            const std::vector<std::string>& answer, const std::string& title);
+
 struct Sample {
   std::string source, expected, predicted;
 };

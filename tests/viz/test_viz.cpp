@@ -59,6 +59,26 @@ TEST_CASE("a heatmap on a signed scale: red above zero, blue below, its own titl
   CHECK(attribute(flat, "width") >= 7 * 120);
 }
 
+TEST_CASE("a search tree joins each hypothesis to the one it extends, its answer in bold",
+          "[viz]") {
+  const std::vector<std::vector<viz::SearchNode>> steps = {
+      {{{"a"}, -0.1}, {{"b"}, -2.0}},
+      {{{"a", "c"}, -0.5}, {{"b", "a"}, -2.5}, {{"a"}, -3.0, true}},
+      {{{"a", "c"}, -0.7, true}}};
+  const std::string svg = viz::search_tree_svg(steps, {"a", "c"}, "a <search>");
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<rect x=") == 6);              // a box per node
+  CHECK(count("<line ") == 4);                // a -> a c, b -> b a, a -> <eos>, a c -> <eos>
+  CHECK(count("font-weight=\"bold\"") == 3);  // a, a c, and its <eos>
+  CHECK(count(">&lt;eos&gt;</text>") == 2);
+  CHECK(svg.find("a &lt;search&gt;") != std::string::npos);
+  CHECK(svg.find(">-0.50</text>") != std::string::npos);
+}
+
 TEST_CASE("the loss curve has ticks on both axes and a legend that names each series", "[viz]") {
   viz::Curves c;
   for (int64_t s = 10; s <= 3000; s += 10) c.train.push_back({s, 3.0 / static_cast<double>(s)});
