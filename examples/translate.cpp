@@ -7,16 +7,23 @@
 //   ./build/examples/translate --run runs/dates "tuesday the 4th of march 2025" "Mar 5, 1999"
 //   echo "04/03/2025" | ./build/examples/translate --run runs/dates --beam 4
 //   ./build/examples/translate --run runs/dates --sample --top-p 0.9 --seed 3 "4 mar 2025"
+//   ./build/examples/translate --run runs/mine --ref test.en < test.de > test.out
+//
+// --ref FILE scores the outputs against its lines, one reference per source, with corpus BLEU
+// and chrF as sacreBLEU computes them by default (tapegrad/metrics/translation.h), printed on
+// stderr after the outputs; an output that failed counts as empty.
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
+#include "tapegrad/metrics/translation.h"
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/train/run.h"
 
@@ -32,6 +39,9 @@ struct Source {
   std::string text, where;  // where: "argument 2", "stdin:3"
   std::string error;        // set when it cannot be decoded
 };
+
+// Every output line so far, in order: what --ref scores.
+std::vector<std::string> g_outputs;
 
 // Decodes a batch of sources, printing one line each in order (empty for a failure) and the
 // failures on stderr. Returns the number of failures.
@@ -72,6 +82,7 @@ int decode_batch(train::LoadedModel& run, std::vector<Source>& batch,
   int failures = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     fmt::print("{}\n", text[i]);  // one output line per input, so outputs stay aligned
+    g_outputs.push_back(text[i]);
     if (batch[i].error.empty()) continue;
     std::fflush(stdout);
     fmt::print(stderr, "translate: {}: {}\n", batch[i].where, batch[i].error);
@@ -103,6 +114,22 @@ int decode_stdin(train::LoadedModel& run, std::vector<Source>& batch,
   return failures;
 }
 
+// --ref: the outputs against the reference file's lines, read as the outputs' sources are.
+void score(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw data::DataError(fmt::format("{}: cannot open the reference file", path));
+  data::LineReader reader(in, path, kMaxLineBytes, kMaxInputBytes);
+  std::vector<std::string> refs;
+  while (const auto line = reader.next()) refs.push_back(*line);
+  if (refs.size() != g_outputs.size()) {
+    throw data::DataError(
+        fmt::format("{}: {} reference lines for {} outputs", path, refs.size(), g_outputs.size()));
+  }
+  fmt::print(stderr, "{}, chrF {:.2f}, against {} ({} lines)\n",
+             metrics::corpus_bleu(g_outputs, {refs}).describe(),
+             metrics::corpus_chrf(g_outputs, {refs}), path, refs.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,6 +153,7 @@ int main(int argc, char** argv) {
         static_cast<uint64_t>(f.integer("seed", 0, "seed for sampling", 0, INT64_MAX));
     const int64_t threads = f.integer(
         "threads", 2, "threads for products and kernels (set_num_threads)", 1, kMaxThreads);
+    const std::string ref = f.text("ref", "", "score the outputs against this file's lines");
     f.takes_arguments();
     if (!f.finish()) return 0;
     if (sample && beam > 1) throw examples::FlagError("--sample and --beam exclude each other");
@@ -158,6 +186,7 @@ int main(int argc, char** argv) {
     failures += decode_batch(run, batch, options);
     if (failures > 0)
       fmt::print(stderr, "translate: {} source(s) could not be decoded\n", failures);
+    if (!ref.empty()) score(ref);
     return failures > 0 ? 1 : 0;
   });
 }
