@@ -83,8 +83,8 @@ int train_steps(const examples::TrainSettings& s, const parallel::World& world,
   const int64_t done = steps - trainer.first_step() + 1;
   fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", done, train::duration(elapsed),
              static_cast<double>(done) / elapsed);
-  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%\n\n", 100 * last.exact_match,
-             100 * last.token_accuracy);
+  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}, chrF {:.2f}\n\n",
+             100 * last.exact_match, 100 * last.token_accuracy, last.bleu, last.chrf);
   for (const viz::Sample& e : trainer.report(last)) {
     fmt::print("  {:<36} -> {:<12} {}\n", e.source, e.predicted,
                e.predicted == e.expected ? "ok" : "expected " + e.expected);

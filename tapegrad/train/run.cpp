@@ -30,8 +30,9 @@ constexpr const char* kLatest = "latest";
 constexpr const char* kCheckpoints = "checkpoints";
 // Whether train writes a file of this name in a run directory (besides the marker and lock).
 bool is_own_name(const std::string& name) {
-  static const std::set<std::string> names = {"train.tsv", "valid.tsv",   "loss.tsv", "eval.tsv",
-                                              "loss.svg",  "report.html", kLatest,    kCheckpoints};
+  static const std::set<std::string> names = {"train.tsv",   "valid.tsv", "loss.tsv",
+                                              "eval.tsv",    "loss.svg",  "scores.svg",
+                                              "report.html", kLatest,     kCheckpoints};
   return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
 }
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
@@ -172,10 +173,11 @@ namespace {
 // tab-separated numbers, the first a step (nan and inf read as such), `last` for the final
 // line. A line of another shape is a RunError naming the file, the line and `what` it expects.
 template <class Row>
-void read_log(const std::string& path, size_t columns, const char* what, Row&& row) {
+void read_log(const std::string& path, size_t columns, size_t optional, const char* what,
+              Row&& row) {
   constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
   const std::string text = read_whole(path, kMaxLog);
-  std::vector<double> values(columns);
+  std::vector<double> values(columns + optional);
   int64_t line_no = 0;
   for (size_t at = 0; at < text.size();) {
     const size_t end = std::min(text.find('\n', at), text.size());
@@ -184,7 +186,8 @@ void read_log(const std::string& path, size_t columns, const char* what, Row&& r
     ++line_no;
     size_t b = 0, n = 0;
     bool ok = true;
-    for (; ok && b <= line.size() && n < columns; ++n) {
+    std::fill(values.begin(), values.end(), std::nan(""));
+    for (; ok && b <= line.size() && n < columns + optional; ++n) {
       const size_t e = std::min(line.find('\t', b), line.size());
       const std::string field(line.substr(b, e - b));
       size_t used = 0;
@@ -196,27 +199,34 @@ void read_log(const std::string& path, size_t columns, const char* what, Row&& r
       ok = !field.empty() && used == field.size();
       b = e + 1;
     }
-    if (!ok || n != columns || b <= line.size() || values[0] != std::floor(values[0]))
+    if (!ok || (n != columns && n != columns + optional) || b <= line.size() ||
+        values[0] != std::floor(values[0]))
       fail(fmt::format("{}:{}", path, line_no), what);
     row(values, at >= text.size());
   }
 }
 }  // namespace
 
-std::vector<viz::CurvePoint> read_eval_curve(const std::string& path) {
-  std::vector<viz::CurvePoint> curve;
-  read_log(path, 4, "expected step, loss, token accuracy and exact match, tab-separated",
+EvalCurves read_eval_curves(const std::string& path) {
+  EvalCurves curves;
+  read_log(path, 4, 2,
+           "expected step, loss, token accuracy and exact match, then BLEU and chrF, "
+           "tab-separated",
            [&](const std::vector<double>& v, bool) {
-             curve.push_back({static_cast<int64_t>(v[0]), v[1]});
+             const auto step = static_cast<int64_t>(v[0]);
+             curves.loss.push_back({step, v[1]});
+             if (std::isnan(v[4])) return;  // a line from before the scores were logged
+             curves.bleu.push_back({step, v[4]});
+             curves.chrf.push_back({step, v[5]});
            });
-  return curve;
+  return curves;
 }
 
 std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
   std::vector<viz::CurvePoint> curve;
   double smoothed = 0;
   bool first = true;
-  read_log(path, 3, "expected step, loss and learning rate, tab-separated",
+  read_log(path, 3, 0, "expected step, loss and learning rate, tab-separated",
            [&](const std::vector<double>& v, bool last) {
              const auto step = static_cast<int64_t>(v[0]);
              smoothed = first ? v[1] : 0.95 * smoothed + 0.05 * v[1];

@@ -7,8 +7,10 @@
 //   DIR/.lock                     held (flock) by the train process writing DIR
 //   DIR/train.tsv, valid.tsv      the data split, written once when the run starts
 //   DIR/loss.tsv                  step, loss, learning rate; one line per step
-//   DIR/eval.tsv                  step, loss, token accuracy, exact match; one line per
-//                                 validation, so the whole run's validation curve is kept
+//   DIR/eval.tsv                  step, loss, token accuracy, exact match, BLEU, chrF; one
+//                                 line per validation, so the whole run's validation curves
+//                                 are kept (a run from before the scores has lines without
+//                                 the last two)
 //   DIR/checkpoints/step-00000300/
 //       config.json, model.safetensors, src.vocab, tgt.vocab
 //                                 a pretrained model directory (tapegrad/pretrained/
@@ -19,7 +21,7 @@
 //                                 and a digest of train.tsv and valid.tsv (a resume checks the
 //                                 split with it)
 //   DIR/latest                    "step-00000300": the newest complete checkpoint
-//   DIR/loss.svg, attention_*.svg, report.html
+//   DIR/loss.svg, scores.svg, attention_*.svg, report.html
 //
 // Committing a checkpoint: its files are written and synced in checkpoints/.step-N.tmp.PID,
 // the folder is renamed to step-N and synced, then `latest` is replaced atomically. Only after
@@ -151,8 +153,12 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir);
 std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, int64_t logged,
                                          int64_t step);
 
-// The validation curve of a run's eval.tsv, all of it: the loss at each validation.
-std::vector<viz::CurvePoint> read_eval_curve(const std::string& path);
+// The validation curves of a run's eval.tsv, all of it: the loss, BLEU and chrF at each
+// validation (the scores from the first line that has them).
+struct EvalCurves {
+  std::vector<viz::CurvePoint> loss, bleu, chrf;
+};
+EvalCurves read_eval_curves(const std::string& path);
 
 // The training curve of a run's loss.tsv, all of it (the steps before a resume included): the
 // loss as an exponential moving average (weight 0.95) from the first step, a point every 10

@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/metrics/translation.h"
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/layers.h"
 
@@ -85,8 +86,9 @@ std::string duration(double seconds) {
 }
 
 std::string Metrics::describe() const {
-  return fmt::format("loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%", loss,
-                     100 * token_accuracy, 100 * exact_match);
+  return fmt::format(
+      "loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%, BLEU {:.2f}, chrF {:.2f}", loss,
+      100 * token_accuracy, 100 * exact_match, bleu, chrf);
 }
 
 std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
@@ -100,7 +102,7 @@ std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double l
 }
 
 Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExample>& valid,
-                 int64_t batch_size) {
+                 int64_t batch_size, std::vector<std::vector<int64_t>>* outputs) {
   Metrics m;
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
@@ -128,7 +130,10 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
     }
     const auto decoded = nn::generate(
         model, b.src, {.max_len = std::min(model.config().max_len, b.tgt_out.size(1) + 8)});
-    for (size_t i = 0; i < members.size(); ++i) exact += decoded[i].tokens == members[i]->target;
+    for (size_t i = 0; i < members.size(); ++i) {
+      exact += decoded[i].tokens == members[i]->target;
+      if (outputs) outputs->push_back(decoded[i].tokens);
+    }
   }
   model.train(was_training);
   m.loss = loss_sum / static_cast<double>(tokens);
@@ -197,7 +202,7 @@ void Trainer::start(bool resuming) {
     if (resuming) {
       // the logs are read back for the report at the end: a damaged line fails now, not then
       read_loss_curve(loss_log_->path());
-      read_eval_curve(eval_log_->path());
+      read_eval_curves(eval_log_->path());
     }
   }
   sync_ = std::make_unique<parallel::GradientSync>(world_, model_->named_parameters(),
@@ -275,10 +280,19 @@ StepResult Trainer::step(int signal) {
 
 Metrics Trainer::evaluate() {
   TG_CHECK(world_.is_root(), "Trainer::evaluate: process 0 alone evaluates");
-  const Metrics m = train::evaluate(*model_, valid_set_, 100);
-  if (eval_log_)
-    eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(), m.loss,
-                                 m.token_accuracy, m.exact_match));
+  std::vector<std::vector<int64_t>> outputs;
+  Metrics m = train::evaluate(*model_, valid_set_, 100, &outputs);
+  std::vector<std::string> hypotheses, references;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    hypotheses.push_back(tgt_vocab_.decode(outputs[i]));
+    references.push_back(split_.valid[i].target);
+  }
+  m.bleu = metrics::corpus_bleu(hypotheses, {references}).score;
+  m.chrf = metrics::corpus_chrf(hypotheses, {references});
+  if (eval_log_) {
+    eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(),
+                                 m.loss, m.token_accuracy, m.exact_match, m.bleu, m.chrf));
+  }
   return m;
 }
 
@@ -328,7 +342,9 @@ std::vector<viz::Sample> Trainer::report(const Metrics& last) {
                   {"training time (this process)", duration(seconds())},
                   {"parameters", std::to_string(model_->num_parameters())},
                   {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
-                  {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)}};
+                  {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)},
+                  {"held-out BLEU", fmt::format("{:.2f}", last.bleu)},
+                  {"held-out chrF", fmt::format("{:.2f}", last.chrf)}};
   const nlohmann::json config = nlohmann::json::parse(config_to_json(model_->config()));
   for (const auto& [key, value] : config.items()) {
     report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
@@ -345,14 +361,23 @@ std::vector<viz::Sample> Trainer::report(const Metrics& last) {
       draw_attention(out, src, i, report.samples.back().predicted, report.heatmap_files);
   }
   // the whole run's curves, the steps before a resume included, from loss.tsv and eval.tsv
-  viz::Curves curves{.train = read_loss_curve(run_dir_->file("loss.tsv")),
-                     .valid = read_eval_curve(run_dir_->file("eval.tsv"))};
+  const EvalCurves eval = read_eval_curves(run_dir_->file("eval.tsv"));
+  viz::Curves curves{.train = read_loss_curve(run_dir_->file("loss.tsv")), .valid = eval.loss};
   curves.train_label =
       fmt::format("training loss (label smoothing {:g}; moving average, weight 0.95)",
                   options_.label_smoothing);
   curves.valid_label = "validation loss (held-out data, no smoothing)";
   io::write_atomic(run_dir_->file("loss.svg"), viz::loss_curve_svg(curves));
   report.loss_curve_file = "loss.svg";
+  if (!eval.bleu.empty()) {
+    io::write_atomic(run_dir_->file("scores.svg"),
+                     viz::loss_curve_svg({.train = eval.chrf,
+                                          .valid = eval.bleu,
+                                          .train_label = "chrF (held-out data, greedy decoding)",
+                                          .valid_label = "BLEU (held-out data, greedy decoding)",
+                                          .y_label = "score"}));
+    report.scores_file = "scores.svg";
+  }
   io::write_atomic(run_dir_->file("report.html"), viz::report_html(report));
   return report.samples;
 }

@@ -56,14 +56,17 @@ std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double l
 std::string duration(double seconds);
 
 struct Metrics {
-  double loss = 0, token_accuracy = 0, exact_match = 0;
-  // "loss 0.4123, token accuracy 91.20%, exact match 64.00%"
+  double loss = 0, token_accuracy = 0;  // teacher-forced
+  double exact_match = 0;               // of greedy decoding, a fraction
+  double bleu = 0, chrf = 0;            // of greedy decoding, 0 to 100 (metrics/translation.h)
+  // "loss 0.4123, token accuracy 91.20%, exact match 64.00%, BLEU 45.21, chrF 60.12"
   std::string describe() const;
 };
 
-// Teacher-forced loss and token accuracy on `valid`, plus exact match by greedy decoding.
+// Teacher-forced loss and token accuracy on `valid`, plus exact match by greedy decoding, whose
+// outputs go to `outputs` when given (BLEU and chrF need text: Trainer::evaluate scores them).
 Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExample>& valid,
-                 int64_t batch_size);
+                 int64_t batch_size, std::vector<std::vector<int64_t>>* outputs = nullptr);
 
 struct TrainerOptions {
   std::string out;           // the run folder; empty: in memory (no files, no checkpoint or report)
@@ -108,7 +111,8 @@ class Trainer {
   // One optimizer step on the next batch; `signal` is this process's pending stop signal,
   // agreed over the processes so that all stop after the same step.
   StepResult step(int signal = 0);
-  // On the held-out set, appended to eval.tsv if there is a run folder (process 0 only).
+  // On the held-out set, BLEU and chrF against its target text included; appended to eval.tsv
+  // if there is a run folder (process 0 only).
   Metrics evaluate();
   // Commits a checkpoint of the current step (process 0 of a run with a folder only).
   void checkpoint();

@@ -296,6 +296,9 @@ std::string report_html(const ReportData& d) {
   if (!d.loss_curve_file.empty())
     html += fmt::format("<h2>Loss</h2>\n<img src=\"{}\" alt=\"loss curve\">\n",
                         escape(d.loss_curve_file));
+  if (!d.scores_file.empty())
+    html += fmt::format("<h2>BLEU and chrF</h2>\n<img src=\"{}\" alt=\"BLEU and chrF curves\">\n",
+                        escape(d.scores_file));
   if (!d.samples.empty()) {
     html +=
         "<h2>Held-out samples</h2>\n<table><tr><th>input</th><th>expected</th>"

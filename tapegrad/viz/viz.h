@@ -75,6 +75,7 @@ struct ReportData {
   Rows facts;   // "held-out exact match" -> "99.60%"
   Rows config;  // the model's config, a row per field
   std::string loss_curve_file;
+  std::string scores_file;  // BLEU and chrF over the run, or none
   std::vector<std::string> heatmap_files;
   std::vector<Sample> samples;  // a mismatch is highlighted
 };

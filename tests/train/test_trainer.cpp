@@ -1,6 +1,8 @@
 // The train library from a program's side: an in-memory trainer learns, refuses to write, and
 // the checks a resume makes (resume.h) name every conflict. The run folder's protocol and the
 // train program are tested by tests/examples/*.sh.
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "helpers.h"
@@ -55,11 +57,30 @@ TEST_CASE("an in-memory trainer steps, evaluates and writes nothing") {
   CHECK(last < 0.8 * first);
   const train::Metrics m = trainer.evaluate();
   CHECK(m.token_accuracy > 0);
+  CHECK(m.chrf > 0);  // scored on the decoded text
+  CHECK(m.chrf <= 100);
   CHECK(trainer.path().empty());
   CHECK_THROWS_WITH(trainer.checkpoint(),
                     "Trainer::checkpoint: an in-memory trainer (no options.out) writes no files");
   CHECK_THROWS_WITH(trainer.report(m), Catch::StartsWith("Trainer::report: an in-memory trainer"));
   CHECK_THROWS_WITH(trainer.resume(), Catch::StartsWith("Trainer::resume: an in-memory trainer"));
+}
+
+TEST_CASE("eval.tsv's lines have the scores, or are from before them", "[train]") {
+  const std::string path = (std::filesystem::temp_directory_path() / "tapegrad_eval.tsv").string();
+  const auto write = [&](const std::string& text) { std::ofstream(path) << text; };
+  write("100\t1.5\t0.5\t0.1\n200\t1.0\t0.7\t0.3\t40.5\t50.25\n");
+  const train::EvalCurves curves = train::read_eval_curves(path);
+  REQUIRE(curves.loss.size() == 2);
+  CHECK(curves.loss[1].value == 1.0);
+  REQUIRE(curves.bleu.size() == 1);  // the old line has none
+  CHECK(curves.bleu[0].step == 200);
+  CHECK(curves.bleu[0].value == 40.5);
+  CHECK(curves.chrf[0].value == 50.25);
+  write("100\t1.5\t0.5\t0.1\t40.5\n");
+  CHECK_THROWS_WITH(train::read_eval_curves(path),
+                    Catch::StartsWith(path + ":1: expected step, loss, token accuracy"));
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("check_resume_flags names every conflict, and lets the schedule change on request") {
