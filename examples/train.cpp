@@ -85,6 +85,9 @@ int train_steps(const examples::TrainSettings& s, const parallel::World& world,
              static_cast<double>(done) / elapsed);
   fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}, chrF {:.2f}\n\n",
              100 * last.exact_match, 100 * last.token_accuracy, last.bleu, last.chrf);
+  if (!trainer.split().test.empty()) {
+    fmt::print("test ({} pairs): {}\n\n", trainer.split().test.size(), trainer.test().describe());
+  }
   for (const viz::Sample& e : trainer.report(last)) {
     fmt::print("  {:<36} -> {:<12} {}\n", e.source, e.predicted,
                e.predicted == e.expected ? "ok" : "expected " + e.expected);

@@ -69,6 +69,13 @@ void check_combinations(TrainSettings& s, const Flags& f) {
     throw FlagError("--train-size sizes a generated task; with --data it has no effect");
   if (f.given("strict") && d.corpus.empty())
     throw FlagError("--strict has no effect without --data");
+  for (const char* name : {"valid", "test"}) {
+    if (f.given(name) && d.corpus.empty())
+      throw FlagError(fmt::format("--{} goes with --data", name));
+  }
+  if (f.given("valid-size") && !d.valid_corpus.empty())
+    throw FlagError(
+        "--valid-size sizes the held-out part split off --data; with --valid it has no effect");
   if (f.given("warmup") && t.schedule == "constant")
     throw FlagError("--warmup has no effect with --schedule constant");
   if (s.reschedule && !resume) throw FlagError("--reschedule goes with --resume");
@@ -116,6 +123,10 @@ void read_training_flags(Flags& f, TrainSettings& s) {
   train::TrainerOptions& t = s.trainer;
   d.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   d.corpus = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
+  d.valid_corpus = f.text(
+      "valid", "", "with --data: the held-out pairs, a TSV file (default: split off --data)");
+  d.test_corpus =
+      f.text("test", "", "with --data: pairs to test the trained model on once, at the end");
   s.level = f.text("level", "char",
                    "tokens: char, word, or subwords learned by SentencePiece: bpe or unigram");
   d.vocab_size = f.integer("vocab-size", 1000,

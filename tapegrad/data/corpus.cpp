@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_set>
 
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/data/data_error.h"
@@ -83,10 +84,24 @@ CorpusSplit split_corpus(const Corpus& corpus, size_t max_valid, uint64_t seed,
     throw DataError(fmt::format("{}: too few examples ({}) to hold any out", name, order.size()));
   }
   CorpusSplit split;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const bool held_out = k >= order.size() - n_valid;
-    (held_out ? split.valid : split.train).push_back(corpus.examples[order[k]]);
-    (held_out ? split.valid_lines : split.train_lines).push_back(corpus.lines[order[k]]);
+  std::unordered_set<std::string> trained;
+  for (size_t k = 0; k + n_valid < order.size(); ++k) {
+    split.train.push_back(corpus.examples[order[k]]);
+    split.train_lines.push_back(corpus.lines[order[k]]);
+    trained.insert(corpus.examples[order[k]].source);
+  }
+  for (size_t k = order.size() - n_valid; k < order.size(); ++k) {
+    if (trained.contains(corpus.examples[order[k]].source)) {
+      ++split.overlap;
+      continue;
+    }
+    split.valid.push_back(corpus.examples[order[k]]);
+    split.valid_lines.push_back(corpus.lines[order[k]]);
+  }
+  if (split.valid.empty()) {
+    throw DataError(
+        fmt::format("{}: every source held out also occurs among the training pairs ({} held out)",
+                    name, n_valid));
   }
   return split;
 }

@@ -36,11 +36,14 @@ Corpus load_tsv(const std::string& path, const CorpusOptions& options = {});
 // The same from a stream; `name` stands for the file in messages.
 Corpus read_tsv(std::istream& in, const std::string& name, const CorpusOptions& options = {});
 // A corpus shuffled (a generator seeded with `seed`) and cut in two: min(max_valid, a tenth)
-// examples held out, the rest for training, each with its line in the file. DataError naming
-// the file when not one example can be held out.
+// examples held out, the rest for training, each with its line in the file. A held-out pair
+// whose source also occurs in the training part is dropped (`overlap` counts them): it would
+// measure memory, not generalisation. DataError naming the file when not one example can be
+// held out.
 struct CorpusSplit {
-  std::vector<Example> train, valid;
-  std::vector<int64_t> train_lines, valid_lines;
+  std::vector<Example> train, valid, test;  // test: only when given as a file of its own
+  std::vector<int64_t> train_lines, valid_lines, test_lines;
+  int64_t overlap = 0;
 };
 CorpusSplit split_corpus(const Corpus& corpus, size_t max_valid, uint64_t seed,
                          const std::string& name);

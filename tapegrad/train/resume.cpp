@@ -16,8 +16,11 @@ namespace tapegrad::train {
 namespace {
 
 // Flags added after runs were first saved, with the value such a run had.
-const RunFlags kLaterFlags = {
-    {"vocab-size", "1000"}, {"shared-vocab", "false"}, {"processes", "1"}};
+const RunFlags kLaterFlags = {{"vocab-size", "1000"},
+                              {"shared-vocab", "false"},
+                              {"processes", "1"},
+                              {"valid", ""},
+                              {"test", ""}};
 
 std::optional<std::string> saved_value(const RunFlags& saved, const std::string& name) {
   if (const auto it = saved.find(name); it != saved.end()) return it->second;

@@ -21,12 +21,38 @@ data::CorpusSplit make_split(const DataOptions& o,
     split.valid = std::move(generated.valid);
     return split;
   }
-  const data::Corpus corpus = data::load_tsv(o.corpus, {.strict = o.strict});
-  if (report) {
-    for (const std::string& p : corpus.problems) report("skipped " + p);
-    if (corpus.skipped > 0) report(fmt::format("{} malformed lines skipped", corpus.skipped));
+  const auto load = [&](const std::string& path) {
+    data::Corpus corpus = data::load_tsv(path, {.strict = o.strict});
+    if (report) {
+      for (const std::string& p : corpus.problems) report("skipped " + p);
+      if (corpus.skipped > 0)
+        report(fmt::format("{}: {} malformed lines skipped", path, corpus.skipped));
+    }
+    return corpus;
+  };
+  data::Corpus corpus = load(o.corpus);
+  data::CorpusSplit split;
+  if (o.valid_corpus.empty()) {
+    split = data::split_corpus(corpus, static_cast<size_t>(o.valid_size), o.seed, o.corpus);
+    if (report && split.overlap > 0) {
+      report(
+          fmt::format("{}: dropped {} of the pairs held out, whose source also occurs among the "
+                      "training pairs; {} held out",
+                      o.corpus, split.overlap, split.valid.size()));
+    }
+  } else {
+    split.train = std::move(corpus.examples);
+    split.train_lines = std::move(corpus.lines);
+    data::Corpus valid = load(o.valid_corpus);
+    split.valid = std::move(valid.examples);
+    split.valid_lines = std::move(valid.lines);
   }
-  return data::split_corpus(corpus, static_cast<size_t>(o.valid_size), o.seed, o.corpus);
+  if (!o.test_corpus.empty()) {
+    data::Corpus test = load(o.test_corpus);
+    split.test = std::move(test.examples);
+    split.test_lines = std::move(test.lines);
+  }
+  return split;
 }
 
 void make_vocabularies(const DataOptions& o, RunData& d) {
@@ -63,18 +89,23 @@ std::string length_problem(const data::Example& e, const RunData& d, int64_t max
 }
 
 void check_lengths(const DataOptions& o, const RunData& d) {
-  for (const bool held_out : {false, true}) {
-    const auto& set = held_out ? d.split.valid : d.split.train;
-    for (size_t i = 0; i < set.size(); ++i) {
-      const std::string problem = length_problem(set[i], d, o.max_len);
+  const std::string held_out_file = o.valid_corpus.empty() ? o.corpus : o.valid_corpus;
+  const struct {
+    const std::vector<data::Example>& set;
+    const std::vector<int64_t>& lines;
+    const std::string& file;
+    const char* what;
+  } sets[] = {{d.split.train, d.split.train_lines, o.corpus, "training"},
+              {d.split.valid, d.split.valid_lines, held_out_file, "held-out"},
+              {d.split.test, d.split.test_lines, o.test_corpus, "test"}};
+  for (const auto& s : sets) {
+    for (size_t i = 0; i < s.set.size(); ++i) {
+      const std::string problem = length_problem(s.set[i], d, o.max_len);
       if (problem.empty()) continue;
-      if (!o.corpus.empty()) {
-        const auto& lines = held_out ? d.split.valid_lines : d.split.train_lines;
-        throw data::DataError(fmt::format("{}:{}: {}", o.corpus, lines[i], problem));
-      }
-      throw data::DataError(fmt::format("generated {} example {} ('{}'): {}",
-                                        held_out ? "held-out" : "training", i + 1, set[i].source,
-                                        problem));
+      if (!s.file.empty())
+        throw data::DataError(fmt::format("{}:{}: {}", s.file, s.lines[i], problem));
+      throw data::DataError(fmt::format("generated {} example {} ('{}'): {}", s.what, i + 1,
+                                        s.set[i].source, problem));
     }
   }
 }

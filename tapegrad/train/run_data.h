@@ -18,6 +18,8 @@ namespace tapegrad::train {
 struct DataOptions {
   std::string task = "dates";  // a built-in task (data::task_from_name) when `corpus` is empty
   std::string corpus{};        // a TSV file, source TAB target a line
+  std::string valid_corpus{};  // the held-out pairs as a file of their own (else split off)
+  std::string test_corpus{};   // pairs to test the trained model on once, at the end
   bool strict = false;         // a malformed line is fatal (otherwise skipped and reported)
   int64_t train_size = 20000;  // generated training examples
   int64_t valid_size = 500;    // held out (of a corpus: at most a tenth, data::split_corpus)
@@ -35,7 +37,8 @@ struct RunData {
 
 // Throws data::DataError naming the file and line (or the generated example) of the first
 // example that does not fit. `report` receives each skipped line ("skipped FILE:LINE: what")
-// and their count.
+// and their count, and how many held-out pairs an automatic split dropped because their
+// source also occurs among the training pairs.
 RunData make_run_data(const DataOptions& options,
                       const std::function<void(const std::string&)>& report = {});
 

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/ops/loss.h"
@@ -159,6 +160,7 @@ void Trainer::begin(data::CorpusSplit split, data::Vocabulary src_vocab, data::V
   if (run_dir_) {
     data::write_tsv(run_dir_->file("train.tsv"), split_.train);
     data::write_tsv(run_dir_->file("valid.tsv"), split_.valid);
+    if (!split_.test.empty()) data::write_tsv(run_dir_->file("test.tsv"), split_.test);
   }
   config.src_vocab = src_vocab_.size();
   config.tgt_vocab = tgt_vocab_.size();
@@ -177,6 +179,8 @@ void Trainer::resume(const std::function<void(const RunDirectory::Resumed&)>& ch
   // the split this run started with, as it wrote it
   split_.train = data::load_tsv(options_.out + "/train.tsv", {.strict = true}).examples;
   split_.valid = data::load_tsv(options_.out + "/valid.tsv", {.strict = true}).examples;
+  if (std::filesystem::exists(options_.out + "/test.tsv"))
+    split_.test = data::load_tsv(options_.out + "/test.tsv", {.strict = true}).examples;
   start(true);
 }
 
@@ -185,6 +189,7 @@ void Trainer::resume(const std::function<void(const RunDirectory::Resumed&)>& ch
 void Trainer::start(bool resuming) {
   train_set_ = data::encode_all(split_.train, src_vocab_, tgt_vocab_);
   valid_set_ = data::encode_all(split_.valid, src_vocab_, tgt_vocab_);
+  test_set_ = data::encode_all(split_.test, src_vocab_, tgt_vocab_);
   optimizer_ = std::make_unique<optim::Adam>(
       model_->named_parameters(),
       optim::AdamOptions{.lr = options_.lr, .beta2 = 0.98, .eps = 1e-9});
@@ -280,19 +285,32 @@ StepResult Trainer::step(int signal) {
 
 Metrics Trainer::evaluate() {
   TG_CHECK(world_.is_root(), "Trainer::evaluate: process 0 alone evaluates");
-  std::vector<std::vector<int64_t>> outputs;
-  Metrics m = train::evaluate(*model_, valid_set_, 100, &outputs);
-  std::vector<std::string> hypotheses, references;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    hypotheses.push_back(tgt_vocab_.decode(outputs[i]));
-    references.push_back(split_.valid[i].target);
-  }
-  m.bleu = metrics::corpus_bleu(hypotheses, {references}).score;
-  m.chrf = metrics::corpus_chrf(hypotheses, {references});
+  const Metrics m = score(split_.valid, valid_set_);
   if (eval_log_) {
     eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(),
                                  m.loss, m.token_accuracy, m.exact_match, m.bleu, m.chrf));
   }
+  return m;
+}
+
+Metrics Trainer::test() {
+  TG_CHECK(world_.is_root(), "Trainer::test: process 0 alone evaluates");
+  TG_CHECK(!split_.test.empty(), "Trainer::test: the run has no test pairs");
+  return score(split_.test, test_set_);
+}
+
+// The metrics of `examples` (encoded: `encoded`), BLEU and chrF against their target text.
+Metrics Trainer::score(const std::vector<data::Example>& examples,
+                       const std::vector<data::EncodedExample>& encoded) {
+  std::vector<std::vector<int64_t>> outputs;
+  Metrics m = train::evaluate(*model_, encoded, 100, &outputs);
+  std::vector<std::string> hypotheses, references;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    hypotheses.push_back(tgt_vocab_.decode(outputs[i]));
+    references.push_back(examples[i].target);
+  }
+  m.bleu = metrics::corpus_bleu(hypotheses, {references}).score;
+  m.chrf = metrics::corpus_chrf(hypotheses, {references});
   return m;
 }
 

@@ -114,6 +114,8 @@ class Trainer {
   // On the held-out set, BLEU and chrF against its target text included; appended to eval.tsv
   // if there is a run folder (process 0 only).
   Metrics evaluate();
+  // On the test pairs (split().test, a file of the user's), once, at the end; not logged.
+  Metrics test();
   // Commits a checkpoint of the current step (process 0 of a run with a folder only).
   void checkpoint();
   // Decodes a few held-out sources, draws their cross-attention, the loss curves of the whole
@@ -149,7 +151,9 @@ class Trainer {
   std::unique_ptr<nn::MiniTransformer> model_;
   data::Vocabulary src_vocab_{data::Level::Char}, tgt_vocab_{data::Level::Char};
   data::CorpusSplit split_;
-  std::vector<data::EncodedExample> train_set_, valid_set_;
+  Metrics score(const std::vector<data::Example>& examples,
+                const std::vector<data::EncodedExample>& encoded);
+  std::vector<data::EncodedExample> train_set_, valid_set_, test_set_;
   std::unique_ptr<optim::Adam> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<parallel::GradientSync> sync_;

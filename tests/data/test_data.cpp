@@ -239,6 +239,32 @@ TEST_CASE("TSV corpora load and report malformed lines with their line numbers",
                     f.path + ".missing: cannot open: No such file or directory");
 }
 
+TEST_CASE("an automatic split holds out no source that it trains on", "[data]") {
+  // 40 pairs: sources s0 .. s19, each twice with different targets
+  Corpus c;
+  for (int i = 0; i < 40; ++i) {
+    c.examples.push_back({fmt::format("s{}", i % 20), fmt::format("t{}", i)});
+    c.lines.push_back(i + 1);
+  }
+  const CorpusSplit split = split_corpus(c, 4, 7, "pairs.tsv");
+  std::set<std::string> trained;
+  for (const Example& e : split.train) trained.insert(e.source);
+  for (const Example& e : split.valid) CHECK_FALSE(trained.contains(e.source));
+  CHECK(split.train.size() == 36);
+  CHECK(static_cast<int64_t>(split.valid.size()) + split.overlap == 4);
+  CHECK(split.valid_lines.size() == split.valid.size());
+  // every source twice and a tenth held out: some held out pair has its twin in training
+  CHECK(split.overlap > 0);
+  Corpus same;
+  for (int i = 0; i < 20; ++i) {
+    same.examples.push_back({"x", fmt::format("t{}", i)});
+    same.lines.push_back(i + 1);
+  }
+  CHECK_THROWS_WITH(split_corpus(same, 2, 7, "same.tsv"),
+                    "same.tsv: every source held out also occurs among the training pairs (2 "
+                    "held out)");
+}
+
 TEST_CASE("UTF-8 validation", "[data]") {
   CHECK_FALSE(find_invalid_utf8("plain, é, 日本, 🙂").has_value());
   CHECK(find_invalid_utf8("ab\xc3") == 2u);         // truncated sequence

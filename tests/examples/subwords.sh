@@ -9,10 +9,12 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "subwords: $*"; exit 1; }
 
-# a corpus whose words share pieces: source words, target the same words reversed in order
+# a corpus whose words share pieces: source words, target the same words reversed in order;
+# every source differs (the held-out part must not repeat a training source)
 words=(walk walked walking talk talked talking jump jumped jumping the dog dogs cat cats)
 for i in $(seq 0 599); do
-  a=${words[i % 14]} b=${words[(i * 7 + 3) % 14]} c=${words[(i * 5 + 1) % 14]}
+  j=$((i * 389 % 2744))  # 600 of the 14^3 sentences, spread over them
+  a=${words[j % 14]} b=${words[j / 14 % 14]} c=${words[j / 196]}
   printf '%s %s %s\t%s %s %s\n' "$a" "$b" "$c" "$c" "$b" "$a"
 done > "$dir/pairs.tsv"
 common=(--data "$dir/pairs.tsv" --steps 600 --warmup 30 --eval-every 600 --d-model 32 --d-ff 64
@@ -25,6 +27,20 @@ acc=$(grep -o 'held-out: exact match [0-9.]*' <<< "$out" | grep -o '[0-9.]*$')
 awk -v a="$acc" 'BEGIN { exit !(a >= 90) }' || fail "bpe: exact match $acc%, expected >= 90%"
 head -c 19 "$dir/bpe/checkpoints/step-00000600/src.vocab" | grep -q '^tapegrad-vocab bpe ' ||
   fail "bpe: the run's vocabulary is not a SentencePiece model"
+# own held-out and test files: the run keeps both, and reports the test pairs at the end, again
+# after a resume
+head -n 500 "$dir/pairs.tsv" > "$dir/train.tsv"
+sed -n 501,550p "$dir/pairs.tsv" > "$dir/valid.tsv"
+sed -n 551,600p "$dir/pairs.tsv" > "$dir/test.tsv"
+own=(--data "$dir/train.tsv" --valid "$dir/valid.tsv" --test "$dir/test.tsv" --level word
+     --steps 40 --eval-every 40 --d-model 16 --d-ff 32 --threads 1 --out "$dir/own")
+out=$("$train" "${own[@]}" 2>&1) || fail "own splits: $out"
+[[ $out == *"500 training and 50 held-out examples"* && $out == *"test (50 pairs): loss "*"BLEU "* ]] ||
+  fail "own splits: $out"
+cmp -s "$dir/valid.tsv" "$dir/own/valid.tsv" && cmp -s "$dir/test.tsv" "$dir/own/test.tsv" ||
+  fail "own splits: the run does not keep the files given"
+out=$("$train" --out "$dir/own" --resume --steps 60 --reschedule 2>&1) || fail "own resume: $out"
+[[ $out == *"test (50 pairs): "* ]] || fail "own splits: no test after the resume: $out"
 # two training pairs back through the saved vocabularies
 mapfile -t pairs < <(head -n 2 "$dir/bpe/train.tsv")
 got=$("$translate" --run "$dir/bpe" "${pairs[0]%%$'\t'*}" "${pairs[1]%%$'\t'*}") ||
@@ -61,10 +77,11 @@ expect "$translate" 1 "$dir/bpe/checkpoints/step-00000620/src.vocab: the model's
 
 # classify --data: text TAB label, and tokens TAB tags
 for i in $(seq 0 399); do
-  a=${words[i % 14]} b=${words[(i * 3 + 1) % 14]}
-  label=$([[ $a == *ing || $b == *ing ]] && echo going || echo done)
-  printf '%s %s\t%s\n' "$a" "$b" "$label"
-  printf '%s %s\t%s %s\n' "$a" "$b" "${a:0:1}" "${b:0:1}" >> "$dir/tags.tsv"
+  j=$((i * 389 % 2744))  # every text differs, as for pairs.tsv
+  a=${words[j % 14]} b=${words[j / 14 % 14]} c=${words[j / 196]}
+  label=$([[ $a == *ing || $b == *ing || $c == *ing ]] && echo going || echo done)
+  printf '%s %s %s\t%s\n' "$a" "$b" "$c" "$label"
+  printf '%s %s %s\t%s %s %s\n' "$a" "$b" "$c" "${a:0:1}" "${b:0:1}" "${c:0:1}" >> "$dir/tags.tsv"
 done > "$dir/labels.tsv"
 printf 'no tab here\n' >> "$dir/labels.tsv"
 printf 'the dog\tt\n' >> "$dir/tags.tsv"

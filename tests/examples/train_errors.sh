@@ -26,6 +26,14 @@ printf 'a\tb\nno tab\n' > "$dir/bad.tsv"
 expect 1 "$dir/bad.tsv:2: no tab between source and target" -- --data "$dir/bad.tsv" --strict
 : > "$dir/empty.tsv"
 expect 1 "$dir/empty.tsv: no valid examples (0 lines, 0 malformed)" -- --data "$dir/empty.tsv"
+expect 2 "--valid goes with --data" -- --valid "$dir/bad.tsv"
+expect 2 "--test goes with --data" -- --task copy --test "$dir/bad.tsv"
+expect 2 "--valid-size sizes the held-out part split off --data; with --valid it has no effect" -- \
+  --data "$dir/bad.tsv" --valid "$dir/bad.tsv" --valid-size 10
+expect 1 "$dir/empty.tsv: no valid examples" -- --data "$dir/bad.tsv" --valid "$dir/empty.tsv"
+printf 'x\ty\nx\tz\n%.0s' {1..10} > "$dir/same.tsv"  # one source, twenty times
+expect 1 "$dir/same.tsv: every source held out also occurs among the training pairs" -- \
+  --data "$dir/same.tsv"
 printf 'ok\tfine\n' > "$dir/tiny.tsv"
 expect 1 "too few examples (1) to hold any out" -- --data "$dir/tiny.tsv"
 expect 1 "generated training example 1 ('2038-11-05'): 10 source and 10 target tokens; --max-len 8 allows 8 and 7" -- --task dates --max-len 8 --train-size 50 --valid-size 5
