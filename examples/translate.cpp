@@ -8,6 +8,8 @@
 //   echo "04/03/2025" | ./build/examples/translate --run runs/dates --beam 4
 //   ./build/examples/translate --run runs/dates --sample --top-p 0.9 --seed 3 "4 mar 2025"
 //   ./build/examples/translate --run runs/mine --ref test.en < test.de > test.out
+//   ./build/examples/translate --run runs/dates --checkpoint 2500 "4 mar 2025"
+//   ./build/examples/translate --run runs/dates/checkpoints/step-00003000 "4 mar 2025"
 //
 // --ref FILE scores the outputs against its lines, one reference per source, with corpus BLEU
 // and chrF as sacreBLEU computes them by default (tapegrad/metrics/translation.h), printed on
@@ -137,7 +139,10 @@ int main(int argc, char** argv) {
     examples::Flags f(argc, argv,
                       "translate: decode with a trained MiniTransformer\n"
                       "usage: translate --run DIR [--beam N] [SOURCE ...]  (stdin when no SOURCE)");
-    const std::string dir = f.text("run", "runs/dates", "directory written by train");
+    const std::string dir =
+        f.text("run", "runs/dates", "a run folder written by train, or one of its checkpoints");
+    const std::string checkpoint =
+        f.text("checkpoint", "latest", "the run's checkpoint: latest, or a step it keeps");
     const int64_t beam = f.integer("beam", 1, "beam width (1: greedy)", 1, 64);
     const int64_t max_len = f.integer(
         "max-len", 64, "most tokens to generate, <eos> included (at most the model's max_len)", 1,
@@ -164,7 +169,7 @@ int main(int argc, char** argv) {
     if (beam == 1 && f.given("length-penalty"))
       throw examples::FlagError("--length-penalty has no effect without --beam N, N > 1");
     set_num_threads(static_cast<int>(threads));
-    train::LoadedModel run = train::load_run(dir);
+    train::LoadedModel run = train::load_run(dir, checkpoint);
     const nn::GenerateOptions options{.max_len = std::min(max_len, run.model->config().max_len),
                                       .beam = beam,
                                       .length_penalty = length_penalty,

@@ -131,9 +131,44 @@ std::string latest_checkpoint(const std::string& dir) {
   return path;
 }
 
-LoadedModel load_run(const std::string& dir) {
+namespace {
+// The checkpoint folder `checkpoint` names in `dir`: see load_run.
+std::string checkpoint_in(const std::string& dir, const std::string& checkpoint) {
+  const bool folder = fs::exists(dir + "/config.json") && !fs::exists(dir + "/" + kLatest);
+  if (folder) {
+    if (checkpoint != "latest")
+      fail(dir,
+           fmt::format("a checkpoint folder itself, so it has no checkpoint '{}'", checkpoint));
+    return dir;
+  }
+  if (checkpoint == "latest") return latest_checkpoint(dir);
+  const bool digits = !checkpoint.empty() && checkpoint.size() <= 8 &&
+                      checkpoint.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits)
+    fail(fmt::format("checkpoint '{}'", checkpoint.substr(0, 40)),
+         "expected latest or a step number");
+  const std::string path =
+      fmt::format("{}/{}/{}", dir, kCheckpoints, step_name(std::stoll(checkpoint)));
+  if (!fs::is_directory(fs::symlink_status(path))) {
+    std::vector<std::string> steps;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir + "/" + kCheckpoints, ec)) {
+      if (const int64_t step = step_of(e.path().filename().string()); step >= 0)
+        steps.push_back(std::to_string(step));
+    }
+    std::sort(steps.begin(), steps.end(), [](const std::string& a, const std::string& b) {
+      return std::stoll(a) < std::stoll(b);
+    });
+    fail(dir, fmt::format("no checkpoint of step {}; it keeps {}", checkpoint,
+                          steps.empty() ? "none" : fmt::format("{}", fmt::join(steps, ", "))));
+  }
+  return path;
+}
+}  // namespace
+
+LoadedModel load_run(const std::string& dir, const std::string& checkpoint) {
   LoadedModel run;
-  run.checkpoint = latest_checkpoint(dir);
+  run.checkpoint = checkpoint_in(dir, checkpoint);
   Pretrained p = load_pretrained(run.checkpoint);
   const auto step = p.metadata.find("step");
   const std::string weights = run.checkpoint + "/model.safetensors";

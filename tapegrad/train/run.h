@@ -68,9 +68,10 @@ struct LoadedModel {
   int64_t step = 0;
 };
 
-// Loads the newest checkpoint's model (in eval mode) and vocabularies through load_pretrained,
-// and its step.
-LoadedModel load_run(const std::string& dir);
+// Loads a checkpoint's model (in eval mode) and vocabularies through load_pretrained, and its
+// step. `dir` is a run folder, whose checkpoint `checkpoint` names ("latest", or a step such as
+// "300"), or a checkpoint folder itself (config.json beside model.safetensors), read as it is.
+LoadedModel load_run(const std::string& dir, const std::string& checkpoint = "latest");
 
 // The trainer's side of a checkpoint (trainer.json).
 struct TrainerState {

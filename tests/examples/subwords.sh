@@ -41,6 +41,16 @@ cmp -s "$dir/valid.tsv" "$dir/own/valid.tsv" && cmp -s "$dir/test.tsv" "$dir/own
   fail "own splits: the run does not keep the files given"
 out=$("$train" --out "$dir/own" --resume --steps 60 --reschedule 2>&1) || fail "own resume: $out"
 [[ $out == *"test (50 pairs): "* ]] || fail "own splits: no test after the resume: $out"
+# translate reads any checkpoint the run keeps, or a checkpoint folder itself
+src=$(head -n 1 "$dir/test.tsv" | cut -f1)
+"$translate" --run "$dir/own" --checkpoint 40 "$src" > /dev/null || fail "--checkpoint 40"
+"$translate" --run "$dir/own/checkpoints/step-00000060" "$src" > /dev/null ||
+  fail "a checkpoint folder as --run"
+by_folder=$("$translate" --run "$dir/own/checkpoints/step-00000060" "$src")
+by_run=$("$translate" --run "$dir/own" "$src")
+[[ $by_folder == "$by_run" ]] || fail "the latest checkpoint read two ways differs: $by_folder, $by_run"
+out=$("$translate" --run "$dir/own" --checkpoint 7 "$src" 2>&1) && fail "--checkpoint 7 accepted"
+[[ $out == *"$dir/own: no checkpoint of step 7; it keeps 40, 60"* ]] || fail "--checkpoint 7: $out"
 # two training pairs back through the saved vocabularies
 mapfile -t pairs < <(head -n 2 "$dir/bpe/train.tsv")
 got=$("$translate" --run "$dir/bpe" "${pairs[0]%%$'\t'*}" "${pairs[1]%%$'\t'*}") ||
