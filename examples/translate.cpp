@@ -132,6 +132,17 @@ void score(const std::string& path) {
              metrics::corpus_chrf(g_outputs, {refs}), path, refs.size());
 }
 
+// Flags that would have no effect in the combination given.
+void check_combinations(const examples::Flags& f, bool sample, int64_t beam) {
+  if (sample && beam > 1) throw examples::FlagError("--sample and --beam exclude each other");
+  for (const char* name : {"temperature", "top-k", "top-p", "seed"}) {
+    if (!sample && f.given(name))
+      throw examples::FlagError(fmt::format("--{} has no effect without --sample", name));
+  }
+  if (beam == 1 && f.given("length-penalty"))
+    throw examples::FlagError("--length-penalty has no effect without --beam N, N > 1");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,13 +172,7 @@ int main(int argc, char** argv) {
     const std::string ref = f.text("ref", "", "score the outputs against this file's lines");
     f.takes_arguments();
     if (!f.finish()) return 0;
-    if (sample && beam > 1) throw examples::FlagError("--sample and --beam exclude each other");
-    for (const char* name : {"temperature", "top-k", "top-p", "seed"}) {
-      if (!sample && f.given(name))
-        throw examples::FlagError(fmt::format("--{} has no effect without --sample", name));
-    }
-    if (beam == 1 && f.given("length-penalty"))
-      throw examples::FlagError("--length-penalty has no effect without --beam N, N > 1");
+    check_combinations(f, sample, beam);
     set_num_threads(static_cast<int>(threads));
     train::LoadedModel run = train::load_run(dir, checkpoint);
     const nn::GenerateOptions options{.max_len = std::min(max_len, run.model->config().max_len),
