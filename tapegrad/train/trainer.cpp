@@ -285,7 +285,7 @@ StepResult Trainer::step(int signal) {
 
 Metrics Trainer::evaluate() {
   TG_CHECK(world_.is_root(), "Trainer::evaluate: process 0 alone evaluates");
-  const Metrics m = score(split_.valid, valid_set_);
+  const Metrics m = score(split_.valid, valid_set_, &last_outputs_);
   if (eval_log_) {
     eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(),
                                  m.loss, m.token_accuracy, m.exact_match, m.bleu, m.chrf));
@@ -299,9 +299,11 @@ Metrics Trainer::test() {
   return score(split_.test, test_set_);
 }
 
-// The metrics of `examples` (encoded: `encoded`), BLEU and chrF against their target text.
+// The metrics of `examples` (encoded: `encoded`), BLEU and chrF against their target text; the
+// decoded outputs go to `texts` when given.
 Metrics Trainer::score(const std::vector<data::Example>& examples,
-                       const std::vector<data::EncodedExample>& encoded) {
+                       const std::vector<data::EncodedExample>& encoded,
+                       std::vector<std::string>* texts) {
   std::vector<std::vector<int64_t>> outputs;
   Metrics m = train::evaluate(*model_, encoded, 100, &outputs);
   std::vector<std::string> hypotheses, references;
@@ -311,6 +313,7 @@ Metrics Trainer::score(const std::vector<data::Example>& examples,
   }
   m.bleu = metrics::corpus_bleu(hypotheses, {references}).score;
   m.chrf = metrics::corpus_chrf(hypotheses, {references});
+  if (texts) *texts = std::move(hypotheses);
   return m;
 }
 
@@ -378,6 +381,18 @@ std::vector<viz::Sample> Trainer::report(const Metrics& last) {
     if (i < 4 && !out.empty() && static_cast<int64_t>(out.size()) < model_->config().max_len)
       draw_attention(out, src, i, report.samples.back().predicted, report.heatmap_files);
   }
+  // the mistakes of the last validation, past the samples above
+  int64_t wrong = 0;
+  for (size_t i = 0; i < last_outputs_.size(); ++i) {
+    const data::Example& e = split_.valid[i];
+    if (last_outputs_[i] == e.target) continue;
+    ++wrong;
+    if (i >= report.samples.size() && report.mistakes.size() < 20)
+      report.mistakes.push_back({e.source, e.target, last_outputs_[i]});
+  }
+  report.mistakes_of =
+      fmt::format("{} of {} wrong at step {}; the first {} past the samples", wrong,
+                  last_outputs_.size(), step_count(), report.mistakes.size());
   // the whole run's curves, the steps before a resume included, from loss.tsv and eval.tsv
   const EvalCurves eval = read_eval_curves(run_dir_->file("eval.tsv"));
   viz::Curves curves{.train = read_loss_curve(run_dir_->file("loss.tsv")), .valid = eval.loss};

@@ -152,7 +152,9 @@ class Trainer {
   data::Vocabulary src_vocab_{data::Level::Char}, tgt_vocab_{data::Level::Char};
   data::CorpusSplit split_;
   Metrics score(const std::vector<data::Example>& examples,
-                const std::vector<data::EncodedExample>& encoded);
+                const std::vector<data::EncodedExample>& encoded,
+                std::vector<std::string>* texts = nullptr);
+  std::vector<std::string> last_outputs_;  // of the held-out sources, at the last evaluate()
   std::vector<data::EncodedExample> train_set_, valid_set_, test_set_;
   std::unique_ptr<optim::Adam> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;

@@ -299,17 +299,20 @@ std::string report_html(const ReportData& d) {
   if (!d.scores_file.empty())
     html += fmt::format("<h2>BLEU and chrF</h2>\n<img src=\"{}\" alt=\"BLEU and chrF curves\">\n",
                         escape(d.scores_file));
-  if (!d.samples.empty()) {
-    html +=
-        "<h2>Held-out samples</h2>\n<table><tr><th>input</th><th>expected</th>"
-        "<th>predicted</th></tr>\n";
-    for (const Sample& s : d.samples) {
+  const auto table = [&](const std::string& heading, const std::vector<Sample>& rows) {
+    if (rows.empty()) return;
+    html += fmt::format(
+        "<h2>{}</h2>\n<table><tr><th>input</th><th>expected</th><th>predicted</th></tr>\n",
+        escape(heading));
+    for (const Sample& s : rows) {
       html += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                           s.expected == s.predicted ? "" : " class=\"bad\"", escape(s.source),
                           escape(s.expected), escape(s.predicted));
     }
     html += "</table>\n";
-  }
+  };
+  table("Held-out samples", d.samples);
+  table(fmt::format("Held-out mistakes ({})", d.mistakes_of), d.mistakes);
   if (!d.heatmap_files.empty()) html += "<h2>Cross-attention of the last decoder layer</h2>\n";
   for (const std::string& f : d.heatmap_files)
     html += fmt::format("<p><img src=\"{}\" alt=\"attention heatmap\"></p>\n", escape(f));

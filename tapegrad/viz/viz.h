@@ -78,6 +78,9 @@ struct ReportData {
   std::string scores_file;  // BLEU and chrF over the run, or none
   std::vector<std::string> heatmap_files;
   std::vector<Sample> samples;  // a mismatch is highlighted
+  // Held-out examples the model gets wrong, and what they are of: "12 of 500 wrong"
+  std::vector<Sample> mistakes;
+  std::string mistakes_of;
 };
 
 // One HTML page that fits a browser window: images scale down to the column's width.

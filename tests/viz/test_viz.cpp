@@ -116,4 +116,10 @@ TEST_CASE("the report shows the config as a table and scales its images", "[viz]
   CHECK(html.find("img{max-width:100%") != std::string::npos);
   CHECK(html.find("a&lt;b") != std::string::npos);
   CHECK(html.find("class=\"bad\"><td>c</td>") != std::string::npos);  // the mismatch
+  CHECK(html.find("Held-out mistakes") == std::string::npos);             // none given
+  d.mistakes = {{"x", "y", "z"}};
+  d.mistakes_of = "1 of 2 wrong";
+  const std::string with = viz::report_html(d);
+  CHECK(with.find("<h2>Held-out mistakes (1 of 2 wrong)</h2>") != std::string::npos);
+  CHECK(with.find("class=\"bad\"><td>x</td><td>y</td><td>z</td>") != std::string::npos);
 }
