@@ -135,6 +135,10 @@ int run(const examples::TrainSettings& s, const parallel::World& world) {
       fmt::print("{}; each takes its slice of the global batch of {}\n", world.describe(),
                  s.trainer.batch);
     }
+    const double passes = static_cast<double>(s.trainer.steps * s.trainer.batch) /
+                          static_cast<double>(trainer.split().train.size());
+    fmt::print("{} steps of {} pairs: {:.3g} passes over the training pairs{}\n", s.trainer.steps,
+               s.trainer.batch, passes, passes < 1 ? ", not one whole pass (raise --steps)" : "");
   }
   return train_steps(s, world, trainer);
 }

@@ -87,9 +87,11 @@ std::string duration(double seconds) {
 }
 
 std::string Metrics::describe() const {
+  const std::string smoothed =
+      smoothed_loss != loss ? fmt::format(" (smoothed {:.4f})", smoothed_loss) : "";
   return fmt::format(
-      "loss {:.4f}, token accuracy {:.2f}%, exact match {:.2f}%, BLEU {:.2f}, chrF {:.2f}", loss,
-      100 * token_accuracy, 100 * exact_match, bleu, chrf);
+      "loss {:.4f}{}, token accuracy {:.2f}%, exact match {:.2f}%, BLEU {:.2f}, chrF {:.2f}", loss,
+      smoothed, 100 * token_accuracy, 100 * exact_match, bleu, chrf);
 }
 
 std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
@@ -103,13 +105,14 @@ std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double l
 }
 
 Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExample>& valid,
-                 int64_t batch_size, std::vector<std::vector<int64_t>>* outputs) {
+                 int64_t batch_size, std::vector<std::vector<int64_t>>* outputs,
+                 double label_smoothing) {
   Metrics m;
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   int64_t tokens = 0, correct_tokens = 0, exact = 0;
-  double loss_sum = 0;
+  double loss_sum = 0, smoothed_sum = 0;
   for (size_t start = 0; start < valid.size(); start += batch_size) {
     std::vector<const data::EncodedExample*> members;
     for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
@@ -118,10 +121,14 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
     const Tensor logits = nn::call(model, b.src, b.tgt_in);
     const int64_t V = logits.size(2);
     const Tensor flat_targets = reshape(b.tgt_out, {-1});
-    loss_sum += cross_entropy(reshape(logits, {-1, V}), flat_targets,
-                              {.ignore_index = data::Vocabulary::kPad})
-                    .item() *
-                static_cast<double>(b.target_tokens);
+    const auto summed_loss = [&](double smoothing) {  // over the batch's target tokens
+      return cross_entropy(reshape(logits, {-1, V}), flat_targets,
+                           {.ignore_index = data::Vocabulary::kPad, .label_smoothing = smoothing})
+                 .item() *
+             static_cast<double>(b.target_tokens);
+    };
+    loss_sum += summed_loss(0);
+    if (label_smoothing > 0) smoothed_sum += summed_loss(label_smoothing);
     const auto predicted = argmax(logits, -1).to_vector<int64_t>();
     const auto expected = flat_targets.to_vector<int64_t>();
     for (size_t i = 0; i < expected.size(); ++i) {
@@ -138,6 +145,7 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
   }
   model.train(was_training);
   m.loss = loss_sum / static_cast<double>(tokens);
+  m.smoothed_loss = label_smoothing > 0 ? smoothed_sum / static_cast<double>(tokens) : m.loss;
   m.token_accuracy = static_cast<double>(correct_tokens) / static_cast<double>(tokens);
   m.exact_match = static_cast<double>(exact) / static_cast<double>(valid.size());
   return m;
@@ -305,7 +313,7 @@ Metrics Trainer::score(const std::vector<data::Example>& examples,
                        const std::vector<data::EncodedExample>& encoded,
                        std::vector<std::string>* texts) {
   std::vector<std::vector<int64_t>> outputs;
-  Metrics m = train::evaluate(*model_, encoded, 100, &outputs);
+  Metrics m = train::evaluate(*model_, encoded, 100, &outputs, options_.label_smoothing);
   std::vector<std::string> hypotheses, references;
   for (size_t i = 0; i < outputs.size(); ++i) {
     hypotheses.push_back(tgt_vocab_.decode(outputs[i]));

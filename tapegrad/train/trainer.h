@@ -57,16 +57,20 @@ std::string duration(double seconds);
 
 struct Metrics {
   double loss = 0, token_accuracy = 0;  // teacher-forced
+  double smoothed_loss = 0;             // the loss with training's label smoothing
   double exact_match = 0;               // of greedy decoding, a fraction
   double bleu = 0, chrf = 0;            // of greedy decoding, 0 to 100 (metrics/translation.h)
-  // "loss 0.4123, token accuracy 91.20%, exact match 64.00%, BLEU 45.21, chrF 60.12"
+  // "loss 0.4123 (smoothed 0.7412), token accuracy 91.20%, exact match 64.00%, BLEU 45.21,
+  // chrF 60.12", the smoothed loss when it differs
   std::string describe() const;
 };
 
-// Teacher-forced loss and token accuracy on `valid`, plus exact match by greedy decoding, whose
+// Teacher-forced loss (and with `label_smoothing`, as training sees it) and token accuracy on
+// `valid`, plus exact match by greedy decoding, whose
 // outputs go to `outputs` when given (BLEU and chrF need text: Trainer::evaluate scores them).
 Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExample>& valid,
-                 int64_t batch_size, std::vector<std::vector<int64_t>>* outputs = nullptr);
+                 int64_t batch_size, std::vector<std::vector<int64_t>>* outputs = nullptr,
+                 double label_smoothing = 0);
 
 struct TrainerOptions {
   std::string out;           // the run folder; empty: in memory (no files, no checkpoint or report)

@@ -138,7 +138,7 @@ expect_stdin "stdin:1: a line longer than 65536 bytes; stopping" "yes | tr -d '\
 expect_stdin "stdin:3: a NUL byte at byte 2" "printf 'abc\ndef\nx\0y\n'"
 # flags: unknown ones list the flags; ones without effect are refused; a default that does not
 # fit the run adapts and says so
-expect 2 "--bogus: unknown flag; the flags are --run --beam" -- "$translate" --run "$dir/good" --bogus 1 abc
+expect 2 "--bogus: unknown flag; the flags are --run --checkpoint --beam" -- "$translate" --run "$dir/good" --bogus 1 abc
 expect 2 "--temperature has no effect without --sample" -- "$translate" --run "$dir/good" --temperature 0.5 abc
 expect 2 "--top-p has no effect without --sample" -- "$translate" --run "$dir/good" --top-p 0.5 abc
 expect 2 "--length-penalty has no effect without --beam" -- "$translate" --run "$dir/good" --length-penalty 1 abc

@@ -58,6 +58,9 @@ TEST_CASE("an in-memory trainer steps, evaluates and writes nothing") {
   const train::Metrics m = trainer.evaluate();
   CHECK(m.token_accuracy > 0);
   CHECK(m.chrf > 0);  // scored on the decoded text
+  // the loss as training sees it (label smoothing 0.1, TrainerOptions' default) beside the plain
+  CHECK(m.smoothed_loss > m.loss);
+  CHECK_THAT(m.describe(), Catch::Contains(fmt::format("(smoothed {:.4f})", m.smoothed_loss)));
   CHECK(m.chrf <= 100);
   CHECK(trainer.path().empty());
   CHECK_THROWS_WITH(trainer.checkpoint(),
