@@ -116,7 +116,7 @@ TEST_CASE("the report shows the config as a table and scales its images", "[viz]
   CHECK(html.find("img{max-width:100%") != std::string::npos);
   CHECK(html.find("a&lt;b") != std::string::npos);
   CHECK(html.find("class=\"bad\"><td>c</td>") != std::string::npos);  // the mismatch
-  CHECK(html.find("Held-out mistakes") == std::string::npos);             // none given
+  CHECK(html.find("Held-out mistakes") == std::string::npos);         // none given
   d.mistakes = {{"x", "y", "z"}};
   d.mistakes_of = "1 of 2 wrong";
   const std::string with = viz::report_html(d);
