@@ -124,11 +124,48 @@ std::array<Counts, 4> word_ngrams(const std::vector<std::u32string>& words) {
   return counts;
 }
 
+// 13a's tokens of a line, as code points (tokenize_13a joins them).
+std::vector<std::u32string> words_13a(std::u32string s) {
+  replace_all(s, U"<skipped>", U"");
+  replace_all(s, U"-\n", U"");
+  replace_all(s, U"\n", U" ");
+  replace_all(s, U"&quot;", U"\"");
+  replace_all(s, U"&amp;", U"&");
+  replace_all(s, U"&lt;", U"<");
+  replace_all(s, U"&gt;", U">");
+  std::u32string spaced = U" ";
+  for (const char32_t c : s) {
+    if (is_symbol(c)) {
+      spaced += {U' ', c, U' '};
+    } else {
+      spaced.push_back(c);
+    }
+  }
+  spaced.push_back(U' ');
+  const auto period = [](char32_t c) { return c == U'.' || c == U','; };
+  spaced = pairs(
+      spaced, [&](char32_t a, char32_t b) { return !is_digit(a) && period(b); },
+      [](char32_t a, char32_t b) {
+        return std::u32string{a, U' ', b, U' '};
+      });
+  spaced = pairs(
+      spaced, [&](char32_t a, char32_t b) { return period(a) && !is_digit(b); },
+      [](char32_t a, char32_t b) {
+        return std::u32string{U' ', a, U' ', b};
+      });
+  spaced = pairs(
+      spaced, [](char32_t a, char32_t b) { return is_digit(a) && b == U'-'; },
+      [](char32_t a, char32_t b) {
+        return std::u32string{a, U' ', b, U' '};
+      });
+  return split(spaced);
+}
+
 // A line as BLEU reads it: trailing whitespace removed, then tokenised.
 std::vector<std::u32string> bleu_words(const std::string& line) {
   std::u32string s = code_points(line);
   while (!s.empty() && is_space(s.back())) s.pop_back();
-  return split(code_points(tokenize_13a(utf8(s))));
+  return words_13a(std::move(s));
 }
 
 // The BLEU statistics of one line against its references, added to `b`.
@@ -227,41 +264,9 @@ std::u32string squeezed(const std::string& line) {
 }  // namespace
 
 std::string tokenize_13a(std::string_view line) {
-  std::u32string s = code_points(line);
-  replace_all(s, U"<skipped>", U"");
-  replace_all(s, U"-\n", U"");
-  replace_all(s, U"\n", U" ");
-  replace_all(s, U"&quot;", U"\"");
-  replace_all(s, U"&amp;", U"&");
-  replace_all(s, U"&lt;", U"<");
-  replace_all(s, U"&gt;", U">");
-  std::u32string spaced = U" ";
-  for (const char32_t c : s) {
-    if (is_symbol(c)) {
-      spaced += {U' ', c, U' '};
-    } else {
-      spaced.push_back(c);
-    }
-  }
-  spaced.push_back(U' ');
-  const auto period = [](char32_t c) { return c == U'.' || c == U','; };
-  spaced = pairs(
-      spaced, [&](char32_t a, char32_t b) { return !is_digit(a) && period(b); },
-      [](char32_t a, char32_t b) {
-        return std::u32string{a, U' ', b, U' '};
-      });
-  spaced = pairs(
-      spaced, [&](char32_t a, char32_t b) { return period(a) && !is_digit(b); },
-      [](char32_t a, char32_t b) {
-        return std::u32string{U' ', a, U' ', b};
-      });
-  spaced = pairs(
-      spaced, [](char32_t a, char32_t b) { return is_digit(a) && b == U'-'; },
-      [](char32_t a, char32_t b) {
-        return std::u32string{a, U' ', b, U' '};
-      });
   std::u32string joined;
-  for (const std::u32string& word : split(spaced)) joined += (joined.empty() ? U"" : U" ") + word;
+  for (const std::u32string& word : words_13a(code_points(line)))
+    joined += (joined.empty() ? U"" : U" ") + word;
   return utf8(joined);
 }
 
