@@ -10,7 +10,9 @@
 //
 // Output in --out (the layout, how checkpoints are committed and how a run is never written
 // over: tapegrad/train/run.h; the default folder is numbered past the ones that exist): checkpoints
-// every --save-every steps and at the end, loss.tsv (step, loss, learning rate), loss.svg,
+// every --save-every steps and at the end (the newest --keep-checkpoints kept), the best
+// validation's by --best-metric as `best` (translate's default; --patience N stops the run after
+// N validations without a better one), loss.tsv (step, loss, learning rate), loss.svg,
 // one heatmap per sample (cross-attention per head), report.html, and the data split as
 // train.tsv / valid.tsv. Ctrl-C or SIGTERM saves a checkpoint and exits non-zero; kill -9 loses
 // only the steps since the last one. --resume continues from the newest checkpoint with the
@@ -59,11 +61,23 @@ int train_steps(const examples::TrainSettings& s, const parallel::World& world,
     const int64_t step = r.step;
     if (root && (tty || step % 100 == 0 || step == steps))
       fmt::print(stderr, "{}{}{}", tty ? "\r" : "", trainer.progress(), tty ? "  " : "\n");
-    if (root && (step % s.eval_every == 0 || step == steps)) {
-      last = trainer.evaluate();
-      fmt::print(stderr, "{}validation at step {}: {}\n", tty ? "\n" : "", step, last.describe());
+    if (step % s.eval_every == 0 || step == steps) {
+      last = trainer.evaluate();  // every process: they agree on stopping early
+      if (root) {
+        fmt::print(stderr, "{}validation at step {}: {}{}\n", tty ? "\n" : "", step,
+                   last.describe(), trainer.best_step() == step ? " (best so far)" : "");
+      }
     }
     if (root && s.save_every > 0 && step % s.save_every == 0) trainer.checkpoint();
+    if (trainer.stopped_early()) {
+      if (root) {
+        fmt::print(stderr,
+                   "stopping early at step {}: {} validations in a row no better than the best, "
+                   "{} (--patience {})\n",
+                   step, s.trainer.patience, trainer.describe_best(), s.trainer.patience);
+      }
+      break;
+    }
     if (r.signal != 0 ||
         (s.stop_after > 0 && step - trainer.first_step() + 1 == s.stop_after && step < steps)) {
       if (!root) return r.signal != 0 ? 128 + r.signal : 0;
@@ -80,13 +94,15 @@ int train_steps(const examples::TrainSettings& s, const parallel::World& world,
   const double elapsed = trainer.seconds();
   trainer.checkpoint();
   // what it learned
-  const int64_t done = steps - trainer.first_step() + 1;
+  const int64_t done = trainer.step_count() - trainer.first_step() + 1;
   fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", done, train::duration(elapsed),
              static_cast<double>(done) / elapsed);
-  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}, chrF {:.2f}\n\n",
+  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}, chrF {:.2f}\n",
              100 * last.exact_match, 100 * last.token_accuracy, last.bleu, last.chrf);
+  fmt::print("best checkpoint: {} (translate uses it)\n\n", trainer.describe_best());
   if (!trainer.split().test.empty()) {
-    fmt::print("test ({} pairs): {}\n\n", trainer.split().test.size(), trainer.test().describe());
+    fmt::print("test ({} pairs, best checkpoint): {}\n\n", trainer.split().test.size(),
+               trainer.test().describe());
   }
   for (const viz::Sample& e : trainer.report(last)) {
     fmt::print("  {:<36} -> {:<12} {}\n", e.source, e.predicted,

@@ -16,11 +16,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The flags that may change from one invocation of a run to the next; the others define the
-// run (train::RunFlags): saved with every checkpoint, compared with those given to --resume.
-const std::set<std::string> kPerInvocation = {
-    "out",        "resume",     "replace", "reschedule",      "strict",   "stop-after",
-    "save-every", "eval-every", "threads", "allow-nonfinite", "bucket-kb"};
+// The flags of one invocation alone; the others are the run's (train::RunFlags): saved with every
+// checkpoint, the defaults of a --resume, and compared with those it is given (a few may change:
+// train::check_resume_flags).
+const std::set<std::string> kPerInvocation = {"out",        "resume",          "replace",
+                                              "reschedule", "strict",          "stop-after",
+                                              "threads",    "allow-nonfinite", "bucket-kb"};
 
 // Bounds on the flags: each well past what a run on one CPU machine uses, so that a typo
 // (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
@@ -49,6 +50,10 @@ void check_combinations(TrainSettings& s, const Flags& f) {
   if (t.schedule != "cosine" && t.schedule != "noam" && t.schedule != "constant") {
     throw FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
                                 f.label("schedule"), t.schedule));
+  }
+  if (!train::is_best_metric(t.best_metric)) {
+    throw FlagError(fmt::format("{}: expected loss, bleu, chrf, exact or accuracy, got '{}'",
+                                f.label("best-metric"), t.best_metric));
   }
   if (t.lr <= 0) throw FlagError(fmt::format("{}: must be positive, got 0", f.label("lr")));
   if (s.model.d_model % s.model.heads != 0) {
@@ -148,6 +153,15 @@ void read_training_flags(Flags& f, TrainSettings& s) {
   d.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
   d.valid_size = f.integer("valid-size", 500, "held-out examples", 1, kMaxExamples);
   s.eval_every = f.integer("eval-every", 500, "steps between validations", 1, kMaxSteps);
+  t.best_metric = f.text("best-metric", "chrf",
+                         "what the best checkpoint (the one translate uses) is chosen by: loss, "
+                         "bleu, chrf, exact (exact match) or accuracy (token accuracy)");
+  t.patience = f.integer("patience", 0,
+                         "stop once this many validations in a row are no better than the best "
+                         "(0: never)",
+                         0, kMaxSteps);
+  t.keep_checkpoints =
+      f.integer("keep-checkpoints", 2, "the newest checkpoints kept, besides the best", 1, 1000);
   t.lr = f.real("lr", 2e-3, "peak learning rate", 0, 10);
   t.schedule = f.text("schedule", "cosine",
                       "cosine (warmup + cosine decay), noam (the paper's) or constant");

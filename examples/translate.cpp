@@ -8,6 +8,7 @@
 //   echo "04/03/2025" | ./build/examples/translate --run runs/dates --beam 4
 //   ./build/examples/translate --run runs/dates --sample --top-p 0.9 --seed 3 "4 mar 2025"
 //   ./build/examples/translate --run runs/mine --ref test.en < test.de > test.out
+//   ./build/examples/translate --run runs/dates --checkpoint latest "4 mar 2025"
 //   ./build/examples/translate --run runs/dates --checkpoint 2500 "4 mar 2025"
 //   ./build/examples/translate --run runs/dates/checkpoints/step-00003000 "4 mar 2025"
 //
@@ -153,7 +154,8 @@ int main(int argc, char** argv) {
     const std::string dir =
         f.text("run", "runs/dates", "a run folder written by train, or one of its checkpoints");
     const std::string checkpoint =
-        f.text("checkpoint", "latest", "the run's checkpoint: latest, or a step it keeps");
+        f.text("checkpoint", "best",
+               "the run's checkpoint: best (by its validations), latest, or a step it keeps");
     const int64_t beam = f.integer("beam", 1, "beam width (1: greedy)", 1, 64);
     const int64_t max_len = f.integer(
         "max-len", 64, "most tokens to generate, <eos> included (at most the model's max_len)", 1,

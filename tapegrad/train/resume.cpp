@@ -16,11 +16,11 @@ namespace tapegrad::train {
 namespace {
 
 // Flags added after runs were first saved, with the value such a run had.
-const RunFlags kLaterFlags = {{"vocab-size", "1000"},
-                              {"shared-vocab", "false"},
-                              {"processes", "1"},
-                              {"valid", ""},
-                              {"test", ""}};
+const RunFlags kLaterFlags = {{"vocab-size", "1000"}, {"shared-vocab", "false"},
+                              {"processes", "1"},     {"valid", ""},
+                              {"test", ""},           {"best-metric", "chrf"},
+                              {"patience", "0"},      {"keep-checkpoints", "2"},
+                              {"eval-every", "500"},  {"save-every", "500"}};
 
 std::optional<std::string> saved_value(const RunFlags& saved, const std::string& name) {
   if (const auto it = saved.find(name); it != saved.end()) return it->second;
@@ -31,6 +31,7 @@ std::optional<std::string> saved_value(const RunFlags& saved, const std::string&
 // The conflict of one flag the run keeps, or nothing.
 std::optional<std::string> conflict(const RunFlags& saved, const std::string& name,
                                     const std::string& value, const std::set<std::string>& free) {
+  if (free.contains(name)) return std::nullopt;
   const auto it = saved.find(name);
   if (it == saved.end()) {
     const auto old = saved_value(saved, name);
@@ -38,7 +39,7 @@ std::optional<std::string> conflict(const RunFlags& saved, const std::string& na
     if (*old == value) return std::nullopt;
     return fmt::format("--{}: the run has {} (saved before the flag), got {}", name, *old, value);
   }
-  if (it->second == value || free.contains(name)) return std::nullopt;
+  if (it->second == value) return std::nullopt;
   if (name == "processes") {
     return fmt::format("the run was trained by {} processes, this is {} (mpirun -np {} resumes it)",
                        it->second, value, it->second);
@@ -87,7 +88,8 @@ void check_resume_flags(const std::string& dir, const RunFlags& saved, const Run
                                       latest_checkpoint(dir), name.substr(0, 40)));
     }
   }
-  std::set<std::string> free = {"steps"};
+  std::set<std::string> free = {"steps", "patience", "keep-checkpoints", "eval-every",
+                                "save-every"};
   if (reschedule) free.insert({"schedule", "lr", "warmup"});
   for (const auto& [name, value] : given) {
     if (auto c = conflict(saved, name, value, free)) conflicts.push_back(std::move(*c));
@@ -146,6 +148,15 @@ std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& 
     throw ResumeConflict(
         fmt::format("the run in {} finished at step {} of {}; give a larger --steps to train on",
                     dir, done, steps));
+  }
+  const BestValidation& best = resumed.state.best;
+  const auto patience =
+      given.contains("patience") ? number(given, "patience", "the flags given") : 0;
+  if (patience > 0 && static_cast<double>(best.since) >= patience) {
+    throw ResumeConflict(fmt::format(
+        "the run in {} stopped early at step {}: its last {} validations were no better than "
+        "the best, at step {}; give a larger --patience (or 0) to train on",
+        dir, done, best.since, best.step));
   }
   const auto old = schedule_of(saved, resumed.loaded.checkpoint + "/trainer.json");
   const auto now = schedule_of(given, "the flags given");

@@ -22,7 +22,7 @@ namespace tapegrad::train {
 // the number of processes), as canonical text ("0.002", "true"). These names are read here:
 // d-model, heads, d-ff, encoder-layers, decoder-layers, max-len, dropout, pre-norm (the model),
 // level, vocab-size, shared-vocab (the vocabularies), schedule, lr, warmup, steps (the
-// schedule) and processes.
+// schedule), patience and processes.
 using RunFlags = std::map<std::string, std::string>;
 
 // The flags given to a resume conflict with the run: the caller's to correct (the train program
@@ -33,8 +33,9 @@ class ResumeConflict : public RunError {
 };
 
 // Every flag the run in `dir` keeps must be given as the run has it, except steps (checked by
-// check_schedule) and, with `reschedule`, the schedule's (schedule, lr, warmup); the number of
-// processes must be the run's. Throws ResumeConflict listing every conflict.
+// check_schedule), eval-every, save-every, patience and keep-checkpoints (saved as the run's
+// defaults, free to change) and, with `reschedule`, the schedule's (schedule, lr, warmup); the
+// number of processes must be the run's. Throws ResumeConflict listing every conflict.
 void check_resume_flags(const std::string& dir, const RunFlags& saved, const RunFlags& given,
                         bool reschedule);
 
@@ -46,8 +47,8 @@ void check_checkpoint(const RunDirectory::Resumed& resumed);
 // The run in `dir`, resumed at the step of its checkpoint, continues its schedule under the
 // given flags. A schedule the given flags change (a cosine schedule over more steps restarts
 // part of its decay) is a ResumeConflict saying what the learning rate does next, unless
-// `reschedule`; then that is returned to be said. Steps not past the checkpoint's are a
-// ResumeConflict.
+// `reschedule`; then that is returned to be said. Steps not past the checkpoint's, and a run
+// that stopped early with a patience the given one does not raise, are a ResumeConflict.
 std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& resumed,
                            const RunFlags& given, bool reschedule);
 

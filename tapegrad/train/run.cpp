@@ -27,12 +27,13 @@ namespace {
 
 constexpr const char* kMarker = ".tapegrad-run";
 constexpr const char* kLatest = "latest";
+constexpr const char* kBest = "best";
 constexpr const char* kCheckpoints = "checkpoints";
 // Whether train writes a file of this name in a run directory (besides the marker and lock).
 bool is_own_name(const std::string& name) {
-  static const std::set<std::string> names = {"train.tsv",   "valid.tsv", "loss.tsv",
-                                              "eval.tsv",    "loss.svg",  "scores.svg",
-                                              "report.html", kLatest,     kCheckpoints};
+  static const std::set<std::string> names = {"train.tsv", "valid.tsv",  "loss.tsv",    "eval.tsv",
+                                              "loss.svg",  "scores.svg", "report.html", kLatest,
+                                              kBest,       kCheckpoints};
   return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
 }
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
@@ -82,9 +83,9 @@ std::string data_digest(const std::string& dir) {
   return fmt::format("{:016x}", h);
 }
 
-// The checkpoint name DIR/latest holds, or "" when there is none yet.
-std::string latest_name(const std::string& dir) {
-  const std::string path = dir + "/" + kLatest;
+// The checkpoint name a pointer file (DIR/latest, DIR/best) holds, or "" when there is none yet.
+std::string pointer_name(const std::string& dir, const char* pointer) {
+  const std::string path = dir + "/" + pointer;
   if (!fs::exists(fs::symlink_status(path))) return "";
   std::string name = read_whole(path);
   if (!name.empty() && name.back() == '\n') name.pop_back();
@@ -92,6 +93,7 @@ std::string latest_name(const std::string& dir) {
     fail(path, fmt::format("expected a name like step-00000300, got '{}'", name.substr(0, 40)));
   return name;
 }
+std::string latest_name(const std::string& dir) { return pointer_name(dir, kLatest); }
 
 std::string encode_state(const std::array<uint64_t, 4>& s) {
   return fmt::format("{} {} {} {}", s[0], s[1], s[2], s[3]);
@@ -136,17 +138,27 @@ namespace {
 std::string checkpoint_in(const std::string& dir, const std::string& checkpoint) {
   const bool folder = fs::exists(dir + "/config.json") && !fs::exists(dir + "/" + kLatest);
   if (folder) {
-    if (checkpoint != "latest")
+    if (checkpoint != "latest" && checkpoint != "best")
       fail(dir,
            fmt::format("a checkpoint folder itself, so it has no checkpoint '{}'", checkpoint));
     return dir;
+  }
+  if (checkpoint == "best") {  // as the latest checkpoint's trainer.json has it
+    const std::string latest = latest_checkpoint(dir);
+    const int64_t best = read_trainer_state(latest).best.step;
+    if (best == 0) return latest;  // the run has not validated yet
+    const std::string path = fmt::format("{}/{}/{}", dir, kCheckpoints, step_name(best));
+    if (!fs::is_directory(fs::symlink_status(path)))
+      fail(latest + "/trainer.json",
+           fmt::format("names step {} the best, whose {} is missing", best, path));
+    return path;
   }
   if (checkpoint == "latest") return latest_checkpoint(dir);
   const bool digits = !checkpoint.empty() && checkpoint.size() <= 8 &&
                       checkpoint.find_first_not_of("0123456789") == std::string::npos;
   if (!digits)
     fail(fmt::format("checkpoint '{}'", checkpoint.substr(0, 40)),
-         "expected latest or a step number");
+         "expected best, latest or a step number");
   const std::string path =
       fmt::format("{}/{}/{}", dir, kCheckpoints, step_name(std::stoll(checkpoint)));
   if (!fs::is_directory(fs::symlink_status(path))) {
@@ -279,16 +291,19 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   }
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) fail(path, "not a JSON object");
-  static const std::set<std::string> keys = {
-      "step", "epoch_index", "loss_log_bytes", "eval_log_bytes", "generators", "flags", "data"};
+  static const std::set<std::string> keys = {"step",           "epoch_index", "loss_log_bytes",
+                                             "eval_log_bytes", "generators",  "flags",
+                                             "data",           "best"};
   for (const auto& [key, value] : j.items()) {
     if (!keys.contains(key)) fail(path, fmt::format("unknown key '{}'", key.substr(0, 40)));
   }
   TrainerState s;
-  auto integer = [&](const char* key, int64_t& out) {
-    const auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
-      fail(path, fmt::format("'{}' must be a non-negative integer", key));
+  // a non-negative integer at `key` of `object` (j, or j's "best"), named as `name`
+  auto integer = [&](const nlohmann::json& object, const char* key, int64_t& out,
+                     const std::string& name) {
+    const auto it = object.find(key);
+    if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
+      fail(path, fmt::format("'{}' must be a non-negative integer", name));
     }
     out = it->get<int64_t>();
   };
@@ -307,13 +322,31 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
       fail(path, fmt::format("'{}' must be a short text", key));
     out = it->get<std::string>();
   };
-  integer("step", s.step);
-  integer("epoch_index", s.epoch_index);
-  integer("loss_log_bytes", s.loss_log_bytes);
-  if (j.contains("eval_log_bytes")) integer("eval_log_bytes", s.eval_log_bytes);
+  integer(j, "step", s.step, "step");
+  integer(j, "epoch_index", s.epoch_index, "epoch_index");
+  integer(j, "loss_log_bytes", s.loss_log_bytes, "loss_log_bytes");
+  if (j.contains("eval_log_bytes"))
+    integer(j, "eval_log_bytes", s.eval_log_bytes, "eval_log_bytes");
   strings("generators", s.generators);
   strings("flags", s.flags);
   optional_text("data", s.data);
+  if (const auto it = j.find("best"); it != j.end()) {  // absent in runs saved before it
+    const nlohmann::json& best = *it;
+    if (!best.is_object()) fail(path, "'best' must be an object");
+    for (const auto& [key, value] : best.items()) {
+      if (key != "step" && key != "since" && key != "value")
+        fail(path, fmt::format("unknown key 'best.{}'", key.substr(0, 40)));
+    }
+    integer(best, "step", s.best.step, "best.step");
+    integer(best, "since", s.best.since, "best.since");
+    const auto value = best.find("value");
+    if (value == best.end() || !value->is_number() || !std::isfinite(value->get<double>()))
+      fail(path, "'best.value' must be a finite number");
+    s.best.value = value->get<double>();
+    if (s.best.step == 0 || s.best.step > s.step)
+      fail(path,
+           fmt::format("'best.step' {} is not a step from 1 to 'step' {}", s.best.step, s.step));
+  }
   for (const auto& [name, text] : s.generators)
     decode_state(text, path + ": generator '" + name + "'");
   return s;
@@ -436,7 +469,9 @@ std::string describe_run(const std::string& dir) {
 }
 
 RunDirectory::RunDirectory(const std::string& dir, Start start,
-                           const std::vector<std::string>& inputs) {
+                           const std::vector<std::string>& inputs, int64_t keep)
+    : keep_(keep) {
+  if (keep < 1) fail(dir, fmt::format("keeping {} checkpoints: at least 1 must be kept", keep));
   if (fs::exists(fs::symlink_status(dir)) && !fs::is_directory(dir)) fail(dir, "not a directory");
   const fs::path root = fs::weakly_canonical(dir);
   for (const std::string& input : inputs) {
@@ -556,6 +591,10 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
                             {"generators", state.generators},
                             {"flags", state.flags},
                             {"data", digest_}};
+  if (state.best.step > 0) {
+    trainer["best"] = {
+        {"step", state.best.step}, {"value", state.best.value}, {"since", state.best.since}};
+  }
   save_pretrained(tmp, model, src_vocab, tgt_vocab, {{"step", std::to_string(state.step)}});
   io::save_safetensors(tmp + "/optimizer.safetensors", optimizer.state());
   io::write_atomic(tmp + "/trainer.json", trainer.dump(1) + "\n");
@@ -567,9 +606,16 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   }
   io::sync_directory(folder);
   io::write_atomic(file(kLatest), name + "\n");
+  if (state.best.step > 0) point_best(state.best.step);
+  // the newest keep_ and the best remain
+  std::vector<std::string> steps;
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string other = entry.path().filename().string();
-    if (step_of(other) >= 0 && other != name && other != previous) remove_path(entry.path());
+    if (step_of(other) >= 0) steps.push_back(other);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = static_cast<size_t>(keep_); i < steps.size(); ++i) {
+    if (step_of(steps[i]) != state.best.step) remove_path(folder + "/" + steps[i]);
   }
   if (!replaces_.empty()) {
     io::exchange_directories(dir_, replaces_);
@@ -581,9 +627,18 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   }
 }
 
+void RunDirectory::point_best(int64_t step) {
+  const std::string name = step_name(step);
+  if (pointer_name(dir_, kBest) == name) return;
+  const std::string path = file(kCheckpoints) + "/" + name;
+  if (!fs::is_directory(fs::symlink_status(path)))
+    fail(file(kBest), fmt::format("would name {}, which is missing", path));
+  io::write_atomic(file(kBest), name + "\n");
+}
+
 RunDirectory::Resumed RunDirectory::resume_model(const std::string& dir) {
   Resumed r;
-  r.loaded = load_run(dir);
+  r.loaded = load_run(dir, "latest");
   r.loaded.model->train();
   r.state = read_trainer_state(r.loaded.checkpoint);
   if (r.state.step != r.loaded.step) {

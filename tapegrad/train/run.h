@@ -22,13 +22,19 @@
 //                                 and a digest of train.tsv and valid.tsv (a resume checks the
 //                                 split with it)
 //   DIR/latest                    "step-00000300": the newest complete checkpoint
+//   DIR/best                      the name of the checkpoint of the best validation so far,
+//                                 by the run's metric, for people and scripts; programs take
+//                                 the best from the latest checkpoint's trainer.json ("best":
+//                                 its step, value, and the validations since)
 //   DIR/loss.svg, scores.svg, attention_*.svg, report.html
 //
 // Committing a checkpoint: its files are written and synced in checkpoints/.step-N.tmp.PID,
-// the folder is renamed to step-N and synced, then `latest` is replaced atomically. Only after
-// that is the checkpoint before the previous one removed, so two complete ones remain.
-// Start-up removes what a killed process left: temporaries, and checkpoints newer than
-// `latest` that were never pointed to.
+// the folder is renamed to step-N and synced, then `latest` is replaced atomically, then `best`
+// when it moves. Only after that are older checkpoints removed: the newest `keep` remain (two by
+// default) and the best. (A kill between `latest` and `best` leaves the file `best` a step behind
+// until a resume; the trainer.json `latest` names is never behind.) Start-up removes what a
+// killed process left: temporaries, and checkpoints newer than `latest` that were never pointed
+// to.
 //
 // A run is never lost to a new one. A new run refuses a DIR that holds a run; --resume
 // continues it, and --replace builds the new run in a sibling folder, .NAME.replace.PID, which
@@ -69,9 +75,17 @@ struct LoadedModel {
 };
 
 // Loads a checkpoint's model (in eval mode) and vocabularies through load_pretrained, and its
-// step. `dir` is a run folder, whose checkpoint `checkpoint` names ("latest", or a step such as
-// "300"), or a checkpoint folder itself (config.json beside model.safetensors), read as it is.
-LoadedModel load_run(const std::string& dir, const std::string& checkpoint = "latest");
+// step. `dir` is a run folder, whose checkpoint `checkpoint` names ("best", "latest", or a step
+// such as "300"; "best" is the latest in a run that has not validated yet), or a checkpoint
+// folder itself (config.json beside model.safetensors), read as it is.
+LoadedModel load_run(const std::string& dir, const std::string& checkpoint);
+
+// The best validation up to a step, by the run's metric (TrainerOptions::best_metric).
+struct BestValidation {
+  int64_t step = 0;  // 0: none yet, or a checkpoint saved before the best was kept
+  double value = 0;
+  int64_t since = 0;  // validations since it that were not better
+};
 
 // The trainer's side of a checkpoint (trainer.json).
 struct TrainerState {
@@ -83,6 +97,7 @@ struct TrainerState {
   std::map<std::string, std::string> flags;  // the flags that define the run, canonical text
   std::string data = "";                     // digest of train.tsv and valid.tsv ("" in runs
                                              // saved before it)
+  BestValidation best;
 };
 
 // Whether `dir` holds a run (the marker train writes), and where it stands, for messages:
@@ -102,8 +117,10 @@ class RunDirectory {
  public:
   // Opens `dir` for writing, creating it if needed. A directory that is not marked as a run
   // must not hold any of the names train writes (it would write over the user's files), and
-  // no file in `inputs` (the user's data) may lie inside it.
-  RunDirectory(const std::string& dir, Start start, const std::vector<std::string>& inputs);
+  // no file in `inputs` (the user's data) may lie inside it. Each commit keeps the newest `keep`
+  // checkpoints (at least 1) and the best.
+  RunDirectory(const std::string& dir, Start start, const std::vector<std::string>& inputs,
+               int64_t keep = 2);
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
@@ -116,6 +133,7 @@ class RunDirectory {
   // Writes and commits the checkpoint of state.step (see the protocol above); with --replace
   // the first commit then exchanges the new run with the old and removes the old. Refuses a
   // state holding NaN or Inf. Committing the step `latest` already names does nothing.
+  // `best` names state.best.step's checkpoint, which is this one or one kept.
   void commit(nn::MiniTransformer& model, const optim::Optimizer& optimizer,
               const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
               const TrainerState& state);
@@ -130,10 +148,14 @@ class RunDirectory {
   static Resumed resume_model(const std::string& dir);
   // The optimizer state of that same checkpoint, which must be at its step.
   static void resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed);
+  // Points `best` at `step`'s checkpoint, as the resumed checkpoint's trainer.json says (a kill
+  // after `latest` was written may have left it naming the one before).
+  void point_best(int64_t step);
 
  private:
   void take(const std::string& dir, bool marked);
   std::string dir_;
+  int64_t keep_ = 2;
   std::string digest_;    // of train.tsv and valid.tsv, once the first commit has read them
   std::string replaces_;  // with --replace, until the first commit: the DIR of the old run
   int lock_fd_ = -1;

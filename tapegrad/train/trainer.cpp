@@ -94,6 +94,39 @@ std::string Metrics::describe() const {
       smoothed, 100 * token_accuracy, 100 * exact_match, bleu, chrf);
 }
 
+namespace {
+
+// The metrics a best checkpoint may be chosen by, and how each is shown.
+struct MetricInfo {
+  const char* name;
+  const char* label;
+  double Metrics::*field;
+  bool percent;  // a fraction, shown as a percentage
+};
+constexpr MetricInfo kBestMetrics[] = {
+    {"loss", "loss", &Metrics::loss, false},
+    {"bleu", "BLEU", &Metrics::bleu, false},
+    {"chrf", "chrF", &Metrics::chrf, false},
+    {"exact", "exact match", &Metrics::exact_match, true},
+    {"accuracy", "token accuracy", &Metrics::token_accuracy, true}};
+
+const MetricInfo& metric_info(const std::string& metric) {
+  for (const MetricInfo& m : kBestMetrics) {
+    if (metric == m.name) return m;
+  }
+  throw Error(
+      fmt::format("unknown metric '{}' (loss, bleu, chrf, exact, accuracy)", metric.substr(0, 40)));
+}
+
+}  // namespace
+
+double Metrics::get(const std::string& metric) const { return this->*metric_info(metric).field; }
+
+bool is_best_metric(const std::string& metric) {
+  return std::any_of(std::begin(kBestMetrics), std::end(kBestMetrics),
+                     [&](const MetricInfo& m) { return metric == m.name; });
+}
+
 std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
                                                int64_t steps, int64_t d_model) {
   if (kind == "cosine")
@@ -156,8 +189,9 @@ Trainer::Trainer(TrainerOptions options, const parallel::World& world)
       world_(world),
       data_gen_(options_.seed + 1),
       epoch_start_(data_gen_) {
+  metric_info(options_.best_metric);  // an unknown metric fails here, not at the first validation
   if (world_.is_root() && !options_.out.empty())
-    run_dir_.emplace(options_.out, options_.start, options_.inputs);
+    run_dir_.emplace(options_.out, options_.start, options_.inputs, options_.keep_checkpoints);
 }
 
 void Trainer::begin(data::CorpusSplit split, data::Vocabulary src_vocab, data::Vocabulary tgt_vocab,
@@ -228,6 +262,9 @@ void Trainer::start(bool resuming) {
                     resumed_.loaded.checkpoint, resumed_.state.epoch_index, epoch_.size()));
   }
   epoch_index_ = resumed_.state.epoch_index;
+  best_ = resumed_.state.best;
+  out_of_patience_ = options_.patience > 0 && best_.since >= options_.patience;
+  if (run_dir_ && best_.step > 0) run_dir_->point_best(best_.step);
   first_step_ = step_count() + 1;
   model_->train();
 }
@@ -292,28 +329,55 @@ StepResult Trainer::step(int signal) {
 }
 
 Metrics Trainer::evaluate() {
-  TG_CHECK(world_.is_root(), "Trainer::evaluate: process 0 alone evaluates");
-  const Metrics m = score(split_.valid, valid_set_, &last_outputs_);
-  if (eval_log_) {
-    eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(),
-                                 m.loss, m.token_accuracy, m.exact_match, m.bleu, m.chrf));
+  Metrics m;
+  std::array<double, 1> stop = {0};
+  if (world_.is_root()) {
+    m = score(*model_, split_.valid, valid_set_, &last_outputs_);
+    if (eval_log_) {
+      eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(),
+                                   m.loss, m.token_accuracy, m.exact_match, m.bleu, m.chrf));
+    }
+    const double value = m.get(options_.best_metric);
+    const bool better = best_.step == 0 || (options_.best_metric == "loss" ? value < best_.value
+                                                                           : value > best_.value);
+    if (better) {
+      best_ = {.step = step_count(), .value = value, .since = 0};
+      if (run_dir_) checkpoint();
+    } else {
+      ++best_.since;
+    }
+    stop[0] = options_.patience > 0 && best_.since >= options_.patience ? 1 : 0;
   }
+  world_.all_reduce_max(stop);  // every process stops after the same validation
+  out_of_patience_ = stop[0] != 0;
   return m;
+}
+
+std::string Trainer::describe_best() const {
+  const MetricInfo& m = metric_info(options_.best_metric);
+  return fmt::format("{} {} at step {}", m.label,
+                     m.percent                        ? fmt::format("{:.2f}%", 100 * best_.value)
+                     : options_.best_metric == "loss" ? fmt::format("{:.4f}", best_.value)
+                                                      : fmt::format("{:.2f}", best_.value),
+                     best_.step);
 }
 
 Metrics Trainer::test() {
   TG_CHECK(world_.is_root(), "Trainer::test: process 0 alone evaluates");
   TG_CHECK(!split_.test.empty(), "Trainer::test: the run has no test pairs");
-  return score(split_.test, test_set_);
+  if (!run_dir_ || best_.step == 0 || best_.step == step_count())
+    return score(*model_, split_.test, test_set_);
+  LoadedModel best = load_run(run_dir_->path(), "best");
+  return score(*best.model, split_.test, test_set_);
 }
 
 // The metrics of `examples` (encoded: `encoded`), BLEU and chrF against their target text; the
 // decoded outputs go to `texts` when given.
-Metrics Trainer::score(const std::vector<data::Example>& examples,
+Metrics Trainer::score(nn::MiniTransformer& model, const std::vector<data::Example>& examples,
                        const std::vector<data::EncodedExample>& encoded,
                        std::vector<std::string>* texts) {
   std::vector<std::vector<int64_t>> outputs;
-  Metrics m = train::evaluate(*model_, encoded, 100, &outputs, options_.label_smoothing);
+  Metrics m = train::evaluate(model, encoded, 100, &outputs, options_.label_smoothing);
   std::vector<std::string> hypotheses, references;
   for (size_t i = 0; i < outputs.size(); ++i) {
     hypotheses.push_back(tgt_vocab_.decode(outputs[i]));
@@ -335,7 +399,8 @@ void Trainer::checkpoint() {
                     .loss_log_bytes = static_cast<int64_t>(loss_log_->size()),
                     .eval_log_bytes = static_cast<int64_t>(eval_log_->size()),
                     .generators = generator_states(epoch_start_, *model_),
-                    .flags = options_.flags});
+                    .flags = options_.flags,
+                    .best = best_});
 }
 
 // Sample i's output fed back teacher-forced: the last decoder layer's cross-attention weights
@@ -367,13 +432,16 @@ std::vector<viz::Sample> Trainer::report(const Metrics& last) {
   TG_CHECK(run_dir_, "Trainer::report: {}", no_folder(world_));
   viz::ReportData report;
   report.title = options_.title;
-  report.facts = {{"steps", std::to_string(options_.steps)},
+  report.facts = {{"steps", stopped_early() ? fmt::format("{} of {} (stopped early)", step_count(),
+                                                          options_.steps)
+                                            : std::to_string(step_count())},
                   {"training time (this process)", duration(seconds())},
                   {"parameters", std::to_string(model_->num_parameters())},
                   {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
                   {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)},
                   {"held-out BLEU", fmt::format("{:.2f}", last.bleu)},
                   {"held-out chrF", fmt::format("{:.2f}", last.chrf)}};
+  if (best_.step > 0) report.facts.emplace_back("best checkpoint", describe_best());
   const nlohmann::json config = nlohmann::json::parse(config_to_json(model_->config()));
   for (const auto& [key, value] : config.items()) {
     report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());

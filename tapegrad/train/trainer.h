@@ -11,6 +11,11 @@
 //   trainer.checkpoint();
 //   trainer.report(metrics);
 //
+// Each validation is compared with the best so far by the metric of options.best_metric; a
+// better one is committed at once and becomes the run's `best` checkpoint, which test() and
+// translate use. With options.patience, done() is true once that many validations in a row
+// have not improved on the best (early stopping).
+//
 // A step takes the next batch of the epoch (batches rebuilt from the data generator at each
 // epoch's start, so a resumed run draws the same ones), runs forward, cross-entropy with label
 // smoothing, backward, clipping and an Adam step on the schedule, and appends to loss.tsv. The
@@ -63,7 +68,13 @@ struct Metrics {
   // "loss 0.4123 (smoothed 0.7412), token accuracy 91.20%, exact match 64.00%, BLEU 45.21,
   // chrF 60.12", the smoothed loss when it differs
   std::string describe() const;
+  // The metric a best checkpoint is chosen by: "loss" (lower is better), "bleu", "chrf",
+  // "exact" (exact match) or "accuracy" (token accuracy); another name throws.
+  double get(const std::string& metric) const;
 };
+
+// Whether `metric` (see Metrics::get) is one a run may keep its best checkpoint by.
+bool is_best_metric(const std::string& metric);
 
 // Teacher-forced loss (and with `label_smoothing`, as training sees it) and token accuracy on
 // `valid`, plus exact match by greedy decoding, whose
@@ -84,10 +95,13 @@ struct TrainerOptions {
   std::string schedule = "cosine";
   int64_t warmup = 200;
   double label_smoothing = 0.1;
-  double clip = 1.0;         // global gradient-norm clip; 0: off
-  uint64_t seed = 0;         // the data order; the model's is in its config
-  bool check_finite = true;  // a NaN or Inf loss or gradient throws TrainingError
-  int64_t bucket_kb = 1024;  // under mpirun: gradients summed in buckets of this many KiB
+  double clip = 1.0;                 // global gradient-norm clip; 0: off
+  std::string best_metric = "chrf";  // what the best checkpoint is chosen by (Metrics::get)
+  int64_t patience = 0;  // stop after this many validations in a row without a better one; 0: never
+  int64_t keep_checkpoints = 2;  // the newest kept besides the best
+  uint64_t seed = 0;             // the data order; the model's is in its config
+  bool check_finite = true;      // a NaN or Inf loss or gradient throws TrainingError
+  int64_t bucket_kb = 1024;      // under mpirun: gradients summed in buckets of this many KiB
 };
 
 struct StepResult {
@@ -116,9 +130,12 @@ class Trainer {
   // agreed over the processes so that all stop after the same step.
   StepResult step(int signal = 0);
   // On the held-out set, BLEU and chrF against its target text included; appended to eval.tsv
-  // if there is a run folder (process 0 only).
+  // if there is a run folder. Called by every process: process 0 evaluates (the others get
+  // empty Metrics), commits the checkpoint at once when it is the best so far, and says
+  // whether patience has run out. Before checkpoint() at the same step, which it may make.
   Metrics evaluate();
-  // On the test pairs (split().test, a file of the user's), once, at the end; not logged.
+  // On the test pairs (split().test, a file of the user's), once, at the end, with the best
+  // checkpoint (in memory: the current weights); not logged.
   Metrics test();
   // Commits a checkpoint of the current step (process 0 of a run with a folder only).
   void checkpoint();
@@ -128,7 +145,12 @@ class Trainer {
   std::vector<viz::Sample> report(const Metrics& last);
 
   int64_t step_count() const { return optimizer_->step_count(); }
-  bool done() const { return step_count() >= options_.steps; }
+  bool done() const { return step_count() >= options_.steps || stopped_early(); }
+  // Whether options.patience validations in a row have not improved on the best.
+  bool stopped_early() const { return out_of_patience_; }
+  int64_t best_step() const { return best_.step; }  // 0 before the first validation
+  // "chrF 54.20 at step 700"
+  std::string describe_best() const;
   int64_t first_step() const { return first_step_; }  // of this invocation
   double smoothed_loss() const { return smoothed_; }  // moving average, weight 0.95
   double lr() const { return optimizer_->lr(); }
@@ -155,7 +177,7 @@ class Trainer {
   std::unique_ptr<nn::MiniTransformer> model_;
   data::Vocabulary src_vocab_{data::Level::Char}, tgt_vocab_{data::Level::Char};
   data::CorpusSplit split_;
-  Metrics score(const std::vector<data::Example>& examples,
+  Metrics score(nn::MiniTransformer& model, const std::vector<data::Example>& examples,
                 const std::vector<data::EncodedExample>& encoded,
                 std::vector<std::string>* texts = nullptr);
   std::vector<std::string> last_outputs_;  // of the held-out sources, at the last evaluate()
@@ -166,6 +188,8 @@ class Trainer {
   Generator data_gen_, epoch_start_;  // batches of an epoch are rebuilt from epoch_start_
   std::vector<data::Batch> epoch_;
   int64_t epoch_index_ = 0;
+  BestValidation best_;  // process 0's
+  bool out_of_patience_ = false;
   std::unique_ptr<io::AppendFile> loss_log_, eval_log_;  // process 0's
   int64_t first_step_ = 1, tokens_seen_ = 0;
   double smoothed_ = 0;

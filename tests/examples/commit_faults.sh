@@ -46,7 +46,10 @@ check_run() {
   for f in config.json model.safetensors src.vocab tgt.vocab optimizer.safetensors trainer.json; do
     [[ -f $ckpt/$f ]] || { fail "$what: latest '$latest' lacks $f"; return; }
   done
-  "$translate" --run "$dir/run" "a b" > /dev/null 2>&1 || { fail "$what: translate cannot load '$latest'"; return; }
+  "$translate" --run "$dir/run" --checkpoint latest "a b" > /dev/null 2>&1 || {
+    fail "$what: translate cannot load '$latest'"; return; }
+  "$translate" --run "$dir/run" "a b" > /dev/null 2>&1 || {
+    fail "$what: translate cannot load the best, '$(cat "$dir/run/best" 2> /dev/null)'"; return; }
   if [[ $latest != step-00000008 ]]; then
     "$train" --out "$dir/run" --resume > /dev/null 2> "$dir/err2" || {
       fail "$what: the resume failed: $(cat "$dir/err2")"; return; }

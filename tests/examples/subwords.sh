@@ -35,12 +35,12 @@ sed -n 551,600p "$dir/pairs.tsv" > "$dir/test.tsv"
 own=(--data "$dir/train.tsv" --valid "$dir/valid.tsv" --test "$dir/test.tsv" --level word
      --steps 40 --eval-every 40 --d-model 16 --d-ff 32 --threads 1 --out "$dir/own")
 out=$("$train" "${own[@]}" 2>&1) || fail "own splits: $out"
-[[ $out == *"500 training and 50 held-out examples"* && $out == *"test (50 pairs): loss "*"BLEU "* ]] ||
+[[ $out == *"500 training and 50 held-out examples"* && $out == *"test (50 pairs, best checkpoint): loss "*"BLEU "* ]] ||
   fail "own splits: $out"
 cmp -s "$dir/valid.tsv" "$dir/own/valid.tsv" && cmp -s "$dir/test.tsv" "$dir/own/test.tsv" ||
   fail "own splits: the run does not keep the files given"
 out=$("$train" --out "$dir/own" --resume --steps 60 --reschedule 2>&1) || fail "own resume: $out"
-[[ $out == *"test (50 pairs): "* ]] || fail "own splits: no test after the resume: $out"
+[[ $out == *"test (50 pairs, best checkpoint): "* ]] || fail "own splits: no test after the resume: $out"
 # translate reads any checkpoint the run keeps, or a checkpoint folder itself
 src=$(head -n 1 "$dir/test.tsv" | cut -f1)
 "$translate" --run "$dir/own" --checkpoint 40 "$src" > /dev/null || fail "--checkpoint 40"
@@ -83,7 +83,7 @@ expect "$train" 2 "--vocab-size goes with --level bpe or unigram" "${common[@]}"
 expect "$train" 2 "--level: expected char, word, bpe or unigram, got 'pieces'" --level pieces
 printf 'tapegrad-vocab bpe 12 0123456789abcdef\nnot a model!' > "$dir/bpe/checkpoints/step-00000620/src.vocab"
 expect "$translate" 1 "$dir/bpe/checkpoints/step-00000620/src.vocab: the model's checksum is" \
-  --run "$dir/bpe" "the dog"
+  --run "$dir/bpe" --checkpoint latest "the dog"
 
 # classify --data: text TAB label, and tokens TAB tags
 for i in $(seq 0 399); do

@@ -101,6 +101,15 @@ fresh; sed -i 's/"lr": "0.002"/"lr": "fast"/' "$ckpt/trainer.json"
 expect 1 "$ckpt/trainer.json: flag 'lr' is 'fast', not a number" -- "${resume[@]}" --lr 0.001
 fresh; sed -i "s/\"step\": 8/\"step\": $(printf '[%.0s' $(seq 1 200))$(printf ']%.0s' $(seq 1 200))/" "$ckpt/trainer.json"
 expect 1 "$ckpt/trainer.json: nests deeper than 128 levels" -- "${resume[@]}"
+fresh; sed -i 's/"since": 0/"since": -1/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: 'best.since' must be a non-negative integer" -- "$translate" --run "$dir/bad" abc
+fresh; sed -i 's/"value": [-0-9.e]*/"value": "high"/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: 'best.value' must be a finite number" -- "${resume[@]}"
+fresh; sed -i 's/^  "step": 8,/  "step": 9,/' "$ckpt/trainer.json"  # best's step, past the checkpoint's
+expect 1 "$ckpt/trainer.json: 'best.step' 9 is not a step from 1 to 'step' 8" -- "$translate" --run "$dir/bad" abc
+fresh; sed -i 's/^  "step": 8,/  "step": 4,/' "$ckpt/trainer.json"; rm -r "$dir/bad/checkpoints/step-00000004"
+expect 1 "$ckpt/trainer.json: names step 4 the best, whose $dir/bad/checkpoints/step-00000004 is missing" -- \
+  "$translate" --run "$dir/bad" abc
 fresh; cp "$dir/bad/checkpoints/step-00000004/model.safetensors" "$ckpt/model.safetensors"
 expect 1 "$ckpt: trainer.json is at step 8, model.safetensors at 4" -- "${resume[@]}"
 fresh; rm -r "$ckpt"; mv "$dir/bad/checkpoints/step-00000004" "$ckpt"

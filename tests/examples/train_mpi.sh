@@ -5,7 +5,7 @@
 # after it give the same bits; with dropout on, each process's masks come from the seed and
 # its rank (two runs are identical, and differ from one process); a batch smaller than the
 # number of processes still adds up; --resume with the same number of processes continues bit
-# for bit, and with another is refused.
+# for bit, and with another is refused; all processes stop early after the same validation.
 #   train_mpi.sh TRAIN MPIEXEC
 set -uo pipefail
 train=$1 mpiexec=$2
@@ -68,6 +68,11 @@ run resume two --out "$dir/resumed" --resume
 cmp -s "$dir/drop_a/loss.tsv" "$dir/resumed/loss.tsv" || fail "a resumed run's losses differ"
 cmp -s "$dir/drop_a/checkpoints/step-00000030/model.safetensors" \
   "$dir/resumed/checkpoints/step-00000030/model.safetensors" || fail "a resumed run's weights differ"
+# early stopping is agreed: every process stops after the same validation, none waits for ever
+run early timeout 60 "$mpiexec" --oversubscribe -np 2 "$train" "${common[@]}" --dropout 0 \
+  --eval-every 5 --best-metric exact --patience 2 --out "$dir/early"
+grep -q "stopping early at step 15" "$dir/early.log" || fail "early stopping: $(tail -n 5 "$dir/early.log")"
+[[ $(grep -c . "$dir/early/loss.tsv") == 15 ]] || fail "early stopping logged $(grep -c . "$dir/early/loss.tsv") steps"
 out=$("$train" --out "$dir/resumed" --resume --steps 40 2>&1)
 [[ $? == 2 && $out == *"the run was trained by 2 processes, this is 1 (mpirun -np 2 resumes it)"* ]] ||
   fail "resuming a 2-process run in one process: $out"

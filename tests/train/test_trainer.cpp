@@ -6,6 +6,8 @@
 #include <string>
 
 #include "helpers.h"
+#include "tapegrad/data/batch.h"
+#include "tapegrad/io/files.h"
 #include "tapegrad/train/resume.h"
 #include "tapegrad/train/run_data.h"
 #include "tapegrad/train/trainer.h"
@@ -67,6 +69,60 @@ TEST_CASE("an in-memory trainer steps, evaluates and writes nothing") {
                     "Trainer::checkpoint: an in-memory trainer (no options.out) writes no files");
   CHECK_THROWS_WITH(trainer.report(m), Catch::StartsWith("Trainer::report: an in-memory trainer"));
   CHECK_THROWS_WITH(trainer.resume(), Catch::StartsWith("Trainer::resume: an in-memory trainer"));
+}
+
+TEST_CASE("a run keeps its best checkpoint, and tests with it") {
+  testing::TempDir dir;
+  train::RunData d = reverse_task();
+  // held-out targets no model here matches exactly: exact match stays 0, so the first validation
+  // stays the best
+  for (data::Example& e : d.split.valid) e.target = "a a a a a a a a a a a a a a";
+  d.split.test.assign(d.split.train.begin(), d.split.train.begin() + 20);
+  const std::string out = (dir.path / "run").string();
+  train::Trainer trainer(
+      {.out = out, .steps = 40, .batch = 20, .lr = 3e-3, .warmup = 5, .best_metric = "exact"},
+      world());
+  trainer.begin(d.split, d.src_vocab, d.tgt_vocab,
+                {.d_model = 16, .heads = 2, .d_ff = 32, .encoder_layers = 1, .decoder_layers = 1});
+  while (!trainer.done()) {
+    if (trainer.step().step % 10 == 0) {
+      trainer.evaluate();
+      trainer.checkpoint();
+    }
+  }
+  CHECK(trainer.best_step() == 10);
+  CHECK(trainer.describe_best() == "exact match 0.00% at step 10");
+  CHECK(io::read_regular(out + "/best", 100) == "step-00000010\n");
+  // the newest two and the best
+  std::vector<std::string> kept;
+  for (const auto& e : std::filesystem::directory_iterator(out + "/checkpoints"))
+    kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  CHECK(kept == std::vector<std::string>{"step-00000010", "step-00000030", "step-00000040"});
+  // test() is the best checkpoint's loss on the test pairs, not the last weights'
+  const train::LoadedModel best = train::load_run(out, "best");
+  CHECK(best.step == 10);
+  const auto test_set = data::encode_all(d.split.test, d.src_vocab, d.tgt_vocab);
+  const train::Metrics tested = trainer.test();
+  CHECK(tested.loss == train::evaluate(*best.model, test_set, 100).loss);
+  CHECK(tested.loss != train::evaluate(trainer.model(), test_set, 100).loss);
+}
+
+TEST_CASE("patience stops a run after that many validations without a better one") {
+  train::RunData d = reverse_task();
+  for (data::Example& e : d.split.valid) e.target = "a a a a a a a a a a a a a a";
+  train::Trainer trainer(
+      {.out = "", .steps = 100, .batch = 20, .warmup = 5, .best_metric = "exact", .patience = 3},
+      world());
+  trainer.begin(d.split, d.src_vocab, d.tgt_vocab,
+                {.d_model = 16, .heads = 2, .d_ff = 32, .encoder_layers = 1, .decoder_layers = 1});
+  while (!trainer.done()) {
+    if (trainer.step().step % 5 == 0) trainer.evaluate();
+  }
+  CHECK(trainer.stopped_early());
+  CHECK(trainer.step_count() == 20);  // best at 5, no better at 10, 15 and 20
+  CHECK_THROWS_WITH(train::Trainer({.out = "", .best_metric = "f1"}, world()),
+                    "unknown metric 'f1' (loss, bleu, chrf, exact, accuracy)");
 }
 
 TEST_CASE("eval.tsv's lines have the scores, or are from before them", "[train]") {
