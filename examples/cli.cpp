@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <type_traits>
 
@@ -146,6 +147,15 @@ bool Flags::finish() {
                     positional_[0].substr(0, 80)));
   }
   return true;
+}
+
+std::string unused_folder(const std::string& base) {
+  if (!std::filesystem::exists(std::filesystem::symlink_status(base))) return base;
+  std::string next;
+  for (int n = 2; next.empty() || std::filesystem::exists(std::filesystem::symlink_status(next));
+       ++n)
+    next = fmt::format("{}-{}", base, n);
+  return next;
 }
 
 int run_main(const char* program, const std::function<int()>& body) {

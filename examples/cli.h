@@ -66,6 +66,10 @@ class Flags {
   bool takes_arguments_ = false;
 };
 
+// `base`, or when something exists there the first of base-2, base-3, ... that does not: the
+// default folder of a new run, so that a run is never written over.
+std::string unused_folder(const std::string& base);
+
 // Runs a program's body and turns its exceptions into "program: message" on stderr, with exit
 // code 2 for flag errors and 1 for anything else.
 int run_main(const char* program, const std::function<int()>& body);

@@ -46,6 +46,30 @@ namespace {
 volatile std::sig_atomic_t g_signal = 0;
 void on_signal(int signo) { g_signal = signo; }
 
+// Process 0 at the end of the run: the last checkpoint, and what the run learned: the held-out
+// and test figures, the report, and samples.
+void finish(const examples::TrainSettings& s, train::Trainer& trainer, const train::Metrics& last) {
+  const double elapsed = trainer.seconds();
+  trainer.checkpoint();
+  const int64_t done = trainer.step_count() - trainer.first_step() + 1;
+  fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", done, train::duration(elapsed),
+             static_cast<double>(done) / elapsed);
+  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}, chrF {:.2f}\n",
+             100 * last.exact_match, 100 * last.token_accuracy, last.bleu, last.chrf);
+  fmt::print("best checkpoint: {} (translate uses it)\n\n", trainer.describe_best());
+  if (!trainer.split().test.empty()) {
+    fmt::print("test ({} pairs, best checkpoint): {}\n\n", trainer.split().test.size(),
+               trainer.test().describe());
+  }
+  for (const viz::Sample& e : trainer.report(last)) {
+    fmt::print("  {:<36} -> {:<12} {}\n", e.source, e.predicted,
+               e.predicted == e.expected ? "ok" : "expected " + e.expected);
+  }
+  fmt::print(
+      "\ncheckpoint, loss curve, attention heatmaps and report.html in {}/ (translate --run {})\n",
+      s.trainer.out, s.trainer.out);
+}
+
 // The steps of this invocation, with validations and checkpoints on their schedule, until the
 // last step, --stop-after or a signal; then, on process 0, the report.
 int train_steps(const examples::TrainSettings& s, const parallel::World& world,
@@ -91,26 +115,7 @@ int train_steps(const examples::TrainSettings& s, const parallel::World& world,
     }
   }
   if (!root) return 0;
-  const double elapsed = trainer.seconds();
-  trainer.checkpoint();
-  // what it learned
-  const int64_t done = trainer.step_count() - trainer.first_step() + 1;
-  fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", done, train::duration(elapsed),
-             static_cast<double>(done) / elapsed);
-  fmt::print("held-out: exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}, chrF {:.2f}\n",
-             100 * last.exact_match, 100 * last.token_accuracy, last.bleu, last.chrf);
-  fmt::print("best checkpoint: {} (translate uses it)\n\n", trainer.describe_best());
-  if (!trainer.split().test.empty()) {
-    fmt::print("test ({} pairs, best checkpoint): {}\n\n", trainer.split().test.size(),
-               trainer.test().describe());
-  }
-  for (const viz::Sample& e : trainer.report(last)) {
-    fmt::print("  {:<36} -> {:<12} {}\n", e.source, e.predicted,
-               e.predicted == e.expected ? "ok" : "expected " + e.expected);
-  }
-  fmt::print(
-      "\ncheckpoint, loss curve, attention heatmaps and report.html in {}/ (translate --run {})\n",
-      s.trainer.out, s.trainer.out);
+  finish(s, trainer, last);
   return 0;
 }
 

@@ -104,14 +104,11 @@ void read_run_folder_flags(Flags& f, TrainSettings& s) {
   out = f.text("out", default_out,
                "output directory (default: runs/<task or corpus name>, numbered -2, -3, ... "
                "past the ones that exist)");
-  if (!f.given("out") && !resume && !replace && fs::exists(fs::symlink_status(out))) {
-    std::string next;
-    for (int n = 2; next.empty() || fs::exists(fs::symlink_status(next)); ++n)
-      next = fmt::format("{}-{}", default_out, n);
+  if (!f.given("out") && !resume && !replace && unused_folder(out) != out) {
     s.notes.push_back(fmt::format(
         "{} exists, so this run goes to {} (--out names the folder; --resume or --replace use {})",
-        out, next, out));
-    out = next;
+        out, unused_folder(out), out));
+    out = unused_folder(out);
   }
   if (resume && !f.peek("help")) {
     const std::string checkpoint = train::latest_checkpoint(out);

@@ -1,7 +1,6 @@
 // Encoder-only models (seed 002): a transformer encoder over token ids with a task head.
 //   SequenceClassifier: one label per sequence, from the mean of the non-pad positions.
 //   TokenClassifier:    one label per token (tagging, NER-style).
-//
 // Glossary: B batch, S sequence length, C = d_model, K classes.
 #pragma once
 
@@ -32,6 +31,7 @@ class EncoderOnlyModel : public Module {
   EncoderOnlyModel(std::string type_name, const EncoderClassifierConfig& cfg);
   // ids int64 [B, S] -> states [B, S, C], and the padding mask bool [B, S]
   std::pair<Tensor, Tensor> encode(const Tensor& ids);
+  const EncoderClassifierConfig& config() const { return cfg_; }
 
   Child<Embedding> embed;
   Child<PositionalEncoding> positional;

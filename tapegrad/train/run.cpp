@@ -133,9 +133,7 @@ std::string latest_checkpoint(const std::string& dir) {
   return path;
 }
 
-namespace {
-// The checkpoint folder `checkpoint` names in `dir`: see load_run.
-std::string checkpoint_in(const std::string& dir, const std::string& checkpoint) {
+std::string checkpoint_folder(const std::string& dir, const std::string& checkpoint) {
   const bool folder = fs::exists(dir + "/config.json") && !fs::exists(dir + "/" + kLatest);
   if (folder) {
     if (checkpoint != "latest" && checkpoint != "best")
@@ -176,11 +174,10 @@ std::string checkpoint_in(const std::string& dir, const std::string& checkpoint)
   }
   return path;
 }
-}  // namespace
 
 LoadedModel load_run(const std::string& dir, const std::string& checkpoint) {
   LoadedModel run;
-  run.checkpoint = checkpoint_in(dir, checkpoint);
+  run.checkpoint = checkpoint_folder(dir, checkpoint);
   Pretrained p = load_pretrained(run.checkpoint);
   const auto step = p.metadata.find("step");
   const std::string weights = run.checkpoint + "/model.safetensors";
@@ -283,6 +280,38 @@ std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
   return curve;
 }
 
+namespace {
+
+// A non-negative integer at `key` of `object`, named in errors as `name`.
+int64_t count_at(const nlohmann::json& object, const char* key, const std::string& path,
+                 const std::string& name) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
+    fail(path, fmt::format("'{}' must be a non-negative integer", name));
+  return it->get<int64_t>();
+}
+
+// trainer.json's "best" (absent in runs saved before it) of a checkpoint at `step`.
+BestValidation read_best(const nlohmann::json& best, const std::string& path, int64_t step) {
+  if (!best.is_object()) fail(path, "'best' must be an object");
+  for (const auto& [key, value] : best.items()) {
+    if (key != "step" && key != "since" && key != "value")
+      fail(path, fmt::format("unknown key 'best.{}'", key.substr(0, 40)));
+  }
+  BestValidation b;
+  b.step = count_at(best, "step", path, "best.step");
+  b.since = count_at(best, "since", path, "best.since");
+  const auto value = best.find("value");
+  if (value == best.end() || !value->is_number() || !std::isfinite(value->get<double>()))
+    fail(path, "'best.value' must be a finite number");
+  b.value = value->get<double>();
+  if (b.step == 0 || b.step > step)
+    fail(path, fmt::format("'best.step' {} is not a step from 1 to 'step' {}", b.step, step));
+  return b;
+}
+
+}  // namespace
+
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   const std::string path = checkpoint_dir + "/trainer.json";
   const std::string text = read_whole(path);
@@ -298,15 +327,7 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
     if (!keys.contains(key)) fail(path, fmt::format("unknown key '{}'", key.substr(0, 40)));
   }
   TrainerState s;
-  // a non-negative integer at `key` of `object` (j, or j's "best"), named as `name`
-  auto integer = [&](const nlohmann::json& object, const char* key, int64_t& out,
-                     const std::string& name) {
-    const auto it = object.find(key);
-    if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
-      fail(path, fmt::format("'{}' must be a non-negative integer", name));
-    }
-    out = it->get<int64_t>();
-  };
+  auto integer = [&](const char* key, int64_t& out) { out = count_at(j, key, path, key); };
   auto strings = [&](const char* key, std::map<std::string, std::string>& out) {
     const auto it = j.find(key);
     if (it == j.end() || !it->is_object()) fail(path, fmt::format("'{}' must be an object", key));
@@ -322,31 +343,14 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir) {
       fail(path, fmt::format("'{}' must be a short text", key));
     out = it->get<std::string>();
   };
-  integer(j, "step", s.step, "step");
-  integer(j, "epoch_index", s.epoch_index, "epoch_index");
-  integer(j, "loss_log_bytes", s.loss_log_bytes, "loss_log_bytes");
-  if (j.contains("eval_log_bytes"))
-    integer(j, "eval_log_bytes", s.eval_log_bytes, "eval_log_bytes");
+  integer("step", s.step);
+  integer("epoch_index", s.epoch_index);
+  integer("loss_log_bytes", s.loss_log_bytes);
+  if (j.contains("eval_log_bytes")) integer("eval_log_bytes", s.eval_log_bytes);
   strings("generators", s.generators);
   strings("flags", s.flags);
   optional_text("data", s.data);
-  if (const auto it = j.find("best"); it != j.end()) {  // absent in runs saved before it
-    const nlohmann::json& best = *it;
-    if (!best.is_object()) fail(path, "'best' must be an object");
-    for (const auto& [key, value] : best.items()) {
-      if (key != "step" && key != "since" && key != "value")
-        fail(path, fmt::format("unknown key 'best.{}'", key.substr(0, 40)));
-    }
-    integer(best, "step", s.best.step, "best.step");
-    integer(best, "since", s.best.since, "best.since");
-    const auto value = best.find("value");
-    if (value == best.end() || !value->is_number() || !std::isfinite(value->get<double>()))
-      fail(path, "'best.value' must be a finite number");
-    s.best.value = value->get<double>();
-    if (s.best.step == 0 || s.best.step > s.step)
-      fail(path,
-           fmt::format("'best.step' {} is not a step from 1 to 'step' {}", s.best.step, s.step));
-  }
+  if (const auto it = j.find("best"); it != j.end()) s.best = read_best(*it, path, s.step);
   for (const auto& [name, text] : s.generators)
     decode_state(text, path + ": generator '" + name + "'");
   return s;
@@ -566,13 +570,13 @@ RunDirectory::~RunDirectory() {
   if (old_lock_fd_ >= 0) ::close(old_lock_fd_);
 }
 
-void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& optimizer,
-                          const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
-                          const TrainerState& state) {
+void RunDirectory::commit(const nn::NamedTensors& model_state,
+                          const std::function<void(const std::string&)>& save_model,
+                          const optim::Optimizer& optimizer, const TrainerState& state) {
   const std::string name = step_name(state.step);
   const std::string previous = latest_name(dir_);
   if (previous == name) return;
-  for (const nn::NamedTensors& tensors : {model.state(), optimizer.state()}) {
+  for (const nn::NamedTensors& tensors : {model_state, optimizer.state()}) {
     if (const auto bad = nn::find_nonfinite(tensors)) {
       fail(dir_, fmt::format("not saving step {}: '{}' holds NaN or Inf", state.step, *bad));
     }
@@ -587,15 +591,15 @@ void RunDirectory::commit(nn::MiniTransformer& model, const optim::Optimizer& op
   nlohmann::json trainer = {{"step", state.step},
                             {"epoch_index", state.epoch_index},
                             {"loss_log_bytes", state.loss_log_bytes},
-                            {"eval_log_bytes", state.eval_log_bytes},
                             {"generators", state.generators},
                             {"flags", state.flags},
                             {"data", digest_}};
+  if (state.eval_log_bytes >= 0) trainer["eval_log_bytes"] = state.eval_log_bytes;
   if (state.best.step > 0) {
     trainer["best"] = {
         {"step", state.best.step}, {"value", state.best.value}, {"since", state.best.since}};
   }
-  save_pretrained(tmp, model, src_vocab, tgt_vocab, {{"step", std::to_string(state.step)}});
+  save_model(tmp);
   io::save_safetensors(tmp + "/optimizer.safetensors", optimizer.state());
   io::write_atomic(tmp + "/trainer.json", trainer.dump(1) + "\n");
 

@@ -44,6 +44,7 @@
 // refused (io::check_writable), never written through.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -74,10 +75,13 @@ struct LoadedModel {
   int64_t step = 0;
 };
 
+// The checkpoint folder `checkpoint` names in the run folder `dir`: "best", "latest", or a step
+// such as "300" ("best" is the latest in a run that has not validated yet). A `dir` that is a
+// checkpoint folder itself (config.json, and no `latest`) is returned as it is.
+std::string checkpoint_folder(const std::string& dir, const std::string& checkpoint);
+
 // Loads a checkpoint's model (in eval mode) and vocabularies through load_pretrained, and its
-// step. `dir` is a run folder, whose checkpoint `checkpoint` names ("best", "latest", or a step
-// such as "300"; "best" is the latest in a run that has not validated yet), or a checkpoint
-// folder itself (config.json beside model.safetensors), read as it is.
+// step, from checkpoint_folder(dir, checkpoint).
 LoadedModel load_run(const std::string& dir, const std::string& checkpoint);
 
 // The best validation up to a step, by the run's metric (TrainerOptions::best_metric).
@@ -92,7 +96,7 @@ struct TrainerState {
   int64_t step = 0;
   int64_t epoch_index = 0;                   // batches of the current epoch already used
   int64_t loss_log_bytes = 0;                // loss.tsv's length after this step's line
-  int64_t eval_log_bytes = -1;               // eval.tsv's likewise (-1: saved before it)
+  int64_t eval_log_bytes = -1;               // eval.tsv's likewise (-1: none, or saved before it)
   nn::Metadata generators;                   // "data" and each Dropout's name -> "a b c d"
   std::map<std::string, std::string> flags;  // the flags that define the run, canonical text
   std::string data = "";                     // digest of train.tsv and valid.tsv ("" in runs
@@ -130,13 +134,15 @@ class RunDirectory {
   const std::string& path() const { return dir_; }
   std::string file(const std::string& name) const { return dir_ + "/" + name; }
 
-  // Writes and commits the checkpoint of state.step (see the protocol above); with --replace
-  // the first commit then exchanges the new run with the old and removes the old. Refuses a
-  // state holding NaN or Inf. Committing the step `latest` already names does nothing.
+  // Writes and commits the checkpoint of state.step (see the protocol above): `save_model`
+  // writes the model's files (save_pretrained, save_classifier) into the folder it is given,
+  // beside optimizer.safetensors and trainer.json; with --replace the first commit then
+  // exchanges the new run with the old and removes the old. Refuses a state holding NaN or Inf
+  // (`model_state`: the model's). Committing the step `latest` already names does nothing.
   // `best` names state.best.step's checkpoint, which is this one or one kept.
-  void commit(nn::MiniTransformer& model, const optim::Optimizer& optimizer,
-              const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
-              const TrainerState& state);
+  void commit(const nn::NamedTensors& model_state,
+              const std::function<void(const std::string&)>& save_model,
+              const optim::Optimizer& optimizer, const TrainerState& state);
 
   // Reads the newest checkpoint back into a model built from its config, the optimizer, the
   // vocabularies and the trainer state, checking that its parts agree on the step.

@@ -393,7 +393,11 @@ void Trainer::checkpoint() {
   TG_CHECK(run_dir_, "Trainer::checkpoint: {}", no_folder(world_));
   loss_log_->sync();
   eval_log_->sync();
-  run_dir_->commit(*model_, *optimizer_, src_vocab_, tgt_vocab_,
+  const auto save = [&](const std::string& folder) {
+    save_pretrained(folder, *model_, src_vocab_, tgt_vocab_,
+                    {{"step", std::to_string(step_count())}});
+  };
+  run_dir_->commit(model_->state(), save, *optimizer_,
                    {.step = step_count(),
                     .epoch_index = epoch_index_,
                     .loss_log_bytes = static_cast<int64_t>(loss_log_->size()),
@@ -428,20 +432,26 @@ void Trainer::draw_attention(const std::vector<int64_t>& out, const Tensor& src,
   files.push_back(file);
 }
 
+// The report's facts: the run's length, size and the held-out figures of `last`.
+viz::Rows Trainer::report_facts(const Metrics& last) const {
+  viz::Rows facts = {{"steps", stopped_early() ? fmt::format("{} of {} (stopped early)",
+                                                             step_count(), options_.steps)
+                                               : std::to_string(step_count())},
+                     {"training time (this process)", duration(seconds())},
+                     {"parameters", std::to_string(model_->num_parameters())},
+                     {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
+                     {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)},
+                     {"held-out BLEU", fmt::format("{:.2f}", last.bleu)},
+                     {"held-out chrF", fmt::format("{:.2f}", last.chrf)}};
+  if (best_.step > 0) facts.emplace_back("best checkpoint", describe_best());
+  return facts;
+}
+
 std::vector<viz::Sample> Trainer::report(const Metrics& last) {
   TG_CHECK(run_dir_, "Trainer::report: {}", no_folder(world_));
   viz::ReportData report;
   report.title = options_.title;
-  report.facts = {{"steps", stopped_early() ? fmt::format("{} of {} (stopped early)", step_count(),
-                                                          options_.steps)
-                                            : std::to_string(step_count())},
-                  {"training time (this process)", duration(seconds())},
-                  {"parameters", std::to_string(model_->num_parameters())},
-                  {"held-out exact match", fmt::format("{:.2f}%", 100 * last.exact_match)},
-                  {"held-out token accuracy", fmt::format("{:.2f}%", 100 * last.token_accuracy)},
-                  {"held-out BLEU", fmt::format("{:.2f}", last.bleu)},
-                  {"held-out chrF", fmt::format("{:.2f}", last.chrf)}};
-  if (best_.step > 0) report.facts.emplace_back("best checkpoint", describe_best());
+  report.facts = report_facts(last);
   const nlohmann::json config = nlohmann::json::parse(config_to_json(model_->config()));
   for (const auto& [key, value] : config.items()) {
     report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());

@@ -167,6 +167,7 @@ class Trainer {
 
  private:
   void start(bool resuming);
+  viz::Rows report_facts(const Metrics& last) const;
   void draw_attention(const std::vector<int64_t>& out, const Tensor& src, size_t i,
                       const std::string& predicted, std::vector<std::string>& files);
 

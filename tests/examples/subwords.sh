@@ -95,16 +95,17 @@ for i in $(seq 0 399); do
 done > "$dir/labels.tsv"
 printf 'no tab here\n' >> "$dir/labels.tsv"
 printf 'the dog\tt\n' >> "$dir/tags.tsv"
-out=$("$classify" --data "$dir/labels.tsv" --level word --steps 150 2>&1) ||
+out=$("$classify" --data "$dir/labels.tsv" --level word --steps 150 --out "$dir/labels" 2>&1) ||
   fail "classify --data failed: $out"
 [[ $out == *"skipped $dir/labels.tsv:401: no tab between source and target"* ]] ||
   fail "classify: the malformed line was not named: $out"
 [[ $out == *"2 classes"* ]] || fail "classify: expected 2 classes: $out"
-acc=$(grep -o 'held-out sequence accuracy: [0-9.]*' <<< "$out" | grep -o '[0-9.]*$')
+acc=$(grep -o 'held-out sequence accuracy [0-9.]*' <<< "$out" | grep -o '[0-9.]*$')
 awk -v a="$acc" 'BEGIN { exit !(a >= 95) }' || fail "classify: accuracy $acc%, expected >= 95%"
-out=$("$classify" --tag --data "$dir/tags.tsv" --steps 150 2>&1) || fail "classify --tag failed: $out"
+out=$("$classify" --tag --data "$dir/tags.tsv" --steps 150 --out "$dir/tags" 2>&1) ||
+  fail "classify --tag failed: $out"
 [[ $out == *"skipped $dir/tags.tsv:401: 2 tokens but 1 tags"* ]] || fail "tags: $out"
-acc=$(grep -o 'held-out token accuracy: [0-9.]*' <<< "$out" | grep -o '[0-9.]*$')
+acc=$(grep -o 'held-out token accuracy [0-9.]*' <<< "$out" | grep -o '[0-9.]*$')
 awk -v a="$acc" 'BEGIN { exit !(a >= 95) }' || fail "classify --tag: accuracy $acc%, expected >= 95%"
 expect "$classify" 1 "$dir/tags.tsv:401: 2 tokens but 1 tags" --tag --data "$dir/tags.tsv" --strict
 expect "$classify" 1 "$dir/labels.tsv:401: no tab between source and target" --data "$dir/labels.tsv" --strict

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A classifier is kept and asked: classify writes a run folder (never over another run), resumes
+# it bit-identically, and classify --run predicts a label (or a tag per token) with its
+# probability for texts given as arguments or on standard input; a text it cannot classify is
+# named and the others still answered; a damaged classifier directory is refused naming the file
+# and field, before the model is built.
+#   classify_run.sh TRAIN TRANSLATE CLASSIFY
+set -uo pipefail
+classify=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/expect.sh"
+cd "$dir"
+small=(--steps 60 --save-every 20)
+
+# --- a run folder, resumed bit for bit --------------------------------------------------------
+"$classify" "${small[@]}" --out straight > straight.log 2>&1 || fail "the straight run: $(tail -3 straight.log)"
+"$classify" "${small[@]}" --stop-after 30 --out resumed > /dev/null 2>&1 || fail "the stopped run"
+[[ $(cat resumed/latest) == step-00000030 ]] || fail "the stopped run's latest is $(cat resumed/latest)"
+"$classify" --out resumed --resume > /dev/null 2>&1 || fail "the resume"
+for f in checkpoints/step-00000060/model.safetensors checkpoints/step-00000060/optimizer.safetensors \
+    checkpoints/step-00000060/trainer.json loss.tsv; do
+  cmp -s "straight/$f" "resumed/$f" || fail "$f differs after stopping at 30 and resuming"
+done
+grep -q "macro avg" straight.log && grep -q "confusion (rows expected, columns predicted)" straight.log ||
+  fail "no per-class scores or confusion matrix: $(tail -12 straight.log)"
+expect 2 "--lr: the run has 0.001, got 0.01" -- "$classify" --out resumed --resume --steps 80 --lr 0.01
+expect 1 "straight: holds a run at step 60: --resume continues it" -- "$classify" "${small[@]}" --out straight
+mkdir runs
+"$classify" --steps 5 > /dev/null 2>&1 && "$classify" --steps 5 > /dev/null 2>&1 ||
+  fail "two runs in the default folder"
+[[ -f runs/classify/latest && -f runs/classify-2/latest ]] || fail "the second default run did not go to runs/classify-2"
+
+# --- asked about new texts --------------------------------------------------------------------
+out=$("$classify" --run straight "a b c k" "k l m n a") || fail "--run with arguments"
+[[ $(grep -c $'^\(positive\|negative\|even\)\t[01]\.[0-9]\{4\}$' <<< "$out") == 2 ]] ||
+  fail "--run: expected two 'label TAB probability' lines: $out"
+out=$(printf 'a b\n\nk l\n' | "$classify" --run straight 2> err)
+code=$?
+[[ $code == 1 && $(grep -c . <<< "$out") == 2 && $(wc -l <<< "$out") == 3 ]] ||
+  fail "--run on stdin with an empty line: exit $code, output: $out"
+grep -q "classify: stdin:2: no tokens" err || fail "the empty line was not named: $(cat err)"
+[[ $("$classify" --run straight --checkpoint 40 "a b c") != "" ]] || fail "--run --checkpoint 40"
+[[ $("$classify" --run straight/checkpoints/step-00000060 "a b c") == $("$classify" --run straight "a b c") ]] ||
+  fail "a checkpoint folder and its run answer differently"
+expect 1 "straight: no checkpoint of step 7; it keeps 40, 60" -- "$classify" --run straight --checkpoint 7 "a"
+expect 2 "--steps trains a run; --run only predicts" -- "$classify" --run straight --steps 5 "a"
+expect 2 "texts to classify go with --run" -- "$classify" "a b c"
+"$classify" --tag --steps 40 --out tags > /dev/null 2>&1 || fail "the tagging run"
+out=$("$classify" --run tags "a b a c d")
+[[ $out =~ ^(once|twice)( (once|twice)){4}$'\t'[0-9.]+( [0-9.]+){4}$ ]] || fail "--run on a tagger: $out"
+
+# --- damaged classifier directories -----------------------------------------------------------
+ckpt=straight/checkpoints/step-00000060
+fresh() { rm -rf bad; cp -r "$ckpt" bad; }
+fresh; sed -i 's/"d_model":64/"d_model":4096/' bad/config.json
+expect 1 "bad/model.safetensors: its metadata 'config' is missing or differs from config.json" -- "$classify" --run bad "a"
+fresh; sed -i 's/"heads":4/"heads":5/' bad/config.json
+expect 1 "bad/config.json: 'd_model' 64 is not divisible by 'heads' 5" -- "$classify" --run bad "a"
+fresh; sed -i 's/"layers":2/"layers":2,"extra":1/' bad/config.json
+expect 1 "bad/config.json: unknown key 'extra'" -- "$classify" --run bad "a"
+fresh; sed -i 's/"task":"sequence"/"task":"regression"/' bad/config.json
+expect 1 "bad/config.json: 'task' must be one of \"sequence\", \"tokens\"" -- "$classify" --run bad "a"
+fresh; echo extra >> bad/labels.txt
+expect 1 "bad/labels.txt: names 4 classes, the model has 3" -- "$classify" --run bad "a"
+fresh; printf 'positive\n\neven\n' > bad/labels.txt
+expect 1 "bad/labels.txt: line 2 is empty" -- "$classify" --run bad "a"
+fresh; rm bad/labels.txt; mkfifo bad/labels.txt
+expect 1 "bad/labels.txt: not a regular file (a fifo)" -- "$classify" --run bad "a"
+
+((fails == 0)) || { echo "$fails classifier-run cases failed"; exit 1; }
+echo "classifier runs: kept, resumed bit for bit, asked; damaged ones refused"
