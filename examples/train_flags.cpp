@@ -135,6 +135,7 @@ void read_training_flags(Flags& f, TrainSettings& s) {
                            "subword pieces of each vocabulary (bpe, unigram), the 4 special "
                            "tokens included",
                            5, data::Vocabulary::kMaxTokens);
+  d.fit_vocab_size = !f.given("vocab-size");
   d.shared_vocab =
       f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each");
   d.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");

@@ -2,7 +2,8 @@
 // line on standard input (in batches), greedily, with beam search or by sampling: the settings
 // of nn::generate. A source that cannot be decoded (too long for the model, empty, not UTF-8)
 // gets an error on stderr naming its line or argument; the others are still decoded, and the
-// exit code is 1 at the end.
+// exit code is 1 at the end. An output stops at --max-len-factor times its source's tokens plus
+// 10 (and --max-len), so that a model that loops does not fill every line.
 //
 //   ./build/examples/translate --run runs/dates "tuesday the 4th of march 2025" "Mar 5, 1999"
 //   echo "04/03/2025" | ./build/examples/translate --run runs/dates --beam 4
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
@@ -46,10 +48,59 @@ struct Source {
 // Every output line so far, in order: what --ref scores.
 std::vector<std::string> g_outputs;
 
+// How long an output may grow: at most `factor` times its source's tokens plus 10, and at most
+// options.max_len, so that a model that loops stops at a length tied to the source.
+struct Limits {
+  nn::GenerateOptions options;
+  double factor = 2;
+  int64_t of(size_t source_tokens) const {
+    return std::min(options.max_len,
+                    static_cast<int64_t>(factor * static_cast<double>(source_tokens)) + 10);
+  }
+};
+
+// The outputs of the sources `ids[members]`, each stopped at its own limit. Greedy and sampled
+// rows are independent, so one call to the longest limit and cutting each row at its own is the
+// same as stopping each row there; beam search keeps the hypotheses of a limit apart, so
+// sources of one limit are searched together.
+std::vector<std::vector<int64_t>> generate(train::LoadedModel& run,
+                                           const std::vector<std::vector<int64_t>>& ids,
+                                           const std::vector<size_t>& members,
+                                           const Limits& limits) {
+  std::map<int64_t, std::vector<size_t>> groups;  // by limit (one group unless beam search)
+  for (size_t m = 0; m < members.size(); ++m)
+    groups[limits.options.beam > 1 ? limits.of(ids[members[m]].size()) : 0].push_back(m);
+  std::vector<std::vector<int64_t>> out(members.size());
+  for (const auto& [limit, group] : groups) {
+    size_t S = 0;
+    int64_t longest = 0;
+    for (size_t m : group) {
+      S = std::max(S, ids[members[m]].size());
+      longest = std::max(longest, limits.of(ids[members[m]].size()));
+    }
+    std::vector<int64_t> padded(group.size() * S, run.model->config().pad_id);
+    for (size_t g = 0; g < group.size(); ++g)
+      std::copy(ids[members[group[g]]].begin(), ids[members[group[g]]].end(),
+                padded.begin() + static_cast<std::ptrdiff_t>(g * S));
+    nn::GenerateOptions options = limits.options;
+    options.max_len = longest;
+    const auto decoded = nn::generate(
+        *run.model,
+        from_vector(padded, {static_cast<int64_t>(group.size()), static_cast<int64_t>(S)}),
+        options);
+    for (size_t g = 0; g < group.size(); ++g) {
+      std::vector<int64_t> tokens = decoded[g].tokens;
+      const auto cap = static_cast<size_t>(limits.of(ids[members[group[g]]].size()));
+      if (tokens.size() > cap) tokens.resize(cap);
+      out[group[g]] = std::move(tokens);
+    }
+  }
+  return out;
+}
+
 // Decodes a batch of sources, printing one line each in order (empty for a failure) and the
 // failures on stderr. Returns the number of failures.
-int decode_batch(train::LoadedModel& run, std::vector<Source>& batch,
-                 const nn::GenerateOptions& options) {
+int decode_batch(train::LoadedModel& run, std::vector<Source>& batch, const Limits& limits) {
   const int64_t limit = run.model->config().max_len;
   std::vector<std::vector<int64_t>> ids(batch.size());
   std::vector<size_t> good;
@@ -71,16 +122,8 @@ int decode_batch(train::LoadedModel& run, std::vector<Source>& batch,
   }
   std::vector<std::string> text(batch.size());
   if (!good.empty()) {
-    size_t S = 0;
-    for (size_t i : good) S = std::max(S, ids[i].size());
-    std::vector<int64_t> padded(good.size() * S, run.model->config().pad_id);
-    for (size_t g = 0; g < good.size(); ++g) {
-      std::copy(ids[good[g]].begin(), ids[good[g]].end(), padded.begin() + g * S);
-    }
-    const auto out = nn::generate(
-        *run.model,
-        from_vector(padded, {static_cast<int64_t>(good.size()), static_cast<int64_t>(S)}), options);
-    for (size_t g = 0; g < good.size(); ++g) text[good[g]] = run.tgt_vocab.decode(out[g].tokens);
+    const auto out = generate(run, ids, good, limits);
+    for (size_t g = 0; g < good.size(); ++g) text[good[g]] = run.tgt_vocab.decode(out[g]);
   }
   int failures = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -99,8 +142,7 @@ int decode_batch(train::LoadedModel& run, std::vector<Source>& batch,
 // Decodes the lines of standard input in batches, as decode_batch does; returns the failures.
 // Input that is not text, or has no end, stops with a DataError after the lines before it are
 // decoded.
-int decode_stdin(train::LoadedModel& run, std::vector<Source>& batch,
-                 const nn::GenerateOptions& options) {
+int decode_stdin(train::LoadedModel& run, std::vector<Source>& batch, const Limits& limits) {
   // a person typing at a terminal gets each answer at once
   const size_t batch_size = ::isatty(::fileno(stdin)) ? 1 : kBatch;
   data::LineReader reader(std::cin, "stdin", kMaxLineBytes, kMaxInputBytes);
@@ -108,10 +150,10 @@ int decode_stdin(train::LoadedModel& run, std::vector<Source>& batch,
   try {
     while (const auto line = reader.next()) {
       batch.push_back({*line, reader.where(), ""});
-      if (batch.size() == batch_size) failures += decode_batch(run, batch, options);
+      if (batch.size() == batch_size) failures += decode_batch(run, batch, limits);
     }
   } catch (const data::DataError&) {
-    decode_batch(run, batch, options);  // the lines before the one that stopped the input
+    decode_batch(run, batch, limits);  // the lines before the one that stopped the input
     throw;
   }
   return failures;
@@ -158,8 +200,11 @@ int main(int argc, char** argv) {
                "the run's checkpoint: best (by its validations), latest, or a step it keeps");
     const int64_t beam = f.integer("beam", 1, "beam width (1: greedy)", 1, 64);
     const int64_t max_len = f.integer(
-        "max-len", 64, "most tokens to generate, <eos> included (at most the model's max_len)", 1,
+        "max-len", 256, "most tokens to generate, <eos> included (at most the model's max_len)", 1,
         65536);
+    const double factor =
+        f.real("max-len-factor", 2,
+               "an output stops at this many times its source's tokens, plus 10", 0, 1000);
     const double length_penalty =
         f.real("length-penalty", 0.6, "alpha of the GNMT length penalty (0: none)", 0, 10);
     const bool sample = f.boolean("sample", "draw tokens from the model instead of the best");
@@ -177,25 +222,26 @@ int main(int argc, char** argv) {
     check_combinations(f, sample, beam);
     set_num_threads(static_cast<int>(threads));
     train::LoadedModel run = train::load_run(dir, checkpoint);
-    const nn::GenerateOptions options{.max_len = std::min(max_len, run.model->config().max_len),
-                                      .beam = beam,
-                                      .length_penalty = length_penalty,
-                                      .sample = sample,
-                                      .temperature = temperature,
-                                      .top_k = top_k,
-                                      .top_p = top_p,
-                                      .seed = seed};
+    const Limits limits{.options = {.max_len = std::min(max_len, run.model->config().max_len),
+                                    .beam = beam,
+                                    .length_penalty = length_penalty,
+                                    .sample = sample,
+                                    .temperature = temperature,
+                                    .top_k = top_k,
+                                    .top_p = top_p,
+                                    .seed = seed},
+                        .factor = factor};
     int failures = 0;
     std::vector<Source> batch;
     if (!f.positional().empty()) {
       for (size_t i = 0; i < f.positional().size(); ++i) {
         batch.push_back({f.positional()[i], fmt::format("argument {}", i + 1), ""});
-        if (batch.size() == kBatch) failures += decode_batch(run, batch, options);
+        if (batch.size() == kBatch) failures += decode_batch(run, batch, limits);
       }
     } else {
-      failures += decode_stdin(run, batch, options);
+      failures += decode_stdin(run, batch, limits);
     }
-    failures += decode_batch(run, batch, options);
+    failures += decode_batch(run, batch, limits);
     if (failures > 0)
       fmt::print(stderr, "translate: {} source(s) could not be decoded\n", failures);
     if (!ref.empty()) score(ref);

@@ -145,7 +145,14 @@ Vocabulary Vocabulary::train_subwords(const std::vector<std::string>& texts, Lev
     std::string_view why = status.message();
     if (why.starts_with("./src/") && why.find("] ") != std::string_view::npos)
       why.remove_prefix(why.find("] ") + 2);
-    throw DataError(fmt::format("{}: sentencepiece: {}", name, why));
+    const std::string what = fmt::format("{}: sentencepiece: {}", name, why);
+    // "Vocabulary size too high (2000). Please set it to a value <= 406."
+    const size_t at = why.find("Please set it to a value <= ");
+    if (why.starts_with("Vocabulary size too high") && at != std::string_view::npos) {
+      const int64_t largest = std::atoll(std::string(why.substr(at + 28)).c_str());
+      if (largest >= 5) throw VocabularySizeError(what, largest);
+    }
+    throw DataError(what);
   }
   return from_model(level, std::move(model), name);
 }

@@ -38,8 +38,8 @@ class Vocabulary {
                           int64_t subword_size = 1000, const std::string& name = "the texts");
   // A SentencePiece model of `size` pieces (the four special tokens included) learned from the
   // texts, level Bpe or Unigram. Deterministic: the same texts give the same model. Throws
-  // DataError "NAME: sentencepiece: ..." with SentencePiece's reason (a size the texts cannot
-  // fill, say), `name` standing for the texts.
+  // DataError "NAME: sentencepiece: ..." with SentencePiece's reason, `name` standing for the
+  // texts; a size the texts cannot fill is a VocabularySizeError holding the largest they can.
   static Vocabulary train_subwords(const std::vector<std::string>& texts, Level level, int64_t size,
                                    const std::string& name);
 

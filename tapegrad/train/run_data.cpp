@@ -55,7 +55,8 @@ data::CorpusSplit make_split(const DataOptions& o,
   return split;
 }
 
-void make_vocabularies(const DataOptions& o, RunData& d) {
+void make_vocabularies(const DataOptions& o, RunData& d,
+                       const std::function<void(const std::string&)>& report) {
   const std::string name = o.corpus.empty() ? "the task " + o.task : o.corpus;
   std::vector<std::string> sources, targets;
   for (const auto& e : d.split.train) {
@@ -63,8 +64,17 @@ void make_vocabularies(const DataOptions& o, RunData& d) {
     targets.push_back(e.target);
   }
   auto make = [&](const std::vector<std::string>& texts, const char* side) {
-    return data::Vocabulary::build(texts, o.level, o.vocab_size,
-                                   fmt::format("{} ({})", name, side));
+    const std::string what = fmt::format("{} ({})", name, side);
+    try {
+      return data::Vocabulary::build(texts, o.level, o.vocab_size, what);
+    } catch (const data::VocabularySizeError& e) {
+      if (!o.fit_vocab_size) throw;
+      if (report) {
+        report(fmt::format("{}: {} subword pieces are more than it holds; using {}", what,
+                           o.vocab_size, e.largest));
+      }
+      return data::Vocabulary::build(texts, o.level, e.largest, what);
+    }
   };
   if (o.shared_vocab) {
     sources.insert(sources.end(), targets.begin(), targets.end());
@@ -116,7 +126,7 @@ RunData make_run_data(const DataOptions& options,
                       const std::function<void(const std::string&)>& report) {
   RunData d;
   d.split = make_split(options, report);
-  make_vocabularies(options, d);
+  make_vocabularies(options, d, report);
   check_lengths(options, d);
   return d;
 }

@@ -26,6 +26,9 @@ struct DataOptions {
   uint64_t seed = 0;           // the generation, or the corpus's shuffle
   data::Level level = data::Level::Char;
   int64_t vocab_size = 1000;  // pieces of a bpe or unigram vocabulary
+  // a vocab_size the training texts cannot fill is lowered to the largest they can, and said
+  // through make_run_data's `report` (otherwise: a data::VocabularySizeError naming it)
+  bool fit_vocab_size = false;
   bool shared_vocab = false;  // one vocabulary learned from both sides
   int64_t max_len = 128;      // the model's: a longer example is refused, naming it
 };
@@ -38,7 +41,7 @@ struct RunData {
 // Throws data::DataError naming the file and line (or the generated example) of the first
 // example that does not fit. `report` receives each skipped line ("skipped FILE:LINE: what")
 // and their count, and how many held-out pairs an automatic split dropped because their
-// source also occurs among the training pairs.
+// source also occurs among the training pairs, and a vocabulary size fitted down.
 RunData make_run_data(const DataOptions& options,
                       const std::function<void(const std::string&)>& report = {});
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The best checkpoint and early stopping: a run keeps `best` (by --best-metric) beside `latest`
-# and only --keep-checkpoints others, translate and the test set use the best, --patience stops
+# and only --keep-checkpoints others, translate and the test set use the best (translate's outputs
+# stopping at a length tied to their source), --patience stops
 # the run once that many validations in a row are no better, and a resume of a run that stopped
 # so is refused until the patience is raised. Under mpirun every process stops at the same step
 # (train_mpi.sh).
@@ -42,6 +43,15 @@ awk -F'\t' -v s="$step" '$1 == s { b = $6 } { if ($6 > m) m = $6 } END { exit b 
 for c in $(kept rising); do
   [[ $c == step-00000080 || $c == "$best" ]] || fail "--keep-checkpoints 1 kept $c"
 done
+
+# --- translate stops each output at --max-len-factor times its source's tokens, plus 10 -------
+long="a b c d e f g h i j a b"  # 23 characters
+for beam in 1 3; do
+  out=$("$translate" --run rising --beam $beam --max-len-factor 0 "$long" "a")
+  [[ $(head -1 <<< "$out" | wc -m) -le 11 ]] || fail "beam $beam, factor 0: '$(head -1 <<< "$out")' is over 10 characters"
+done
+out=$("$translate" --run rising "$long")
+[[ $(wc -m <<< "$out") -gt 11 ]] || fail "factor 2: '$out' was cut"
 
 # --- the test set is scored with the best checkpoint, not the last -----------------------------
 for i in $(seq 1 40); do printf '%s\t%s\n' "w$i x" "x w$i"; done > pairs.tsv

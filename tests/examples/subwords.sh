@@ -80,6 +80,14 @@ expect "$train" 1 "$dir/pairs.tsv (source side): sentencepiece: Vocabulary size 
   "${common[@]}" --level bpe --vocab-size 5000 --out "$dir/big"
 [[ -e $dir/big ]] && fail "a failed vocabulary left $dir/big behind"
 expect "$train" 2 "--vocab-size goes with --level bpe or unigram" "${common[@]}" --vocab-size 40
+# the default size on a corpus that cannot fill it: fitted down and said; given, it is refused
+# (above). The run resumes: its vocabularies hold fewer pieces than its --vocab-size.
+small=(--data "$dir/pairs.tsv" --level unigram --steps 20 --warmup 2 --eval-every 20 --d-model 16
+       --heads 2 --d-ff 32 --threads 1)
+out=$("$train" "${small[@]}" --out "$dir/fitted" 2>&1) || fail "the default vocabulary size: $out"
+[[ $out == *"$dir/pairs.tsv (source side): 1000 subword pieces are more than it holds; using "* ]] ||
+  fail "the fitted vocabulary size was not said: $out"
+out=$("$train" --out "$dir/fitted" --resume --steps 30 --reschedule 2>&1) || fail "resuming it: $out"
 expect "$train" 2 "--level: expected char, word, bpe or unigram, got 'pieces'" --level pieces
 printf 'tapegrad-vocab bpe 12 0123456789abcdef\nnot a model!' > "$dir/bpe/checkpoints/step-00000620/src.vocab"
 expect "$translate" 1 "$dir/bpe/checkpoints/step-00000620/src.vocab: the model's checksum is" \
