@@ -4,7 +4,7 @@
 //
 //   ./build/examples/train                          # the default date task
 //   ./build/examples/train --task reverse --steps 1500
-//   ./build/examples/train --data pairs.tsv --level word --out runs/mine
+//   ./build/examples/train --data pairs.tsv --level word --epochs 10 --out runs/mine
 //   ./build/examples/train --data pairs.tsv --level bpe --vocab-size 2000 --shared-vocab
 //   ./build/examples/train --out runs/dates --resume --steps 4000   # continue a run
 //
@@ -119,7 +119,7 @@ int train_steps(const examples::TrainSettings& s, const parallel::World& world,
   return 0;
 }
 
-int run(const examples::TrainSettings& s, const parallel::World& world) {
+int run(examples::TrainSettings s, const parallel::World& world) {
   const bool root = world.is_root();
   const std::string& out = s.trainer.out;
   set_num_threads(static_cast<int>(s.threads));
@@ -129,6 +129,9 @@ int run(const examples::TrainSettings& s, const parallel::World& world) {
   if (s.trainer.start != train::Start::Resume) {
     fresh = train::make_run_data(s.data,
                                  [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+    examples::fit_epochs(s, fresh.split.train.size());
+  } else if (s.epochs > 0) {  // the run's own training pairs
+    examples::fit_epochs(s, data::load_tsv(out + "/train.tsv", {.strict = true}).examples.size());
   }
   for (const std::string& note : s.notes) {
     if (root) fmt::print("{}\n", note);

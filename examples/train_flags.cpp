@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -27,6 +28,21 @@ const std::set<std::string> kPerInvocation = {"out",        "resume",          "
 // (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
 constexpr int64_t kMaxSteps = 10'000'000;     // checkpoint folders are named with 8 digits
 constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
+
+// A cosine schedule's warmup below its steps: the default lowered to a tenth of them (and
+// said), a warmup the user gave (or a resumed run has) refused.
+void fit_warmup(TrainSettings& s, const std::string& warmup_label) {
+  train::TrainerOptions& t = s.trainer;
+  if (t.schedule != "cosine" || t.warmup < t.steps) return;
+  if (s.warmup_given || t.start == train::Start::Resume) {
+    throw FlagError(fmt::format("{} {} must be below the {} steps of the run", warmup_label,
+                                t.warmup, t.steps));
+  }
+  s.notes.push_back(fmt::format("--warmup: the default {} is not below the {} steps; using {}",
+                                t.warmup, t.steps, t.steps / 10));
+  t.warmup = t.steps / 10;
+  t.flags["warmup"] = std::to_string(t.warmup);
+}
 
 // The flags as a whole, after each was read on its own: names that must exist, values that
 // must agree, and flags that would have no effect in the combination given (refused). A default
@@ -61,15 +77,10 @@ void check_combinations(TrainSettings& s, const Flags& f) {
                                 s.model.d_model, f.label("heads"), s.model.heads));
   }
   const bool resume = t.start == train::Start::Resume;
-  if (t.schedule == "cosine" && t.warmup >= t.steps) {
-    if (f.given("warmup") || resume) {
-      throw FlagError(fmt::format("{} {} must be below {} {}", f.label("warmup"), t.warmup,
-                                  f.label("steps"), t.steps));
-    }
-    s.notes.push_back(fmt::format("--warmup: the default {} is not below --steps {}; using {}",
-                                  t.warmup, t.steps, t.steps / 10));
-    t.warmup = t.steps / 10;
-  }
+  if (f.given("epochs") && f.given("steps"))
+    throw FlagError("--epochs and --steps exclude each other: give the run's length once");
+  if (f.given("steps")) s.epochs = 0;  // a resumed run's --epochs gives way to --steps given
+  if (s.epochs == 0) fit_warmup(s, f.label("warmup"));
   if (f.given("train-size") && !d.corpus.empty())
     throw FlagError("--train-size sizes a generated task; with --data it has no effect");
   if (f.given("strict") && d.corpus.empty())
@@ -141,6 +152,10 @@ void read_training_flags(Flags& f, TrainSettings& s) {
   d.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
   t.steps =
       f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
+  s.epochs = f.real("epochs", 0,
+                    "the run's length in passes over the training pairs, instead of --steps "
+                    "(0: --steps)",
+                    0, 1e6);
   s.stop_after = f.integer("stop-after", 0,
                            "stop after this many steps of this invocation, saving a run to "
                            "--resume (0: never)",
@@ -164,6 +179,7 @@ void read_training_flags(Flags& f, TrainSettings& s) {
   t.schedule = f.text("schedule", "cosine",
                       "cosine (warmup + cosine decay), noam (the paper's) or constant");
   t.warmup = f.integer("warmup", 200, "warmup steps", 0, kMaxSteps);
+  s.warmup_given = f.given("warmup");
   s.reschedule = f.boolean("reschedule",
                            "with --resume: accept a changed schedule (--steps of a cosine "
                            "schedule, --schedule, --lr, --warmup)");
@@ -211,6 +227,18 @@ void check_model_size(const TrainSettings& s, const Flags& f) {
 
 }  // namespace
 
+void fit_epochs(TrainSettings& s, size_t train_pairs) {
+  if (s.epochs == 0) return;
+  train::TrainerOptions& t = s.trainer;
+  const double steps =
+      std::ceil(s.epochs * static_cast<double>(train_pairs) / static_cast<double>(t.batch));
+  t.steps = std::clamp<int64_t>(static_cast<int64_t>(std::min(steps, 1e12)), 1, kMaxSteps);
+  t.flags["steps"] = std::to_string(t.steps);
+  s.notes.push_back(fmt::format("--epochs {:g}: {} steps of {} of the {} training pairs", s.epochs,
+                                t.steps, t.batch, train_pairs));
+  fit_warmup(s, "--warmup");
+}
+
 std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
                                                const parallel::World& world) {
   Flags f(argc, argv,
@@ -232,7 +260,8 @@ std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
   for (const auto& [name, value] : f.read()) {
     if (!kPerInvocation.contains(name)) flags[name] = value;
   }
-  flags["warmup"] = std::to_string(s.trainer.warmup);  // as check_combinations fitted it
+  flags["warmup"] = std::to_string(s.trainer.warmup);  // as fit_warmup fitted it
+  flags["epochs"] = fmt::format("{:g}", s.epochs);
   flags["processes"] = std::to_string(world.size());
   if (!s.data.corpus.empty()) s.trainer.inputs = {s.data.corpus};
   s.trainer.title =

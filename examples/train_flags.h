@@ -19,11 +19,16 @@ struct TrainSettings {
   train::TrainerOptions trainer;
   nn::MiniTransformerConfig model;
   std::string level;  // --level as given (data.level once checked)
-  bool reschedule = false;
+  bool reschedule = false, warmup_given = false;
+  double epochs = 0;  // the run's length in passes over the training pairs; 0: trainer.steps
   int64_t stop_after = 0, save_every = 0, eval_every = 0, threads = 0;
   train::RunFlags saved;           // with --resume: the run's flags
   std::vector<std::string> notes;  // what was chosen for the user, said when the run starts
 };
+
+// With --epochs: the steps that make that many passes over `train_pairs` (saved as the run's
+// --steps), and a default warmup fitted below them.
+void fit_epochs(TrainSettings& s, size_t train_pairs);
 
 // The flags of argv; nullopt after --help. Throws FlagError naming the flag, and
 // train::ResumeConflict when --resume is given flags that conflict with the run's.

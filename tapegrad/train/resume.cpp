@@ -88,8 +88,8 @@ void check_resume_flags(const std::string& dir, const RunFlags& saved, const Run
                                       latest_checkpoint(dir), name.substr(0, 40)));
     }
   }
-  std::set<std::string> free = {"steps", "patience", "keep-checkpoints", "eval-every",
-                                "save-every"};
+  std::set<std::string> free = {"steps",      "epochs",    "patience", "keep-checkpoints",
+                                "eval-every", "save-every"};
   if (reschedule) free.insert({"schedule", "lr", "warmup"});
   for (const auto& [name, value] : given) {
     if (auto c = conflict(saved, name, value, free)) conflicts.push_back(std::move(*c));

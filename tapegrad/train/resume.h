@@ -33,9 +33,9 @@ class ResumeConflict : public RunError {
 };
 
 // Every flag the run in `dir` keeps must be given as the run has it, except steps (checked by
-// check_schedule), eval-every, save-every, patience and keep-checkpoints (saved as the run's
-// defaults, free to change) and, with `reschedule`, the schedule's (schedule, lr, warmup); the
-// number of processes must be the run's. Throws ResumeConflict listing every conflict.
+// check_schedule) and epochs, eval-every, save-every, patience and keep-checkpoints (saved as the
+// run's defaults, free to change) and, with `reschedule`, the schedule's (schedule, lr, warmup);
+// the number of processes must be the run's. Throws ResumeConflict listing every conflict.
 void check_resume_flags(const std::string& dir, const RunFlags& saved, const RunFlags& given,
                         bool reschedule);
 

@@ -61,11 +61,18 @@ expect 2 "--threads: must be in [1, 1024], got 100000" -- --threads 100000
 expect 2 "MiniTransformerConfig: the model would hold" -- --d-model 4096 --d-ff 16384 --encoder-layers 64 --heads 8
 expect 2 "--reschedule goes with --resume" -- --reschedule
 expect 2 "unexpected argument 'extra'" -- extra
+expect 2 "--epochs and --steps exclude each other" -- --epochs 2 --steps 10
 [[ ! -e $dir/run ]] || { echo "a refused command created its --out"; exit 1; }
+# --epochs: the steps that pass over the training pairs that many times, said
+out=$("$train" --task copy --train-size 128 --valid-size 10 --epochs 1.5 --d-model 16 --heads 2 \
+      --d-ff 32 --out "$dir/epochs" 2>&1) || { echo "--epochs 1.5: $out"; exit 1; }
+[[ $out == *"--epochs 1.5: 3 steps of 64 of the 128 training pairs"* &&
+   $(grep -c . "$dir/epochs/loss.tsv") == 3 ]] || { echo "--epochs 1.5 is not 3 steps: $out"; exit 1; }
 
 translate=$2 classify=$3 tour=$4
 bin=$(dirname "$tour")  # the book's programs and the seed notebooks' are built beside the tour
-for program in "$train" "$translate" "$classify" "$tour" "$bin/derivations" "$bin"/seeds/seed_*; do
+for program in "$train" "$translate" "$classify" "$tour" "$bin/score" "$bin/derivations" \
+    "$bin"/seeds/seed_*; do
   out=$("$program" --help 2>&1) && [[ $out == *usage:* ]] || { echo "$program --help: $out"; exit 1; }
   out=$("$program" --bogus 2>&1); code=$?
   [[ $code == 2 && $out == *"--bogus: unknown flag"* ]] || { echo "$program --bogus: exit $code: $out"; exit 1; }
@@ -78,5 +85,9 @@ for bad in 1e9 0 65 -1; do
   out=$(timeout 20 "$translate" --beam "$bad" x 2>&1); code=$?
   [[ $code == 2 && $out == *"translate: --beam: "* ]] || { echo "translate --beam $bad: exit $code: $out"; exit 1; }
 done
+out=$(echo x | "$bin/score" --ref /dev/null 2>&1); code=$?
+[[ $code == 1 && $out == *"/dev/null: 0 reference lines for 1 hypotheses"* ]] || { echo "score: exit $code: $out"; exit 1; }
+[[ $(printf 'a b c d e\n' | "$bin/score" --ref <(printf 'a b c d e\n')) == "BLEU 100.00 "*"chrF 100.00 (1 lines)" ]] ||
+  { echo "score: a line against itself is not 100"; exit 1; }
 out=$("$classify" --steps 0 2>&1); [[ $? == 2 && $out == *"--steps: must be in"* ]] || { echo "classify --steps 0: $out"; exit 1; }
 echo "train flag and data errors: ok"
