@@ -7,9 +7,6 @@
 //   ./build/examples/score --ref a.en --ref2 b.en output.txt
 #include <fmt/core.h>
 
-#include <fstream>
-#include <iostream>
-
 #include "examples/cli.h"
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
@@ -21,20 +18,6 @@ namespace {
 
 constexpr size_t kMaxLineBytes = 1 << 16;
 constexpr uint64_t kMaxInputBytes = uint64_t{1} << 30;
-
-// Every line of `path` ("-": standard input), bounded as translate reads its input.
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream file;
-  if (path != "-") {
-    file.open(path, std::ios::binary);
-    if (!file) throw data::DataError(fmt::format("{}: cannot open", path));
-  }
-  data::LineReader reader(path == "-" ? std::cin : file, path == "-" ? "stdin" : path,
-                          kMaxLineBytes, kMaxInputBytes);
-  std::vector<std::string> lines;
-  while (const auto line = reader.next()) lines.push_back(*line);
-  return lines;
-}
 
 }  // namespace
 
@@ -50,11 +33,11 @@ int main(int argc, char** argv) {
     if (ref.empty()) throw examples::FlagError("--ref names the reference file");
     if (f.positional().size() > 1) throw examples::FlagError("one hypothesis file at most");
     const std::string hyp_path = f.positional().empty() ? "-" : f.positional()[0];
-    const std::vector<std::string> hyp = lines_of(hyp_path);
+    const std::vector<std::string> hyp = data::read_lines(hyp_path, kMaxLineBytes, kMaxInputBytes);
     metrics::References refs;
     for (const std::string& path : {ref, ref2}) {
       if (path.empty()) continue;
-      refs.push_back(lines_of(path));
+      refs.push_back(data::read_lines(path, kMaxLineBytes, kMaxInputBytes));
       if (refs.back().size() != hyp.size()) {
         throw data::DataError(fmt::format("{}: {} reference lines for {} hypotheses", path,
                                           refs.back().size(), hyp.size()));

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -161,11 +160,7 @@ int decode_stdin(train::LoadedModel& run, std::vector<Source>& batch, const Limi
 
 // --ref: the outputs against the reference file's lines, read as the outputs' sources are.
 void score(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw data::DataError(fmt::format("{}: cannot open the reference file", path));
-  data::LineReader reader(in, path, kMaxLineBytes, kMaxInputBytes);
-  std::vector<std::string> refs;
-  while (const auto line = reader.next()) refs.push_back(*line);
+  const std::vector<std::string> refs = data::read_lines(path, kMaxLineBytes, kMaxInputBytes);
   if (refs.size() != g_outputs.size()) {
     throw data::DataError(
         fmt::format("{}: {} reference lines for {} outputs", path, refs.size(), g_outputs.size()));

@@ -4,6 +4,9 @@
 
 #include <fmt/core.h>
 
+#include <fstream>
+#include <iostream>
+
 #include "tapegrad/data/data_error.h"
 
 namespace tapegrad::data {
@@ -89,6 +92,19 @@ std::optional<std::string> LineReader::next() {
   ++total_;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return line;
+}
+
+std::vector<std::string> read_lines(const std::string& path, size_t max_line, uint64_t max_total) {
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) throw DataError(fmt::format("{}: cannot open", path));
+  }
+  LineReader reader(path == "-" ? std::cin : file, path == "-" ? "stdin" : path, max_line,
+                    max_total);
+  std::vector<std::string> lines;
+  while (const auto line = reader.next()) lines.push_back(*line);
+  return lines;
 }
 
 std::vector<std::string> split_words(std::string_view text) {

@@ -38,6 +38,10 @@ class LineReader {
   int64_t line_no_ = 0;
 };
 
+// Every line of the file `path` ("-": standard input), read by a LineReader with these bounds;
+// a file that cannot be opened is a DataError naming it.
+std::vector<std::string> read_lines(const std::string& path, size_t max_line, uint64_t max_total);
+
 // Words separated by runs of spaces and tabs.
 std::vector<std::string> split_words(std::string_view text);
 
