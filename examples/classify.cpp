@@ -56,6 +56,7 @@ struct Settings {
   bool tagging = false, strict = false, resume = false, replace = false;
   std::string data, out, run, checkpoint;
   data::Level level = data::Level::Word;
+  data::WordOptions words;
   int64_t vocab_size = 0, max_len = 0, steps = 0, save_every = 0, stop_after = 0;
   double lr = 0;
   uint64_t seed = 0;
@@ -216,7 +217,7 @@ void begin(Run& r, const Settings& s, const data::CorpusSplit& split) {
   std::vector<std::string> texts;
   for (const auto& e : split.train) texts.push_back(e.source);
   r.c.vocab = data::Vocabulary::build(texts, s.level, s.vocab_size,
-                                      s.data.empty() ? "the generated task" : s.data);
+                                      s.data.empty() ? "the generated task" : s.data, s.words);
   r.c.classes = classes_of(split);
   const std::string file = s.data.empty() ? "the generated task" : s.data;
   r.train = encode(split.train, r.c.vocab, r.c.classes, s.max_len, file + " (training part)");
@@ -450,6 +451,9 @@ void read_training_flags(examples::Flags& f, Settings& s) {
   s.vocab_size = f.integer("vocab-size", 1000, "subword pieces (bpe, unigram)", 5,
                            data::Vocabulary::kMaxTokens);
   s.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
+  s.words.lowercase = f.boolean("lowercase", "--level word: lower-case the text first");
+  s.words.split_punctuation =
+      f.boolean("split-punctuation", "--level word: punctuation marks are tokens of their own");
   s.max_len = f.integer("max-len", 128, "longest text in tokens", 1, 4096);
   s.steps = f.integer("steps", 800, "training steps in all", 1, 10'000'000);
   s.save_every =
@@ -471,7 +475,13 @@ void read_training_flags(examples::Flags& f, Settings& s) {
 void check_combinations(const examples::Flags& f, const Settings& s) {
   if (s.tagging && s.level != data::Level::Word)
     throw examples::FlagError("--tag: tags go with words, so --level is word");
-  for (const char* flag : {"level", "vocab-size", "strict"}) {
+  if (s.tagging && s.words.split_punctuation)
+    throw examples::FlagError("--split-punctuation: --tag takes a tag per space-separated token");
+  for (const char* flag : {"lowercase", "split-punctuation"}) {
+    if (f.given(flag) && s.level != data::Level::Word)
+      throw examples::FlagError(fmt::format("--{} goes with --level word", flag));
+  }
+  for (const char* flag : {"level", "vocab-size", "strict", "lowercase", "split-punctuation"}) {
     if (s.data.empty() && f.given(flag))
       throw examples::FlagError(fmt::format("--{} goes with --data", flag));
   }

@@ -31,15 +31,15 @@ constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in 
 
 // A cosine schedule's warmup below its steps: the default lowered to a tenth of them (and
 // said), a warmup the user gave (or a resumed run has) refused.
-void fit_warmup(TrainSettings& s, const std::string& warmup_label) {
+void fit_warmup(TrainSettings& s, const std::string& warmup_label, const std::string& steps_label) {
   train::TrainerOptions& t = s.trainer;
   if (t.schedule != "cosine" || t.warmup < t.steps) return;
   if (s.warmup_given || t.start == train::Start::Resume) {
-    throw FlagError(fmt::format("{} {} must be below the {} steps of the run", warmup_label,
-                                t.warmup, t.steps));
+    throw FlagError(
+        fmt::format("{} {} must be below {} {}", warmup_label, t.warmup, steps_label, t.steps));
   }
-  s.notes.push_back(fmt::format("--warmup: the default {} is not below the {} steps; using {}",
-                                t.warmup, t.steps, t.steps / 10));
+  s.notes.push_back(fmt::format("--warmup: the default {} is not below {} {}; using {}", t.warmup,
+                                steps_label, t.steps, t.steps / 10));
   t.warmup = t.steps / 10;
   t.flags["warmup"] = std::to_string(t.warmup);
 }
@@ -63,6 +63,10 @@ void check_combinations(TrainSettings& s, const Flags& f) {
   s.data.level = *level;
   if (f.given("vocab-size") && *level != data::Level::Bpe && *level != data::Level::Unigram)
     throw FlagError("--vocab-size goes with --level bpe or unigram");
+  for (const char* flag : {"lowercase", "split-punctuation"}) {
+    if (f.given(flag) && *level != data::Level::Word)
+      throw FlagError(fmt::format("--{} goes with --level word", flag));
+  }
   if (t.schedule != "cosine" && t.schedule != "noam" && t.schedule != "constant") {
     throw FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
                                 f.label("schedule"), t.schedule));
@@ -80,7 +84,7 @@ void check_combinations(TrainSettings& s, const Flags& f) {
   if (f.given("epochs") && f.given("steps"))
     throw FlagError("--epochs and --steps exclude each other: give the run's length once");
   if (f.given("steps")) s.epochs = 0;  // a resumed run's --epochs gives way to --steps given
-  if (s.epochs == 0) fit_warmup(s, f.label("warmup"));
+  if (s.epochs == 0) fit_warmup(s, f.label("warmup"), f.label("steps"));
   if (f.given("train-size") && !d.corpus.empty())
     throw FlagError("--train-size sizes a generated task; with --data it has no effect");
   if (f.given("strict") && d.corpus.empty())
@@ -147,6 +151,11 @@ void read_training_flags(Flags& f, TrainSettings& s) {
                            "tokens included",
                            5, data::Vocabulary::kMaxTokens);
   d.fit_vocab_size = !f.given("vocab-size");
+  d.words.lowercase = f.boolean("lowercase", "--level word: lower-case the text first");
+  d.words.split_punctuation =
+      f.boolean("split-punctuation",
+                "--level word: punctuation marks are tokens of their own (\"¿Sí?\" is "
+                "\"¿\", \"Sí\", \"?\"); outputs join them back");
   d.shared_vocab =
       f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each");
   d.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
@@ -236,7 +245,7 @@ void fit_epochs(TrainSettings& s, size_t train_pairs) {
   t.flags["steps"] = std::to_string(t.steps);
   s.notes.push_back(fmt::format("--epochs {:g}: {} steps of {} of the {} training pairs", s.epochs,
                                 t.steps, t.batch, train_pairs));
-  fit_warmup(s, "--warmup");
+  fit_warmup(s, "--warmup", fmt::format("--epochs {:g}'s steps,", s.epochs));
 }
 
 std::optional<TrainSettings> parse_train_flags(int argc, char** argv,

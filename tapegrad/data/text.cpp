@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -115,6 +116,101 @@ std::vector<std::string> split_words(std::string_view text) {
     const size_t start = i;
     while (i < text.size() && text[i] != ' ' && text[i] != '\t') ++i;
     if (i > start) out.emplace_back(text.substr(start, i - start));
+  }
+  return out;
+}
+
+namespace {
+
+// The code point of one UTF-8 character (as split_chars gives them); an invalid sequence is
+// read as U+FFFD.
+char32_t code_point(std::string_view c) {
+  const auto b = [&](size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(c[i])); };
+  if (c.size() == 1) return b(0);
+  if (c.size() == 2) return (b(0) & 0x1f) << 6 | (b(1) & 0x3f);
+  if (c.size() == 3) return (b(0) & 0x0f) << 12 | (b(1) & 0x3f) << 6 | (b(2) & 0x3f);
+  if (c.size() == 4)
+    return (b(0) & 0x07) << 18 | (b(1) & 0x3f) << 12 | (b(2) & 0x3f) << 6 | (b(3) & 0x3f);
+  return 0xfffd;
+}
+
+std::string utf8(char32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | cp >> 6);
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xe0 | cp >> 12);  // every lower-case letter here is below U+10000
+    out += static_cast<char>(0x80 | (cp >> 6 & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return out;
+}
+
+char32_t lower(char32_t cp) {
+  const auto in = [&](char32_t lo, char32_t hi) { return cp >= lo && cp <= hi; };
+  if (in('A', 'Z') || (in(0xc0, 0xde) && cp != 0xd7)) return cp + 0x20;      // ASCII, Latin-1
+  if ((in(0x100, 0x137) || in(0x14a, 0x177)) && cp % 2 == 0) return cp + 1;  // Latin Ext-A
+  if ((in(0x139, 0x148) || in(0x179, 0x17e)) && cp % 2 == 1) return cp + 1;
+  if (cp == 0x178) return 0xff;
+  if (in(0x391, 0x3a9) && cp != 0x3a2) return cp + 0x20;  // Greek
+  if (in(0x410, 0x42f)) return cp + 0x20;                 // Cyrillic
+  if (in(0x400, 0x40f)) return cp + 0x50;
+  return cp;
+}
+
+bool is_punctuation(char32_t cp) {
+  const auto in = [&](char32_t lo, char32_t hi) { return cp >= lo && cp <= hi; };
+  return in(0x21, 0x2f) || in(0x3a, 0x40) || in(0x5b, 0x60) || in(0x7b, 0x7e) || cp == 0xa1 ||
+         cp == 0xa7 || cp == 0xab || cp == 0xb6 || cp == 0xb7 || cp == 0xbb || cp == 0xbf ||
+         in(0x2010, 0x2027) || in(0x2030, 0x205e) || in(0x3001, 0x3003) || in(0x3008, 0x3011) ||
+         in(0xff01, 0xff0f);
+}
+
+}  // namespace
+
+std::string lowercase(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const std::string& c : split_chars(text)) {
+    const char32_t cp = code_point(c);
+    const char32_t l = lower(cp);
+    out += l == cp ? c : utf8(l);
+  }
+  return out;
+}
+
+std::vector<std::string> split_words_and_punctuation(std::string_view text) {
+  std::vector<std::string> out;
+  for (const std::string& word : split_words(text)) {
+    std::string part;
+    for (const std::string& c : split_chars(word)) {
+      if (!is_punctuation(code_point(c))) {
+        part += c;
+        continue;
+      }
+      if (!part.empty()) out.push_back(std::move(part));
+      part.clear();
+      out.push_back(c);
+    }
+    if (!part.empty()) out.push_back(std::move(part));
+  }
+  return out;
+}
+
+std::string join_words_and_punctuation(const std::vector<std::string>& tokens) {
+  static const std::vector<std::string_view> closing = {".", ",", ";", ":", "!", "?", ")",
+                                                        "]", "}", "»", "”", "’", "…", "%"};
+  static const std::vector<std::string_view> opening = {"(", "[", "{", "«", "“", "‘", "¿", "¡"};
+  const auto among = [](const std::vector<std::string_view>& set, const std::string& t) {
+    return std::find(set.begin(), set.end(), t) != set.end();
+  };
+  std::string out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0 && !among(closing, tokens[i]) && !among(opening, tokens[i - 1])) out += ' ';
+    out += tokens[i];
   }
   return out;
 }

@@ -45,4 +45,14 @@ std::vector<std::string> read_lines(const std::string& path, size_t max_line, ui
 // Words separated by runs of spaces and tabs.
 std::vector<std::string> split_words(std::string_view text);
 
+// The text lower-cased by Unicode's simple case mapping for the Latin (ASCII, Latin-1, Latin
+// Extended-A), Greek and Cyrillic capitals; every other character as it is.
+std::string lowercase(std::string_view text);
+// split_words, each punctuation mark then a token of its own: ASCII's, and Unicode's general
+// and CJK punctuation, guillemets and the inverted marks ("¿Sí?" -> "¿", "Sí", "?").
+std::vector<std::string> split_words_and_punctuation(std::string_view text);
+// Tokens joined by spaces, but none before a closing mark (. , ; : ! ? ) ] } » ” ’ …) nor after
+// an opening one (( [ { « “ ‘ ¿ ¡): split_words_and_punctuation's tokens read as text again.
+std::string join_words_and_punctuation(const std::vector<std::string>& tokens);
+
 }  // namespace tapegrad::data

@@ -103,9 +103,11 @@ int64_t Vocabulary::add(const std::string& token) {
 }
 
 Vocabulary Vocabulary::build(const std::vector<std::string>& texts, Level level,
-                             int64_t subword_size, const std::string& name) {
+                             int64_t subword_size, const std::string& name,
+                             const WordOptions& words) {
   if (is_subword(level)) return train_subwords(texts, level, subword_size, name);
   Vocabulary v(level);
+  if (level == Level::Word) v.words_ = words;
   for (const std::string& t : texts) {
     for (const std::string& token : v.tokenize(t)) v.add(token);
   }
@@ -266,7 +268,10 @@ std::vector<std::string> Vocabulary::tokenize(std::string_view text) const {
     pieces_->Encode(text, &out).IgnoreError();  // fails only without a model
     return out;
   }
-  return level_ == Level::Char ? split_chars(text) : split_words(text);
+  if (level_ == Level::Char) return split_chars(text);
+  const std::string lowered = words_.lowercase ? lowercase(text) : std::string();
+  const std::string_view read = words_.lowercase ? std::string_view(lowered) : text;
+  return words_.split_punctuation ? split_words_and_punctuation(read) : split_words(read);
 }
 
 std::vector<int64_t> Vocabulary::encode(std::string_view text) const {
@@ -295,17 +300,25 @@ std::string Vocabulary::decode(std::span<const int64_t> ids) const {
     pieces_->Decode(kept, &out).IgnoreError();
     return out;
   }
+  std::vector<std::string> tokens;
   for (int64_t id : ids) {
     if (id == kEos) break;
     if (id == kPad || id == kBos) continue;
-    if (level_ == Level::Word && !out.empty()) out += ' ';
-    out += id >= 0 && id < size() ? tokens_[id] : tokens_[kUnk];
+    tokens.push_back(id >= 0 && id < size() ? tokens_[id] : tokens_[kUnk]);
   }
+  if (level_ == Level::Char) {
+    for (const std::string& t : tokens) out += t;
+    return out;
+  }
+  if (words_.split_punctuation) return join_words_and_punctuation(tokens);
+  for (const std::string& t : tokens) out += (out.empty() ? "" : " ") + t;
   return out;
 }
 
 void Vocabulary::save(const std::string& path) const {
-  std::string text = fmt::format("tapegrad-vocab {}", level_name(level_));
+  std::string text =
+      fmt::format("tapegrad-vocab {}{}{}", level_name(level_), words_.lowercase ? " lowercase" : "",
+                  words_.split_punctuation ? " split-punctuation" : "");
   if (pieces_) {
     text += fmt::format(" {} {:016x}\n", model_.size(), fnv1a(model_)) + model_;
   } else {
@@ -388,10 +401,22 @@ Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
         "{}:1: expected 'tapegrad-vocab' and a level: char, word, bpe or unigram", path));
   }
   if (is_subword(*level)) return read_model(in, path, *level, line);
-  if (line.size() != magic.size() + std::string_view(level_name(*level)).size()) {
-    throw DataError(fmt::format("{}:1: unexpected text after '{}'", path, level_name(*level)));
-  }
   Vocabulary v(*level);
+  // the word options, in save()'s order
+  std::string_view rest =
+      std::string_view(line).substr(magic.size() + std::string_view(level_name(*level)).size());
+  for (const auto& [option, flag] : {std::pair{" lowercase", &v.words_.lowercase},
+                                     {" split-punctuation", &v.words_.split_punctuation}}) {
+    if (*level == Level::Word && rest.starts_with(option)) {
+      *flag = true;
+      rest.remove_prefix(std::string_view(option).size());
+    }
+  }
+  if (!rest.empty()) {
+    throw DataError(
+        fmt::format("{}:1: unexpected text after '{}'", path,
+                    line.substr(magic.size(), line.size() - rest.size() - magic.size())));
+  }
   const std::vector<std::string> specials = v.tokens_;
   v.tokens_.clear();
   v.ids_.clear();

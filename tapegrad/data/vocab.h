@@ -26,16 +26,27 @@ enum class Level { Char, Word, Bpe, Unigram };
 const char* level_name(Level level);
 std::optional<Level> level_from_name(std::string_view name);
 
+// How the word level reads text: lower-cased first, and punctuation split off as tokens of its
+// own (text.h's lowercase and split_words_and_punctuation); decode() then joins punctuation back
+// (join_words_and_punctuation).
+struct WordOptions {
+  bool lowercase = false;
+  bool split_punctuation = false;
+  bool operator==(const WordOptions&) const = default;
+};
+
 class Vocabulary {
  public:
   static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
 
   // The four special tokens alone, at the char or word level.
   explicit Vocabulary(Level level);
-  // Every char or word of the texts; at bpe and unigram, a model of `subword_size` pieces
-  // learned from them (train_subwords), `name` standing for the texts in its errors.
+  // Every char or word of the texts (words read by `words`); at bpe and unigram, a model of
+  // `subword_size` pieces learned from them (train_subwords), `name` standing for the texts in
+  // its errors.
   static Vocabulary build(const std::vector<std::string>& texts, Level level,
-                          int64_t subword_size = 1000, const std::string& name = "the texts");
+                          int64_t subword_size = 1000, const std::string& name = "the texts",
+                          const WordOptions& words = {});
   // A SentencePiece model of `size` pieces (the four special tokens included) learned from the
   // texts, level Bpe or Unigram. Deterministic: the same texts give the same model. Throws
   // DataError "NAME: sentencepiece: ..." with SentencePiece's reason, `name` standing for the
@@ -44,6 +55,7 @@ class Vocabulary {
                                    const std::string& name);
 
   Level level() const { return level_; }
+  const WordOptions& word_options() const { return words_; }
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   const std::string& token(int64_t id) const { return tokens_.at(id); }
   // The text's tokens; subword pieces mark a preceding space with U+2581.
@@ -54,7 +66,8 @@ class Vocabulary {
   // subword pieces by SentencePiece's rule (an unknown piece reads " \u2047 ").
   std::string decode(std::span<const int64_t> ids) const;
 
-  // char and word: one token a line after a "tapegrad-vocab char|word" line; newlines, tabs
+  // char and word: one token a line after a "tapegrad-vocab char|word" line (for words, then
+  // " lowercase" and " split-punctuation" when set); newlines, tabs
   // and backslashes in a token are written as two-character escapes. bpe and unigram: a
   // "tapegrad-vocab bpe|unigram BYTES CHECKSUM" line, then the SentencePiece model as its
   // serialized bytes (the .model file spm_encode reads), CHECKSUM their FNV-1a 64 in hex, so
@@ -77,6 +90,7 @@ class Vocabulary {
   static Vocabulary read_model(std::istream& in, const std::string& path, Level level,
                                const std::string& first_line);
   Level level_;
+  WordOptions words_;
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int64_t> ids_;
   // Bpe and Unigram: the model, shared by copies (it is never changed), and its bytes.

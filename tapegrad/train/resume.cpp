@@ -16,11 +16,19 @@ namespace tapegrad::train {
 namespace {
 
 // Flags added after runs were first saved, with the value such a run had.
-const RunFlags kLaterFlags = {{"vocab-size", "1000"}, {"shared-vocab", "false"},
-                              {"processes", "1"},     {"valid", ""},
-                              {"test", ""},           {"best-metric", "chrf"},
-                              {"patience", "0"},      {"keep-checkpoints", "2"},
-                              {"eval-every", "500"},  {"save-every", "500"}};
+const RunFlags kLaterFlags = {{"vocab-size", "1000"},
+                              {"shared-vocab", "false"},
+                              {"processes", "1"},
+                              {"valid", ""},
+                              {"test", ""},
+                              {"best-metric", "chrf"},
+                              {"patience", "0"},
+                              {"keep-checkpoints", "2"},
+                              {"eval-every", "500"},
+                              {"save-every", "500"},
+                              {"epochs", "0"},
+                              {"lowercase", "false"},
+                              {"split-punctuation", "false"}};
 
 std::optional<std::string> saved_value(const RunFlags& saved, const std::string& name) {
   if (const auto it = saved.find(name); it != saved.end()) return it->second;
@@ -120,6 +128,9 @@ void check_checkpoint(const RunDirectory::Resumed& r) {
   same("pre-norm", "config.json's norm_first", c.norm_first);
   same("level", "src.vocab is", data::level_name(src.level()));
   same("level", "tgt.vocab is", data::level_name(tgt.level()));
+  same("lowercase", "src.vocab's lowercase is", src.word_options().lowercase);
+  same("split-punctuation", "src.vocab's split-punctuation is",
+       src.word_options().split_punctuation);
   if (src.level() == data::Level::Bpe || src.level() == data::Level::Unigram) {
     // at most that many pieces: a size the corpus could not fill was fitted down
     const RunFlags with_later = {

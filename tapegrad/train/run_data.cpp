@@ -66,14 +66,14 @@ void make_vocabularies(const DataOptions& o, RunData& d,
   auto make = [&](const std::vector<std::string>& texts, const char* side) {
     const std::string what = fmt::format("{} ({})", name, side);
     try {
-      return data::Vocabulary::build(texts, o.level, o.vocab_size, what);
+      return data::Vocabulary::build(texts, o.level, o.vocab_size, what, o.words);
     } catch (const data::VocabularySizeError& e) {
       if (!o.fit_vocab_size) throw;
       if (report) {
         report(fmt::format("{}: {} subword pieces are more than it holds; using {}", what,
                            o.vocab_size, e.largest));
       }
-      return data::Vocabulary::build(texts, o.level, e.largest, what);
+      return data::Vocabulary::build(texts, o.level, e.largest, what, o.words);
     }
   };
   if (o.shared_vocab) {

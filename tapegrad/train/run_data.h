@@ -26,6 +26,7 @@ struct DataOptions {
   uint64_t seed = 0;           // the generation, or the corpus's shuffle
   data::Level level = data::Level::Char;
   int64_t vocab_size = 1000;  // pieces of a bpe or unigram vocabulary
+  data::WordOptions words{};  // how the word level reads text
   // a vocab_size the training texts cannot fill is lowered to the largest they can, and said
   // through make_run_data's `report` (otherwise: a data::VocabularySizeError naming it)
   bool fit_vocab_size = false;

@@ -59,6 +59,35 @@ TEST_CASE("vocabularies round-trip through their file", "[data]") {
                     f.path + ":3: expected special token '<bos>', got 'x'");
 }
 
+TEST_CASE("the word level lower-cases and splits punctuation off, on request", "[data]") {
+  CHECK(data::lowercase("ÉCOLE Ärger ŁÓDŹ ΑΘΗΝΑ МОСКВА Ÿ 42!") ==
+        "école ärger łódź αθηνα москва ÿ 42!");
+  CHECK(data::split_words_and_punctuation("¿Sí? «Hola», dijo... (bien)") ==
+        std::vector<std::string>{"¿", "Sí", "?", "«", "Hola", "»", ",", "dijo", ".", ".", ".", "(",
+                                 "bien", ")"});
+  CHECK(data::join_words_and_punctuation({"¿", "sí", "?", "«", "hola", "»", ",", "dijo", "(",
+                                          "bien", ")", "."}) == "¿sí? «hola», dijo (bien).");
+  const data::WordOptions both{.lowercase = true, .split_punctuation = true};
+  const Vocabulary v = Vocabulary::build({"The cat, the DOG."}, Level::Word, 0, "t", both);
+  CHECK(v.size() == 4 + 5);  // the cat , dog .
+  CHECK(v.tokenize("THE Dog.") == std::vector<std::string>{"the", "dog", "."});
+  CHECK(v.decode(v.encode("The cat, the dog.")) == "the cat, the dog.");
+  // kept in the file, and read back
+  TempFile f;
+  v.save(f.path);
+  CHECK(io::read_regular(f.path, 100)
+            .starts_with("tapegrad-vocab word lowercase split-punctuation\n"));
+  CHECK(Vocabulary::load(f.path).word_options() == both);
+  CHECK(Vocabulary::load(f.path).encode("the DOG.") == v.encode("the dog ."));
+  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab word uppercase\n")),
+                    f.path + ":1: unexpected text after 'word'");
+  CHECK_THROWS_WITH(Vocabulary::load(f.write("tapegrad-vocab char lowercase\n")),
+                    f.path + ":1: unexpected text after 'char'");
+  // without the options, as before
+  const Vocabulary plain = Vocabulary::build({"The cat, the DOG."}, Level::Word);
+  CHECK(plain.tokenize("The cat,") == std::vector<std::string>{"The", "cat,"});
+}
+
 TEST_CASE("a vocabulary file is bounded in size, token length and token count", "[data][errors]") {
   TempFile f;
   std::string text = "tapegrad-vocab word\n<pad>\n<bos>\n<eos>\n<unk>\n";

@@ -62,6 +62,7 @@ expect 2 "MiniTransformerConfig: the model would hold" -- --d-model 4096 --d-ff 
 expect 2 "--reschedule goes with --resume" -- --reschedule
 expect 2 "unexpected argument 'extra'" -- extra
 expect 2 "--epochs and --steps exclude each other" -- --epochs 2 --steps 10
+expect 2 "--lowercase goes with --level word" -- --lowercase
 [[ ! -e $dir/run ]] || { echo "a refused command created its --out"; exit 1; }
 # --epochs: the steps that pass over the training pairs that many times, said
 out=$("$train" --task copy --train-size 128 --valid-size 10 --epochs 1.5 --d-model 16 --heads 2 \

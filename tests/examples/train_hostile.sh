@@ -170,6 +170,8 @@ fresh; sed -i 's/"d-ff": "32"/"d-ff": "64"/' "$ckpt/trainer.json"
 expect 1 "$ckpt: disagrees with its trainer.json's flags: --d-ff 64, but config.json's d_ff 32" -- "${resume[@]}"
 fresh; sed -i 's/"level": "char"/"level": "word"/' "$ckpt/trainer.json"
 expect 1 "--level word, but src.vocab is char; --level word, but tgt.vocab is char" -- "${resume[@]}"
+fresh; sed -i 's/"lowercase": "false"/"lowercase": "true"/' "$ckpt/trainer.json"
+expect 1 "$ckpt: disagrees with its trainer.json's flags: --lowercase true, but src.vocab's lowercase is false" -- "${resume[@]}"
 fresh; sed -i 's/"shared-vocab": "false"/"shared-vocab": "true"/' "$ckpt/trainer.json"
 expect 0 "" -- "${resume[@]}"  # copy's two vocabularies are the same characters
 fresh; sed -i 's/"epoch_index": /"stpe": 8, "epoch_index": /' "$ckpt/trainer.json"
