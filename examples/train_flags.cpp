@@ -134,10 +134,9 @@ void read_run_folder_flags(Flags& f, TrainSettings& s) {
   }
 }
 
-// The data, the schedule and the optimizer's, and how this invocation runs.
-void read_training_flags(Flags& f, TrainSettings& s) {
+// The data: a task or the user's files, and how they become tokens.
+void read_data_flags(Flags& f, TrainSettings& s) {
   train::DataOptions& d = s.data;
-  train::TrainerOptions& t = s.trainer;
   d.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
   d.corpus = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
   d.valid_corpus = f.text(
@@ -159,6 +158,14 @@ void read_training_flags(Flags& f, TrainSettings& s) {
   d.shared_vocab =
       f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each");
   d.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
+  d.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
+  d.valid_size = f.integer("valid-size", 500, "held-out examples", 1, kMaxExamples);
+}
+
+// The schedule and the optimizer's, validations and checkpoints, and how this invocation runs.
+void read_training_flags(Flags& f, TrainSettings& s) {
+  train::DataOptions& d = s.data;
+  train::TrainerOptions& t = s.trainer;
   t.steps =
       f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
   s.epochs = f.real("epochs", 0,
@@ -172,8 +179,6 @@ void read_training_flags(Flags& f, TrainSettings& s) {
   s.save_every =
       f.integer("save-every", 500, "steps between checkpoints (0: only at the end)", 0, kMaxSteps);
   t.batch = f.integer("batch", 64, "examples per step", 1, 65536);
-  d.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
-  d.valid_size = f.integer("valid-size", 500, "held-out examples", 1, kMaxExamples);
   s.eval_every = f.integer("eval-every", 500, "steps between validations", 1, kMaxSteps);
   t.best_metric = f.text("best-metric", "chrf",
                          "what the best checkpoint (the one translate uses) is chosen by: loss, "
@@ -255,6 +260,7 @@ std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
           "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
   TrainSettings s;
   read_run_folder_flags(f, s);
+  read_data_flags(f, s);
   read_training_flags(f, s);
   read_model_flags(f, s);
   if (!f.finish()) return std::nullopt;

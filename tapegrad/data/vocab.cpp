@@ -9,6 +9,7 @@
 
 #include <array>
 #include <charconv>
+#include <cstring>
 
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
@@ -387,6 +388,30 @@ Vocabulary Vocabulary::read_model(std::istream& in, const std::string& path, Lev
   return from_model(level, std::move(model), path);
 }
 
+namespace {
+
+// The word options after the level on a char or word vocabulary's first line ("tapegrad-vocab
+// word lowercase split-punctuation"), in save()'s order; any other text is a DataError.
+WordOptions options_after_level(const std::string& line, Level level, const std::string& path) {
+  const size_t start = std::string_view("tapegrad-vocab ").size();
+  std::string_view rest = std::string_view(line).substr(start + std::strlen(level_name(level)));
+  WordOptions words;
+  for (const auto& [option, flag] : {std::pair{" lowercase", &words.lowercase},
+                                     {" split-punctuation", &words.split_punctuation}}) {
+    if (level == Level::Word && rest.starts_with(option)) {
+      *flag = true;
+      rest.remove_prefix(std::strlen(option));
+    }
+  }
+  if (!rest.empty()) {
+    throw DataError(fmt::format("{}:1: unexpected text after '{}'", path,
+                                line.substr(start, line.size() - rest.size() - start)));
+  }
+  return words;
+}
+
+}  // namespace
+
 Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
   constexpr size_t kMaxTokenBytes = 1024;
   std::string line;
@@ -402,21 +427,7 @@ Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
   }
   if (is_subword(*level)) return read_model(in, path, *level, line);
   Vocabulary v(*level);
-  // the word options, in save()'s order
-  std::string_view rest =
-      std::string_view(line).substr(magic.size() + std::string_view(level_name(*level)).size());
-  for (const auto& [option, flag] : {std::pair{" lowercase", &v.words_.lowercase},
-                                     {" split-punctuation", &v.words_.split_punctuation}}) {
-    if (*level == Level::Word && rest.starts_with(option)) {
-      *flag = true;
-      rest.remove_prefix(std::string_view(option).size());
-    }
-  }
-  if (!rest.empty()) {
-    throw DataError(
-        fmt::format("{}:1: unexpected text after '{}'", path,
-                    line.substr(magic.size(), line.size() - rest.size() - magic.size())));
-  }
+  v.words_ = options_after_level(line, *level, path);
   const std::vector<std::string> specials = v.tokens_;
   v.tokens_.clear();
   v.ids_.clear();
