@@ -11,6 +11,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "tapegrad/io/files.h"
+
 namespace tapegrad::examples {
 
 Flags::Flags(int argc, char** argv, std::string usage) : usage_(std::move(usage)) {
@@ -147,6 +149,51 @@ bool Flags::finish() {
                     positional_[0].substr(0, 80)));
   }
   return true;
+}
+
+std::map<std::string, std::string> read_flag_file(const std::string& path) {
+  std::string text;
+  try {
+    text = io::read_regular(path, 1 << 20);
+  } catch (const io::FileError& e) {
+    throw FlagError(e.what());
+  }
+  std::map<std::string, std::string> flags;
+  size_t line_no = 0;
+  for (size_t start = 0; start < text.size(); ++line_no) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    const auto where = [&] { return fmt::format("{}:{}", path, line_no + 1); };
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const size_t eq = line.find('=');
+    const auto trim = [](std::string t) {
+      t.erase(0, std::min(t.size(), t.find_first_not_of(" \t\r")));
+      t.erase(t.find_last_not_of(" \t\r") + 1);
+      return t;
+    };
+    const std::string name = eq == std::string::npos ? "" : trim(line.substr(0, eq));
+    std::string value = eq == std::string::npos ? "" : trim(line.substr(eq + 1));
+    if (name.empty() ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+      throw FlagError(
+          fmt::format("{}: expected 'name = value', got '{}'", where(), line.substr(0, 60)));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+      value = value.substr(1, value.size() - 2);
+    if (!flags.emplace(name, value).second)
+      throw FlagError(fmt::format("{}: '{}' given twice", where(), name));
+  }
+  return flags;
+}
+
+std::string flag_file_text(const std::map<std::string, std::string>& flags) {
+  std::string text;
+  for (const auto& [name, value] : flags) {
+    const bool quote = value.empty() || value.find_first_of(" \t#\"") != std::string::npos;
+    text += fmt::format("{} = {}\n", name, quote ? "\"" + value + "\"" : value);
+  }
+  return text;
 }
 
 std::string unused_folder(const std::string& base) {

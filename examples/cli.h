@@ -66,6 +66,13 @@ class Flags {
   bool takes_arguments_ = false;
 };
 
+// A flag file: one `name = value` a line (a flag's name without its dashes; a boolean flag takes
+// true or false), blank lines and lines that start with # ignored, a value in double quotes
+// read without them. train --config reads one, and a run folder keeps its flags in one.
+// Throws FlagError naming the file and line.
+std::map<std::string, std::string> read_flag_file(const std::string& path);
+std::string flag_file_text(const std::map<std::string, std::string>& flags);
+
 // `base`, or when something exists there the first of base-2, base-3, ... that does not: the
 // default folder of a new run, so that a run is never written over.
 std::string unused_folder(const std::string& base);

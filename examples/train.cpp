@@ -7,6 +7,7 @@
 //   ./build/examples/train --data pairs.tsv --level word --epochs 10 --out runs/mine
 //   ./build/examples/train --data pairs.tsv --level bpe --vocab-size 2000 --shared-vocab
 //   ./build/examples/train --out runs/dates --resume --steps 4000   # continue a run
+//   ./build/examples/train --config runs/dates/flags.conf --out runs/again  # the same run again
 //
 // Output in --out (the layout, how checkpoints are committed and how a run is never written
 // over: tapegrad/train/run.h; the default folder is numbered past the ones that exist): checkpoints
@@ -37,6 +38,7 @@
 #include "examples/cli.h"
 #include "examples/train_flags.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/io/files.h"
 
 using namespace tapegrad;
 
@@ -150,7 +152,10 @@ int run(examples::TrainSettings s, const parallel::World& world) {
   } else {
     trainer.begin(std::move(fresh.split), fresh.src_vocab, fresh.tgt_vocab, s.model);
   }
-  if (root) {
+  if (root) {  // the run's flags as a file that --config reads: the run, again
+    auto flags = s.trainer.flags;
+    flags.erase("processes");  // mpirun's -np, not a flag
+    io::write_atomic(trainer.path() + "/flags.conf", examples::flag_file_text(flags));
     fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
                trainer.model().num_parameters(), trainer.split().train.size(),
                trainer.split().valid.size(), trainer.src_vocab().size(),

@@ -20,9 +20,9 @@ namespace fs = std::filesystem;
 // The flags of one invocation alone; the others are the run's (train::RunFlags): saved with every
 // checkpoint, the defaults of a --resume, and compared with those it is given (a few may change:
 // train::check_resume_flags).
-const std::set<std::string> kPerInvocation = {"out",        "resume",          "replace",
-                                              "reschedule", "strict",          "stop-after",
-                                              "threads",    "allow-nonfinite", "bucket-kb"};
+const std::set<std::string> kPerInvocation = {
+    "out",    "config",     "resume",  "replace",         "reschedule",
+    "strict", "stop-after", "threads", "allow-nonfinite", "bucket-kb"};
 
 // Bounds on the flags: each well past what a run on one CPU machine uses, so that a typo
 // (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
@@ -105,6 +105,10 @@ void check_combinations(TrainSettings& s, const Flags& f) {
 // --resume, --replace and --out: where the run is, and with --resume its saved flags, which
 // become the defaults of the flags read after.
 void read_run_folder_flags(Flags& f, TrainSettings& s) {
+  const std::string config =
+      f.text("config", "",
+             "a file of settings, one 'name = value' a line with the flags' names (a run "
+             "folder's flags.conf is one); flags given override it");
   const bool resume = f.boolean("resume", "continue the run saved in --out, with its saved flags");
   const bool replace = f.boolean("replace",
                                  "start a new run in place of the one in --out (the old run is "
@@ -112,6 +116,15 @@ void read_run_folder_flags(Flags& f, TrainSettings& s) {
   s.trainer.start = resume    ? train::Start::Resume
                     : replace ? train::Start::Replace
                               : train::Start::New;
+  if (!config.empty()) {
+    if (resume) throw FlagError("--config and --resume exclude each other: a run resumes its own");
+    std::map<std::string, std::string> settings = read_flag_file(config);
+    for (const char* name : {"config", "resume", "replace", "reschedule"}) {
+      if (settings.contains(name))
+        throw FlagError(fmt::format("{}: '{}' is not a setting a file gives", config, name));
+    }
+    f.fallback(settings, config);
+  }
   const std::string default_out =
       "runs/" + (f.peek("data") ? fs::path(*f.peek("data")).stem().string()
                                 : f.peek("task").value_or("dates"));

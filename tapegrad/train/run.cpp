@@ -33,7 +33,7 @@ constexpr const char* kCheckpoints = "checkpoints";
 bool is_own_name(const std::string& name) {
   static const std::set<std::string> names = {"train.tsv", "valid.tsv",  "loss.tsv",    "eval.tsv",
                                               "loss.svg",  "scores.svg", "report.html", kLatest,
-                                              kBest,       kCheckpoints};
+                                              kBest,       kCheckpoints, "flags.conf"};
   return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
 }
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get

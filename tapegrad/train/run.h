@@ -6,6 +6,7 @@
 //   DIR/.tapegrad-run             marks DIR as a run: train writes only the names below in it
 //   DIR/.lock                     held (flock) by the train process writing DIR
 //   DIR/train.tsv, valid.tsv      the data split, written once when the run starts
+//   DIR/flags.conf                the train program's flags, as train --config reads them
 //   DIR/test.tsv                  the test pairs, when the run has some (--test)
 //   DIR/loss.tsv                  step, loss, learning rate; one line per step
 //   DIR/eval.tsv                  step, loss, token accuracy, exact match, BLEU, chrF; one

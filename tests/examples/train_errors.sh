@@ -20,7 +20,7 @@ expect() {  # expect EXIT_CODE MESSAGE -- ARGS...
 expect 2 "--steps: expected an integer, got 'many'" -- --steps many
 expect 2 "--lr: must be in [0, 10], got -1" -- --lr -1
 expect 2 "--task: unknown task 'poems'" -- --task poems
-expect 2 "--bogus: unknown flag; the flags are --resume --replace --out" -- --bogus 1
+expect 2 "--bogus: unknown flag; the flags are --config --resume --replace --out" -- --bogus 1
 expect 2 "--d-model 30 is not divisible by --heads 4" -- --d-model 30
 printf 'a\tb\nno tab\n' > "$dir/bad.tsv"
 expect 1 "$dir/bad.tsv:2: no tab between source and target" -- --data "$dir/bad.tsv" --strict
@@ -69,6 +69,25 @@ out=$("$train" --task copy --train-size 128 --valid-size 10 --epochs 1.5 --d-mod
       --d-ff 32 --out "$dir/epochs" 2>&1) || { echo "--epochs 1.5: $out"; exit 1; }
 [[ $out == *"--epochs 1.5: 3 steps of 64 of the 128 training pairs"* &&
    $(grep -c . "$dir/epochs/loss.tsv") == 3 ]] || { echo "--epochs 1.5 is not 3 steps: $out"; exit 1; }
+
+# --config: a file of settings, flags given overriding it; the run keeps its flags as such a
+# file, which gives the same run again
+printf '# a small run\ntask = copy\ntrain-size = 128\nvalid-size = 10\nsteps = 9\nwarmup = 2\nd-model = 16\nheads = 2\nd-ff = 32\npre-norm = true\n' > "$dir/small.conf"
+"$train" --config "$dir/small.conf" --steps 6 --out "$dir/conf1" > /dev/null 2>&1 || { echo "--config failed"; exit 1; }
+[[ $(grep -c . "$dir/conf1/loss.tsv") == 6 ]] || { echo "--steps given did not override the file's"; exit 1; }
+grep -qx "pre-norm = true" "$dir/conf1/flags.conf" || { echo "flags.conf: $(cat "$dir/conf1/flags.conf")"; exit 1; }
+"$train" --config "$dir/conf1/flags.conf" --out "$dir/conf2" > /dev/null 2>&1 || { echo "--config flags.conf failed"; exit 1; }
+cmp -s "$dir/conf1/checkpoints/step-00000006/model.safetensors" "$dir/conf2/checkpoints/step-00000006/model.safetensors" ||
+  { echo "a run's flags.conf did not give the same run"; exit 1; }
+printf 'steps = many\n' > "$dir/bad.conf"
+expect 2 "--steps (saved in $dir/bad.conf): expected an integer, got 'many'" -- --config "$dir/bad.conf"
+printf '\nsteps 10\n' > "$dir/bad.conf"
+expect 2 "$dir/bad.conf:2: expected 'name = value', got 'steps 10'" -- --config "$dir/bad.conf"
+printf 'resume = true\n' > "$dir/bad.conf"
+expect 2 "$dir/bad.conf: 'resume' is not a setting a file gives" -- --config "$dir/bad.conf"
+printf 'steps = 5\nsteps = 6\n' > "$dir/bad.conf"
+expect 2 "$dir/bad.conf:2: 'steps' given twice" -- --config "$dir/bad.conf"
+expect 2 "$dir/none.conf: " -- --config "$dir/none.conf"
 
 translate=$2 classify=$3 tour=$4
 bin=$(dirname "$tour")  # the book's programs and the seed notebooks' are built beside the tour
