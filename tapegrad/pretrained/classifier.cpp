@@ -110,7 +110,9 @@ void check_sizes(const nn::EncoderClassifierConfig& m, const io::SafetensorsCont
     const std::string last = fmt::format("encoder.layers.{}.", m.layers - 1);
     expected.push_back({last + "feed_forward.linear1.weight", {m.d_ff, C}});
   }
-  for (const auto& [name, shape] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& name = entry.first;  // not a structured binding: a lambda captures it
+    const Shape& shape = entry.second;
     const auto it = std::find_if(file.tensors.begin(), file.tensors.end(),
                                  [&](const auto& t) { return t.first == name; });
     if (it == file.tensors.end())
