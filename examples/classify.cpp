@@ -277,8 +277,8 @@ void checkpoint(Run& r, const Settings& s) {
   const int64_t step = r.adam->step_count();
   r.loss_log->sync();
   const auto save = [&](const std::string& folder) {
-    save_classifier(folder, dynamic_cast<const nn::EncoderOnlyModel&>(r.c.model()), s.tagging,
-                    r.c.vocab, r.c.classes, {{"step", std::to_string(step)}});
+    save_classifier(folder, r.c.model(), s.tagging, r.c.vocab, r.c.classes,
+                    {{"step", std::to_string(step)}});
   };
   r.dir->commit(r.c.model().state(), save, *r.adam,
                 {.step = step,
@@ -370,14 +370,14 @@ int train_run(const Settings& s) {
 // classified gets an empty line and an error naming it, and the exit code is 1.
 int predict(const Settings& s, const std::vector<std::string>& arguments) {
   const PretrainedClassifier c = load_classifier(train::checkpoint_folder(s.run, s.checkpoint));
-  const int64_t max_len = dynamic_cast<const nn::EncoderOnlyModel&>(c.model()).config().max_len;
+  const int64_t max_len = c.model().config().max_len;
   NoGradGuard no_grad;
   int failures = 0;
   const auto classify = [&](const std::string& text, const std::string& where) {
     std::string error;
-    const std::vector<int64_t> ids =
-        data::find_invalid_utf8(text) ? std::vector<int64_t>{} : c.vocab.encode(text);
-    if (data::find_invalid_utf8(text))
+    const bool utf8 = !data::find_invalid_utf8(text);
+    const std::vector<int64_t> ids = utf8 ? c.vocab.encode(text) : std::vector<int64_t>{};
+    if (!utf8)
       error = "invalid UTF-8";
     else if (ids.empty())
       error = "no tokens";

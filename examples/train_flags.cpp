@@ -132,11 +132,12 @@ void read_run_folder_flags(Flags& f, TrainSettings& s) {
   out = f.text("out", default_out,
                "output directory (default: runs/<task or corpus name>, numbered -2, -3, ... "
                "past the ones that exist)");
-  if (!f.given("out") && !resume && !replace && unused_folder(out) != out) {
+  const std::string unused = unused_folder(out);
+  if (!f.given("out") && !resume && !replace && unused != out) {
     s.notes.push_back(fmt::format(
         "{} exists, so this run goes to {} (--out names the folder; --resume or --replace use {})",
-        out, unused_folder(out), out));
-    out = unused_folder(out);
+        out, unused, out));
+    out = unused;
   }
   if (resume && !f.peek("help")) {
     const std::string checkpoint = train::latest_checkpoint(out);

@@ -129,8 +129,8 @@ Tensor PretrainedClassifier::logits(const Tensor& ids) const {
   return sequence ? nn::call(*sequence, ids) : nn::call(*tokens, ids);
 }
 
-nn::Module& PretrainedClassifier::model() const {
-  return sequence ? static_cast<nn::Module&>(*sequence) : *tokens;
+nn::EncoderOnlyModel& PretrainedClassifier::model() const {
+  return sequence ? static_cast<nn::EncoderOnlyModel&>(*sequence) : *tokens;
 }
 
 void save_classifier(const std::string& dir, const nn::EncoderOnlyModel& model, bool tokens,

@@ -31,7 +31,7 @@ struct PretrainedClassifier {
   nn::Metadata metadata;  // model.safetensors'
   // ids [B, S] -> logits [B, K] (sequence) or [B, S, K] (tokens)
   Tensor logits(const Tensor& ids) const;
-  nn::Module& model() const;
+  nn::EncoderOnlyModel& model() const;  // the one of the two
 };
 
 // Writes the directory (created if missing), each file atomically. `metadata` joins

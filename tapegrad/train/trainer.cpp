@@ -101,14 +101,15 @@ struct MetricInfo {
   const char* name;
   const char* label;
   double Metrics::*field;
-  bool percent;  // a fraction, shown as a percentage
+  bool percent;          // a fraction, shown as a percentage
+  bool lower_is_better;  // loss; the scores are better higher
 };
 constexpr MetricInfo kBestMetrics[] = {
-    {"loss", "loss", &Metrics::loss, false},
-    {"bleu", "BLEU", &Metrics::bleu, false},
-    {"chrf", "chrF", &Metrics::chrf, false},
-    {"exact", "exact match", &Metrics::exact_match, true},
-    {"accuracy", "token accuracy", &Metrics::token_accuracy, true}};
+    {"loss", "loss", &Metrics::loss, false, true},
+    {"bleu", "BLEU", &Metrics::bleu, false, false},
+    {"chrf", "chrF", &Metrics::chrf, false, false},
+    {"exact", "exact match", &Metrics::exact_match, true, false},
+    {"accuracy", "token accuracy", &Metrics::token_accuracy, true, false}};
 
 const MetricInfo& metric_info(const std::string& metric) {
   for (const MetricInfo& m : kBestMetrics) {
@@ -338,7 +339,8 @@ Metrics Trainer::evaluate() {
                                    m.loss, m.token_accuracy, m.exact_match, m.bleu, m.chrf));
     }
     const double value = m.get(options_.best_metric);
-    const bool better = best_.step == 0 || (options_.best_metric == "loss" ? value < best_.value
+    const bool better = best_.step == 0 ||
+                        (metric_info(options_.best_metric).lower_is_better ? value < best_.value
                                                                            : value > best_.value);
     if (better) {
       best_ = {.step = step_count(), .value = value, .since = 0};
