@@ -17,7 +17,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = {"tapegrad/autograd": "tapegrad/autograd/fast/", "tapegrad/nn": None}
-TARGETS = {"tapegrad/autograd": 3500, "tapegrad/nn": 2000}  # issue 33
+TARGETS = {"tapegrad/autograd": 3500, "tapegrad/nn": 2300}  # issue 33; nn + issue 36's LM
 SCREEN = 60
 
 

@@ -1,5 +1,6 @@
 // generate(): greedy, beam search and sampling as settings of one loop over a batch of
-// sources, on the cached decoder step or on the whole prefix.
+// sources, on the cached decoder step or on the whole prefix; continue_text(), a language
+// model's prompt continued by the same draws.
 #include "tapegrad/nn/decoding.h"
 
 #include <algorithm>
@@ -28,6 +29,13 @@ class EvalScope {
   bool was_training_;
 };
 
+void check_sampling(const char* op, double temperature, int64_t top_k, double top_p) {
+  TG_CHECK(std::isfinite(temperature) && temperature > 0,
+           "{}: temperature must be positive, got {}", op, temperature);
+  TG_CHECK(top_k >= 0, "{}: top_k must be >= 0, got {}", op, top_k);
+  TG_CHECK(top_p > 0 && top_p <= 1, "{}: top_p must be in (0, 1], got {}", op, top_p);
+}
+
 void check(const MiniTransformer& model, const Tensor& src_ids, const GenerateOptions& o) {
   const MiniTransformerConfig& cfg = model.config();
   TG_CHECK(src_ids.dtype() == DType::Int64 && src_ids.dim() == 2 && src_ids.size(0) > 0,
@@ -40,10 +48,7 @@ void check(const MiniTransformer& model, const Tensor& src_ids, const GenerateOp
   TG_CHECK(std::isfinite(o.length_penalty) && o.length_penalty >= 0,
            "generate: length_penalty must be finite and >= 0, got {}", o.length_penalty);
   TG_CHECK(!o.sample || o.beam == 1, "generate: sampling draws one hypothesis: beam must be 1");
-  TG_CHECK(std::isfinite(o.temperature) && o.temperature > 0,
-           "generate: temperature must be positive, got {}", o.temperature);
-  TG_CHECK(o.top_k >= 0, "generate: top_k must be >= 0, got {}", o.top_k);
-  TG_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: top_p must be in (0, 1], got {}", o.top_p);
+  check_sampling("generate", o.temperature, o.top_k, o.top_p);
   TG_CHECK(o.bos >= 0 && o.bos < cfg.tgt_vocab && o.eos >= 0 && o.eos < cfg.tgt_vocab,
            "generate: bos {} and eos {} must be ids of the target vocabulary of {}", o.bos, o.eos,
            cfg.tgt_vocab);
@@ -62,7 +67,8 @@ struct Source {
 
 // One token drawn from logp (a row of log-probabilities) after temperature, top-k and top-p,
 // with u uniform in [0, 1).
-int64_t sample_token(const double* logp, int64_t V, const GenerateOptions& o, double u) {
+template <class Options>
+int64_t sample_token(const double* logp, int64_t V, const Options& o, double u) {
   std::vector<int64_t> order(V);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -91,6 +97,11 @@ int64_t sample_token(const double* logp, int64_t V, const GenerateOptions& o, do
     if (target < 0) return order[i];
   }
   return order[keep - 1];
+}
+
+// Uniform in [0, 1), 53 bits that depend on (key, counter) alone.
+double draw(uint64_t key, int64_t counter) {
+  return static_cast<double>(counter_bits(key, static_cast<uint64_t>(counter)) >> 11) * 0x1.0p-53;
 }
 
 }  // namespace
@@ -135,9 +146,7 @@ std::vector<int64_t> candidates_of(const Source& s, size_t b, int64_t t, int64_t
   const auto K = static_cast<int64_t>(s.live.size());
   if (K == 0) return {};
   if (o.sample) {
-    const double u =
-        static_cast<double>(counter_bits(counter_bits(o.seed, b), t) >> 11) * 0x1.0p-53;
-    return {row0 * V + sample_token(&logp[row0 * V], V, o, u)};
+    return {row0 * V + sample_token(&logp[row0 * V], V, o, draw(counter_bits(o.seed, b), t))};
   }
   const int64_t wanted = std::min<int64_t>(o.beam == 1 ? 1 : 2 * o.beam, K * V);
   std::vector<int64_t> candidates(K * V);
@@ -252,6 +261,55 @@ std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
   }
   std::vector<Generation> out;
   for (Source& s : sources) out.push_back(best_of(s));
+  return out;
+}
+
+std::vector<int64_t> continue_text(LanguageModel& model, std::span<const int64_t> prompt,
+                                   const ContinueOptions& o) {
+  const LanguageModelConfig& cfg = model.config();
+  TG_CHECK(!prompt.empty(), "continue_text: the prompt is empty (it takes at least one token)");
+  for (int64_t id : prompt) {
+    TG_CHECK(id >= 0 && id < cfg.vocab,
+             "continue_text: prompt token {} is not an id of the "
+             "vocabulary of {}",
+             id, cfg.vocab);
+  }
+  TG_CHECK(o.max_new_tokens >= 0 && o.max_new_tokens <= 1'000'000,
+           "continue_text: max_new_tokens must be in [0, 1000000], got {}", o.max_new_tokens);
+  check_sampling("continue_text", o.temperature, o.top_k, o.top_p);
+  EvalScope eval(model);
+  NoGradGuard no_grad;
+  const auto block = static_cast<size_t>(cfg.block_size);
+  // the context: the prompt's last block_size tokens, then what is drawn
+  std::vector<int64_t> context(prompt.size() > block ? prompt.end() - block : prompt.begin(),
+                               prompt.end());
+  auto state = model.start_decoding(1, cfg.block_size);
+  // the logits after the context's last token: cached while the context fits the block; past
+  // it, forward() over its last block_size tokens, as positions are absolute
+  const auto next_logits = [&](size_t from) {
+    Tensor logits;
+    if (o.cache && state.length + static_cast<int64_t>(context.size() - from) <= cfg.block_size) {
+      for (size_t i = from; i < context.size(); ++i)
+        logits = model.decode_step(from_vector(std::vector<int64_t>{context[i]}, {1}), state);
+      return logits;
+    }
+    const size_t n = std::min(context.size(), block);
+    const std::vector<int64_t> window(context.end() - static_cast<std::ptrdiff_t>(n),
+                                      context.end());
+    logits = model.forward(from_vector(window, {1, static_cast<int64_t>(n)}));
+    return squeeze(slice(logits, 1, static_cast<int64_t>(n) - 1, static_cast<int64_t>(n)), 1);
+  };
+  std::vector<int64_t> out;
+  Tensor logits = next_logits(0);
+  for (int64_t t = 0; t < o.max_new_tokens; ++t) {
+    const std::vector<double> logp = log_softmax(logits.to(DType::Float64), -1).to_vector<double>();
+    const auto V = static_cast<int64_t>(logp.size());
+    const int64_t id = o.sample ? sample_token(logp.data(), V, o, draw(o.seed, t))
+                                : std::max_element(logp.begin(), logp.end()) - logp.begin();
+    out.push_back(id);
+    context.push_back(id);
+    if (t + 1 < o.max_new_tokens) logits = next_logits(context.size() - 1);
+  }
   return out;
 }
 

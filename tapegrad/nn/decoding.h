@@ -1,13 +1,16 @@
-// Inference with a trained MiniTransformer: one generate() for greedy decoding, beam search
+// Inference. With a trained MiniTransformer: one generate() for greedy decoding, beam search
 // and sampling, over a batch of sources. The source is encoded once; the decoder then runs one
 // position a step with each layer's keys and values cached (MiniTransformer::decode_step), or,
 // with cache = false, over the whole prefix every step (the reference the tests compare with).
+// With a LanguageModel: continue_text(), a prompt continued the same two ways.
 // The model is in eval mode for the call and nothing is recorded on the tape.
 #pragma once
 
 #include <functional>
+#include <span>
 #include <vector>
 
+#include "tapegrad/nn/language_model.h"
 #include "tapegrad/nn/transformer.h"
 
 namespace tapegrad::nn {
@@ -53,6 +56,24 @@ struct GenerateOptions {
 // when none finished. beam = 1 takes the single best token each step: greedy decoding.
 std::vector<Generation> generate(MiniTransformer& model, const Tensor& src_ids,
                                  const GenerateOptions& options = {});
+
+// ContinueOptions{.max_new_tokens = 500, .temperature = 0.8, .top_k = 40, .seed = 7}
+struct ContinueOptions {
+  int64_t max_new_tokens = 100;
+  bool sample = true;        // draw each token; false: the most likely one (greedy)
+  double temperature = 1.0;  // the logits are divided by it
+  int64_t top_k = 0;         // only the k most likely tokens (0: all)
+  double top_p = 1.0;        // the smallest set of tokens holding this probability
+  uint64_t seed = 0;         // the draw of step t depends on (seed, t) only
+  bool cache = true;         // false: forward() over the whole context every step (the reference)
+};
+
+// A text continued: the tokens a language model draws after `prompt` (at least one token; the
+// last block_size of it are the context). While the context fits the model's block, each step
+// is one cached position (LanguageModel::decode_step); past it, the context slides and each
+// step runs forward() over its last block_size tokens, as nanoGPT's generate() does.
+std::vector<int64_t> continue_text(LanguageModel& model, std::span<const int64_t> prompt,
+                                   const ContinueOptions& options = {});
 
 // The length-penalised score generate() ranks by.
 double length_penalized(double log_prob, int64_t length, double alpha);

@@ -6,6 +6,7 @@
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/gradcheck_module.h"
 #include "tapegrad/nn/heads.h"
+#include "tapegrad/nn/language_model.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/multi_head_attention.h"

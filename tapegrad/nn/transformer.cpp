@@ -37,9 +37,9 @@ EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.d_model));
 }
 
-Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
+Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding, const Tensor& mask) {
   Tensor x = input;
-  const AttentionMasks masks{.key_padding = padding};
+  const AttentionMasks masks{.key_padding = padding, .attn = mask};
   if (norm_first_) {
     // self-attention: x + dropout1(self_attn(norm1(x))), and norm2 of it for the next
     const Tensor n1 = norm1(x);
@@ -53,6 +53,21 @@ Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding) {
     x = add_norm(*norm2, x, *dropout2_, feed_forward(x));
   }
   return x;
+}
+
+// forward() for one position, with the same signposts; self-attention attends to the cache.
+Tensor EncoderLayer::step(const Tensor& x, MultiHeadAttention::KVCache& cache) {
+  if (norm_first_) {
+    // self-attention over the positions so far, this one included
+    const auto [s, n2] =
+        add_then_norm(*norm2, x, *dropout1_, self_attn->forward_cached(norm1(x), cache, true));
+    // feed-forward
+    return s + dropout2_(feed_forward(n2));
+  }
+  // self-attention over the positions so far, add & norm
+  const Tensor a = add_norm(*norm1, x, *dropout1_, self_attn->forward_cached(x, cache, true));
+  // feed-forward, add & norm
+  return add_norm(*norm2, a, *dropout2_, feed_forward(a));
 }
 
 Encoder::Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen)
@@ -188,45 +203,44 @@ LayerConfig MiniTransformerConfig::layer() const {
 }
 
 namespace {
-// Bounds on a config, so that a hostile or mistyped one is refused before it allocates. Each is
-// well past what a CPU transformer trained here uses, and state_elements() caps the whole.
-struct Limits {
-  int64_t vocab = 1'000'000;  // ids of a word-level vocabulary of a large corpus
-  int64_t d_model = 16384;    // wider than GPT-3's 12288
-  int64_t heads = 1024;
-  int64_t d_ff = 65536;
-  int64_t layers = 128;     // per stack
-  int64_t max_len = 65536;  // the positional table is max_len x d_model
-  // 2^31 elements: 8 GiB of float32 weights, and Adam's two moments triple that, which already
-  // exceeds a 24 GiB machine.
-  int64_t state_elements = int64_t{1} << 31;
-};
-constexpr Limits kLimits;
-
 // Counts fit in int64 once check() has bounded every factor.
 int64_t dense(int64_t in, int64_t out) { return in * out + out; }  // a Linear's weight and bias
 }  // namespace
 
+void check_range(std::vector<std::string>& problems, const char* name, int64_t v, int64_t lo,
+                 int64_t hi) {
+  if (v < lo || v > hi)
+    problems.push_back(fmt::format("{} = {} is outside [{}, {}]", name, v, lo, hi));
+}
+
+void check_layer_config(const LayerConfig& l, std::vector<std::string>& problems) {
+  check_range(problems, "d_model", l.d_model, 1, kConfigLimits.d_model);
+  check_range(problems, "heads", l.heads, 1, kConfigLimits.heads);
+  check_range(problems, "d_ff", l.d_ff, 1, kConfigLimits.d_ff);
+  if (l.heads >= 1 && l.d_model % l.heads != 0) {
+    problems.push_back(
+        fmt::format("d_model = {} is not divisible by heads = {}", l.d_model, l.heads));
+  }
+  if (!(l.dropout >= 0 && l.dropout < 1)) {
+    problems.push_back(fmt::format("dropout = {} is outside [0, 1)", l.dropout));
+  }
+}
+
+int64_t layer_elements(const LayerConfig& l, bool cross_attention) {
+  const int64_t C = l.d_model, attention = 4 * dense(C, C), norm = 2 * C;
+  const int64_t feed_forward = dense(C, l.d_ff) + dense(l.d_ff, C);
+  return cross_attention ? 2 * attention + feed_forward + 3 * norm
+                         : attention + feed_forward + 2 * norm;
+}
+
 void MiniTransformerConfig::check() const {
   std::vector<std::string> problems;
-  auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo || v > hi)
-      problems.push_back(fmt::format("{} = {} is outside [{}, {}]", name, v, lo, hi));
-  };
-  range("src_vocab", src_vocab, 1, kLimits.vocab);
-  range("tgt_vocab", tgt_vocab, 1, kLimits.vocab);
-  range("d_model", d_model, 1, kLimits.d_model);
-  range("heads", heads, 1, kLimits.heads);
-  range("d_ff", d_ff, 1, kLimits.d_ff);
-  range("encoder_layers", encoder_layers, 0, kLimits.layers);
-  range("decoder_layers", decoder_layers, 1, kLimits.layers);
-  range("max_len", max_len, 2, kLimits.max_len);
-  if (heads >= 1 && d_model % heads != 0) {
-    problems.push_back(fmt::format("d_model = {} is not divisible by heads = {}", d_model, heads));
-  }
-  if (!(dropout >= 0 && dropout < 1)) {
-    problems.push_back(fmt::format("dropout = {} is outside [0, 1)", dropout));
-  }
+  check_range(problems, "src_vocab", src_vocab, 1, kConfigLimits.vocab);
+  check_range(problems, "tgt_vocab", tgt_vocab, 1, kConfigLimits.vocab);
+  check_layer_config(layer(), problems);
+  check_range(problems, "encoder_layers", encoder_layers, 0, kConfigLimits.layers);
+  check_range(problems, "decoder_layers", decoder_layers, 1, kConfigLimits.layers);
+  check_range(problems, "max_len", max_len, 2, kConfigLimits.max_len);
   if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab)) {
     problems.push_back(fmt::format("pad_id = {} is not an id of both vocabularies", pad_id));
   }
@@ -234,23 +248,20 @@ void MiniTransformerConfig::check() const {
     problems.push_back(fmt::format("share_embeddings needs equal vocabularies, got {} and {}",
                                    src_vocab, tgt_vocab));
   }
-  if (problems.empty() && state_elements() > kLimits.state_elements) {
+  if (problems.empty() && state_elements() > kConfigLimits.state_elements) {
     problems.push_back(fmt::format("the model would hold {} elements, over the limit of {}",
-                                   state_elements(), kLimits.state_elements));
+                                   state_elements(), kConfigLimits.state_elements));
   }
   TG_CHECK(problems.empty(), "MiniTransformerConfig: {}", fmt::join(problems, "; "));
 }
 
 int64_t MiniTransformerConfig::state_elements() const {
-  const int64_t C = d_model, attention = 4 * dense(C, C), norm = 2 * C;
-  const int64_t feed_forward = dense(C, d_ff) + dense(d_ff, C);
-  const int64_t encoder_layer = attention + feed_forward + 2 * norm;
-  const int64_t decoder_layer = 2 * attention + feed_forward + 3 * norm;
+  const int64_t C = d_model, norm = 2 * C;
   const int64_t embeddings = src_vocab * C + (share_embeddings ? 0 : tgt_vocab * C);
   const int64_t output = tie_output ? tgt_vocab : dense(C, tgt_vocab);
   const int64_t final_norms = norm_first ? 2 * norm : 0;
-  return embeddings + max_len * C + encoder_layers * encoder_layer +
-         decoder_layers * decoder_layer + final_norms + output;
+  return embeddings + max_len * C + encoder_layers * layer_elements(layer(), false) +
+         decoder_layers * layer_elements(layer(), true) + final_norms + output;
 }
 
 MiniTransformer::MiniTransformer(const MiniTransformerConfig& cfg)

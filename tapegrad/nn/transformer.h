@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tapegrad/nn/multi_head_attention.h"
 
@@ -21,6 +22,29 @@ struct LayerConfig {
   Activation activation = Activation::ReLU;
   bool norm_first = false;  // false: post-norm as in the paper; true: pre-norm
 };
+
+// Bounds on a model config, so that a hostile or mistyped one is refused before it allocates.
+// Each is well past what a CPU transformer trained here uses, and state_elements caps the whole.
+struct ConfigLimits {
+  int64_t vocab = 1'000'000;  // ids of a word-level vocabulary of a large corpus
+  int64_t d_model = 16384;    // wider than GPT-3's 12288
+  int64_t heads = 1024;
+  int64_t d_ff = 65536;
+  int64_t layers = 128;     // per stack
+  int64_t max_len = 65536;  // a position table is max_len x d_model
+  // 2^31 elements: 8 GiB of float32 weights, and Adam's two moments triple that, which already
+  // exceeds a 24 GiB machine.
+  int64_t state_elements = int64_t{1} << 31;
+};
+inline constexpr ConfigLimits kConfigLimits{};
+// A model config's check(): "NAME = V is outside [LO, HI]" joins `problems` unless lo <= v <= hi.
+void check_range(std::vector<std::string>& problems, const char* name, int64_t v, int64_t lo,
+                 int64_t hi);
+// A model config's check() of its layers: d_model, heads and d_ff within kConfigLimits, heads
+// dividing d_model, dropout in [0, 1); each problem found is appended to `problems`.
+void check_layer_config(const LayerConfig& layer, std::vector<std::string>& problems);
+// Elements of one layer's parameters: an encoder layer's, or with cross-attention a decoder's.
+int64_t layer_elements(const LayerConfig& layer, bool cross_attention);
 
 // x [..., C] -> linear2(dropout(activation(linear1(x)))) [..., C]
 class PositionwiseFeedForward : public Module {
@@ -39,8 +63,12 @@ class PositionwiseFeedForward : public Module {
 class EncoderLayer : public Module {
  public:
   EncoderLayer(const LayerConfig& cfg, Generator& gen);
-  // x [B, S, C], padding bool [B, S] (or undefined) -> [B, S, C]
-  Tensor forward(const Tensor& x, const Tensor& padding = Tensor());
+  // x [B, S, C], padding bool [B, S] and mask broadcastable to [B, H, S, S] (each may be
+  // undefined; a causal mask makes the layer a decoder-only model's) -> [B, S, C]
+  Tensor forward(const Tensor& x, const Tensor& padding = Tensor(), const Tensor& mask = Tensor());
+  // Causal self-attention one position at a time: x [B, 1, C] attends to the cache, which it
+  // joins -> what forward with a causal mask gives at that position (the cache is inference's).
+  Tensor step(const Tensor& x, MultiHeadAttention::KVCache& cache);
 
   Child<MultiHeadAttention> self_attn;
   Child<PositionwiseFeedForward> feed_forward;
@@ -124,8 +152,8 @@ struct MiniTransformerConfig {
   uint64_t seed = 0;              // initialisation and dropout
 
   LayerConfig layer() const;
-  // Throws Error naming every field out of range (see kLimits in transformer.cpp for the bounds
-  // and why), before anything is allocated. The constructor calls it.
+  // Throws Error naming every field out of range (kConfigLimits gives the bounds and why),
+  // before anything is allocated. The constructor calls it.
   void check() const;
   // Elements of every tensor in the model's state (parameters and the positional table), in
   // closed form: what a checkpoint of this config holds.

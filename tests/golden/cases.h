@@ -1,5 +1,5 @@
 // The golden cases: the modules that tests/golden/make_golden.py (PyTorch, written from the
-// paper) holds tapegrad to, built here for both export.cpp, which writes their weights, and
+// papers) holds tapegrad to, built here for both export.cpp, which writes their weights, and
 // tests/nn/test_golden.cpp, which compares what tapegrad computes with the committed numbers.
 // Small on purpose (d_model 8, two heads, two layers): every wiring choice is exercised and
 // the committed files stay a few tens of kilobytes.
@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/nn/language_model.h"
 #include "tapegrad/nn/transformer.h"
 
 namespace tapegrad::golden {
 
-enum class Kind { Encoder, Decoder, Mini };
+enum class Kind { Encoder, Decoder, Mini, LanguageModel };
 
 struct Case {
   std::string name;  // the file tests/golden/<name>.safetensors
@@ -27,6 +28,7 @@ inline const std::vector<Case>& cases() {
       {"encoder_post", Kind::Encoder, false}, {"encoder_pre", Kind::Encoder, true},
       {"decoder_post", Kind::Decoder, false}, {"decoder_pre", Kind::Decoder, true},
       {"mini_post", Kind::Mini, false},       {"mini_pre", Kind::Mini, true},
+      {"lm", Kind::LanguageModel, true},
   };
   return all;
 }
@@ -61,6 +63,17 @@ inline nn::MiniTransformerConfig mini_config(bool norm_first) {
           .seed = 5};
 }
 
+// The language model's block is 8, so the golden continuation slides past it.
+inline nn::LanguageModelConfig lm_config() {
+  return {.vocab = 11,
+          .d_model = 8,
+          .heads = 2,
+          .d_ff = 16,
+          .layers = kLayers,
+          .block_size = 8,
+          .seed = 5};
+}
+
 // The case's module in float64; its weights are whatever `seed` draws for a stack, or the
 // config's own seed for the model (the test loads the committed ones over them).
 inline std::shared_ptr<nn::Module> build(const Case& c, uint64_t seed = 3) {
@@ -74,6 +87,7 @@ inline std::shared_ptr<nn::Module> build(const Case& c, uint64_t seed = 3) {
       m = std::make_shared<nn::Decoder>(layer_config(c.norm_first), kLayers, c.norm_first, gen);
       break;
     case Kind::Mini: m = std::make_shared<nn::MiniTransformer>(mini_config(c.norm_first)); break;
+    case Kind::LanguageModel: m = std::make_shared<nn::LanguageModel>(lm_config()); break;
   }
   m->to(DType::Float64);
   return m;

@@ -17,9 +17,8 @@ int main(int argc, char** argv) {
   for (const golden::Case& c : golden::cases()) {
     const auto module = golden::build(c);
     const nn::LayerConfig l = golden::layer_config(c.norm_first);
-    nn::Metadata meta = {{"kind", c.kind == golden::Kind::Encoder   ? "encoder"
-                                  : c.kind == golden::Kind::Decoder ? "decoder"
-                                                                    : "mini"},
+    constexpr const char* kKinds[] = {"encoder", "decoder", "mini", "lm"};
+    nn::Metadata meta = {{"kind", kKinds[static_cast<int>(c.kind)]},
                          {"d_model", std::to_string(l.d_model)},
                          {"heads", std::to_string(l.heads)},
                          {"layers", std::to_string(golden::kLayers)},
@@ -27,6 +26,10 @@ int main(int argc, char** argv) {
                          {"activation", l.activation == Activation::ReLU ? "relu" : "gelu"}};
     if (c.kind == golden::Kind::Mini)
       meta["config"] = tapegrad::config_to_json(golden::mini_config(c.norm_first));
+    if (c.kind == golden::Kind::LanguageModel) {
+      meta["vocab"] = std::to_string(golden::lm_config().vocab);
+      meta["block_size"] = std::to_string(golden::lm_config().block_size);
+    }
     nn::save(*module, std::string(argv[1]) + "/" + c.name + ".weights.safetensors", meta);
   }
   return 0;

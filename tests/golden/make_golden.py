@@ -5,15 +5,19 @@
     /usr/bin/python3 tests/golden/make_golden.py /tmp/golden tests/golden
 
 For each case, reads the weights tapegrad drew (<case>.weights.safetensors), runs the module
-here in float64, written from "Attention Is All You Need" with nothing but tensor algebra
-(no torch.nn.Transformer*, no nn.MultiheadAttention, no fused attention, no F.cross_entropy),
-and writes tests/golden/<case>.safetensors holding:
+here in float64, written from "Attention Is All You Need" (and, for the language model "lm",
+GPT-2's layout) with nothing but tensor algebra (no torch.nn.Transformer*, no
+nn.MultiheadAttention, no fused attention, no F.cross_entropy), and writes
+tests/golden/<case>.safetensors holding:
   param.<name>          the weights, as read
-  input.<name>          the inputs (padded batches of unequal lengths)
+  input.<name>          the inputs (padded batches of unequal lengths; the language model's
+                        token blocks, and the batches and learning rates of its AdamW steps)
   expect.<name>         outputs: the stack's output or the model's logits, losses, the Adam
-                        loss trajectory, greedy decodes
-  grad.<name>           the gradient of expect.loss (stacks) or expect.loss_smoothed (model)
-                        with respect to every parameter and, for the stacks, every input
+                        loss trajectory (the language model's: PyTorch's own AdamW and
+                        clip_grad_norm_, in float64 and float32), greedy decodes
+  grad.<name>           the gradient of expect.loss (stacks, language model) or
+                        expect.loss_smoothed (MiniTransformer) with respect to every parameter
+                        and, for the stacks, every input
 The conventions written here are tapegrad's, each stated where it is used: masks are true where
 blocked, a query with every key blocked gets zero weights, token embeddings are scaled by
 sqrt(d_model), LayerNorm's eps is 1e-5, pre-norm stacks end in a LayerNorm.
@@ -238,6 +242,75 @@ def greedy(P, src, cfg, pe, max_len, bos, eos):
     return out
 
 
+# ---- the decoder-only language model (GPT-2's layout) -------------------------------------
+
+def lm_logits(P, ids, cfg):
+    """Token plus learned position embeddings, pre-norm layers under the causal mask, a final
+    LayerNorm, and the output projection tied to the token embedding (no bias)."""
+    W = P["tok_embed.weight"]
+    x = W[ids] + P["pos_embed.weight"][: ids.shape[1]]
+    blocked = causal(ids.shape[1])
+    for i in range(cfg["layers"]):
+        x = encoder_layer(P, f"layers.{i}", x, blocked, cfg)
+    return layer_norm(P, "norm", x) @ W.T
+
+
+def lm_loss(P, ids, targets, cfg):
+    return cross_entropy(lm_logits(P, ids, cfg), targets, -1, 0.0)
+
+
+def lm_greedy(P, prompt, cfg, block, n):
+    """n tokens, each the argmax after the last `block` tokens of the context (nanoGPT's crop)."""
+    context = list(prompt)
+    for _ in range(n):
+        window = torch.tensor([context[-block:]])
+        context.append(int(lm_logits(P, window, cfg)[0, -1].argmax()))
+    return context[len(prompt):]
+
+
+def lm_adamw_trajectory(P, xs, ys, lrs, cfg, dtype):
+    """PyTorch's own AdamW (weight decay 0.1, betas 0.9 and 0.99) and clip_grad_norm_ (1.0),
+    the nanoGPT recipe's, on the batches xs, ys with the learning rate lrs[t] at step t: the loss
+    before each step, computed in `dtype`."""
+    params = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in P.items()}
+    opt = torch.optim.AdamW(params.values(), lr=1.0, betas=(0.9, 0.99), weight_decay=0.1)
+    losses = []
+    for x, y, lr in zip(xs, ys, lrs):
+        for group in opt.param_groups:
+            group["lr"] = float(lr)
+        opt.zero_grad()
+        loss = lm_loss(params, x, y, cfg)
+        losses.append(loss.item())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
+        opt.step()
+    return losses
+
+
+def lm_case(P, weights, meta, cfg, g):
+    V, block = int(meta["vocab"]), int(meta["block_size"])
+    ids = torch.randint(0, V, (3, block), generator=g)
+    targets = torch.randint(0, V, (3, block), generator=g)
+    logits = lm_logits(P, ids, cfg)
+    loss = cross_entropy(logits, targets, -1, 0.0)
+    grads = torch.autograd.grad(loss, list(P.values()))
+    out = {f"grad.{k}": gr for k, gr in zip(P, grads)}
+    steps = 50
+    xs = torch.randint(0, V, (steps, 4, block), generator=g)
+    ys = torch.randint(0, V, (steps, 4, block), generator=g)
+    lrs = torch.tensor([1e-2 * min(1.0, (t + 1) / 10) for t in range(steps)])
+    prompt = torch.randint(0, V, (3,), generator=g)
+    out.update({"input.ids": ids, "input.targets": targets, "input.prompt": prompt,
+                "input.train_x": xs, "input.train_y": ys, "input.lrs": lrs,
+                "expect.logits": logits.detach(), "expect.loss": loss.detach().reshape(1),
+                "expect.greedy": torch.tensor(lm_greedy(P, prompt.tolist(), cfg, block, 12)),
+                "expect.adamw_losses": torch.tensor(
+                    lm_adamw_trajectory(P, xs, ys, lrs, cfg, torch.float64)),
+                "expect.adamw_losses_f32": torch.tensor(
+                    lm_adamw_trajectory(P, xs, ys, lrs, cfg, torch.float32))})
+    return out
+
+
 # ---- the cases ----------------------------------------------------------------------------
 
 def padded_ids(lengths, L, vocab, pad, g, low):
@@ -253,7 +326,7 @@ def padding_of(lengths, L):
 
 def main(weights_dir, out_dir):
     for name in ["encoder_post", "encoder_pre", "decoder_post", "decoder_pre", "mini_post",
-                 "mini_pre"]:
+                 "mini_pre", "lm"]:
         weights, meta = read_safetensors(f"{weights_dir}/{name}.weights.safetensors")
         cfg = {"heads": int(meta["heads"]), "layers": int(meta["layers"]),
                "norm_first": meta["norm_first"] == "true", "activation": meta["activation"]}
@@ -262,7 +335,9 @@ def main(weights_dir, out_dir):
              for k, v in weights.items()}
         g = torch.Generator().manual_seed(sum(map(ord, name)))
         out = {f"param.{k}": v.detach() for k, v in weights.items()}
-        if meta["kind"] in ("encoder", "decoder"):
+        if meta["kind"] == "lm":
+            out.update(lm_case(P, weights, meta, cfg, g))
+        elif meta["kind"] in ("encoder", "decoder"):
             B, S, T = 3, 6, 5
             src_len, tgt_len = [6, 4, 1], [5, 3, 2]
             x = torch.randn(B, T if meta["kind"] == "decoder" else S, C, generator=g)

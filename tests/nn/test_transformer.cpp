@@ -298,9 +298,9 @@ TEST_CASE("a config is checked field by field before a model is built", "[nn][er
                                      .heads = 4,
                                      .decoder_layers = 0,
                                      .dropout = 1.0}),
-                    "MiniTransformerConfig: src_vocab = 0 is outside [1, 1000000]; decoder_layers "
-                    "= 0 is outside [1, 128]; d_model = 30 is not divisible by heads = 4; dropout "
-                    "= 1 is outside [0, 1); pad_id = 0 is not an id of both vocabularies");
+                    "MiniTransformerConfig: src_vocab = 0 is outside [1, 1000000]; d_model = 30 "
+                    "is not divisible by heads = 4; dropout = 1 is outside [0, 1); decoder_layers "
+                    "= 0 is outside [1, 128]; pad_id = 0 is not an id of both vocabularies");
   // a model that would not fit in memory is refused before anything is allocated
   CHECK_THROWS_WITH(
       MiniTransformer({.src_vocab = 1'000'000, .tgt_vocab = 1'000'000, .d_model = 4096}),
