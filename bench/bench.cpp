@@ -1,7 +1,8 @@
-// bench: the four workloads of the performance issue, timed on this machine.
+// bench: the workloads of the performance issues, timed on this machine.
 //
 //   ./build/bench/bench --workload encoder-forward   (or encoder-train, mini-train-small,
-//                                                      mini-train-base, sgemm)
+//                                                      mini-train-base, lm-recipe, lm-large,
+//                                                      sgemm)
 // Each run prints one line of key=value pairs: median seconds per iteration after warm-up,
 // tokens/s, achieved matmul GFLOP/s (flops counted analytically), peak RSS. --profile first
 // prints the timed iterations' ops by time, then by module path (profile.h). One workload per
@@ -26,6 +27,7 @@
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/parallel/world.h"
+#include "tapegrad/train/lm_trainer.h"
 #include "tapegrad/train/trainer.h"
 
 using namespace tapegrad;
@@ -153,6 +155,42 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int64
   return {s, 2 * B * len, 3 * forward};
 }
 
+// One train::LanguageModelTrainer step (the library's, which `train --task lm` runs; in
+// memory, with nanoGPT's optimizer: AdamW, weight decay 0.1, beta2 0.99, clipping at 1.0) on B
+// random blocks of T characters of a random text over 65 characters (Shakespeare's, nanoGPT's
+// shakespeare_char), with L pre-norm GELU layers of width C and H heads.
+Result lm_train(int64_t C, int64_t H, int64_t L, int64_t T, int64_t B, double dropout,
+                int iterations, const parallel::World& world) {
+  const std::string alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz \n!$&,-.3:;?\x27";
+  Generator gen(1);
+  std::string text;
+  for (int i = 0; i < 200000; ++i) text += alphabet[gen.below(alphabet.size())];
+  auto vocab = data::Vocabulary::build({text}, data::Level::Char);
+  const int64_t V = vocab.size();
+  data::TextSplit split =
+      data::encode_split(std::move(vocab), text.substr(0, 180000), text.substr(180000));
+  train::LanguageModelTrainer trainer({.out = "",
+                                       .steps = 1000000,
+                                       .batch = B,
+                                       .lr = 1e-3,
+                                       .schedule = "constant",
+                                       .optimizer = "adamw",
+                                       .weight_decay = 0.1,
+                                       .beta2 = 0.99,
+                                       .eps = 1e-8,
+                                       .label_smoothing = 0,
+                                       .best_metric = "loss",
+                                       .check_finite = false},
+                                      1, world);
+  trainer.begin(
+      std::move(split),
+      {.d_model = C, .heads = H, .d_ff = 4 * C, .layers = L, .block_size = T, .dropout = dropout});
+  const double s = median_seconds([&] { trainer.step(); }, 3, iterations);
+  const double forward = L * encoder_layer_flops(B, T, C, 4 * C) + 2.0 * B * T * C * V;
+  return {s, B * T, 3 * forward};
+}
+
 // The machine's matmul rate on the shapes the workloads use, two ways: OpenBLAS sgemm alone on
 // its own `threads` threads (the issue's roofline), and tapegrad's matmul (our gemm kernel,
 // split over our `threads` threads).
@@ -225,7 +263,8 @@ int main(int argc, char** argv) {
     examples::Flags f(argc, argv, "bench: time one workload\nusage: bench --workload NAME");
     const std::string w =
         f.text("workload", "mini-train-small",
-               "encoder-forward, encoder-train, mini-train-small, mini-train-base, sgemm, "
+               "encoder-forward, encoder-train, mini-train-small, mini-train-base, lm-recipe, "
+               "lm-large, sgemm, "
                "decode-dates-greedy, decode-dates-beam4, decode-base-16 or decode-base-128");
     const int64_t iterations =
         f.integer("iterations", 5, "timed iterations after warm-up", 1, 1'000'000);
@@ -258,6 +297,10 @@ int main(int argc, char** argv) {
       r = mini_train(100, 64, 256, 2, 12, batch, n, world, bucket_kb);
     else if (w == "mini-train-base")
       r = mini_train(8000, 512, 2048, 3, 64, batch, n, world, bucket_kb);
+    else if (w == "lm-recipe")  // nanoGPT's CPU recipe for shakespeare_char
+      r = lm_train(128, 4, 4, 64, 12, 0.0, n, world);
+    else if (w == "lm-large")  // nanoGPT's shakespeare_char config
+      r = lm_train(384, 6, 6, 256, 64, 0.2, n, world);
     else if (w.rfind("decode-", 0) == 0) {
       // the date model of examples/train (its vocabularies), and the base model
       const nn::MiniTransformerConfig dates{

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""Runs the four benchmark workloads in tapegrad (build/bench/bench) and in PyTorch eager
-(Debian's python3-torch) on this machine and prints one table; with --decode, the four
-decoding workloads instead (tokens per second, tapegrad with and without its cache).
+"""Runs the benchmark workloads in tapegrad (build/bench/bench) and in PyTorch eager (Debian's
+python3-torch) on this machine and prints one table; with --decode, the four decoding
+workloads instead (tokens per second, tapegrad with and without its cache). The training
+workloads: the encoder and the MiniTransformer of the performance issue, and the language
+models of nanoGPT's shakespeare_char (lm-recipe, its CPU recipe; lm-large, its config), whose
+PyTorch side is nanoGPT's model and train.py step.
 
     /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
                                               [--workloads mini-train-small,encoder-forward]
@@ -44,7 +47,11 @@ import time
 WARMUP_SECONDS = 0.25
 # The README's generated block lies between these (--readme).
 BEGIN, END = "<!-- benchmark table: bench/compare_pytorch.py --readme README.md -->", "<!-- end of the benchmark table -->"
-WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base"]
+WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base",
+             "lm-recipe", "lm-large"]
+# The language models (nanoGPT's shakespeare_char: its CPU recipe, and its config): width,
+# heads, layers, block, batch, dropout; 65 characters.
+LM = {"lm-recipe": (128, 4, 4, 64, 12, 0.0), "lm-large": (384, 6, 6, 256, 64, 0.2)}
 # Decoding (--decode): the date model of examples/train, 500 sources of 24 tokens in batches of
 # 64, 11 tokens each, greedy and beam 4; the base model, 32 sources of 64 tokens, 16 and 128
 # tokens greedy. <eos> is made impossible on both sides so every run does the same work.
@@ -223,7 +230,61 @@ def torch_worker(workload, iterations):
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
+    class Block(nn.Module):
+        """nanoGPT's Block (model.py), with its attention written out as it runs on torch 1.x."""
+        def __init__(self, C, H, p):
+            super().__init__()
+            self.H = H
+            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+            self.attn_dropout, self.resid_dropout, self.mlp_dropout = (nn.Dropout(p) for _ in range(3))
+            self.gelu = nn.GELU()
+
+        def forward(self, x, mask):
+            B, T, C = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = self.attn_dropout(F.softmax(att.masked_fill(mask[:T, :T], float("-inf")), dim=-1))
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.resid_dropout(self.c_proj(y))
+            return x + self.mlp_dropout(self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x)))))
+
+    class GPT(nn.Module):
+        """nanoGPT's GPT: token and position embeddings, pre-norm blocks, a final LayerNorm and
+        the output tied to the token embedding."""
+        def __init__(self, V, C, H, L, T, p):
+            super().__init__()
+            self.wte, self.wpe, self.drop = nn.Embedding(V, C), nn.Embedding(T, C), nn.Dropout(p)
+            self.h = nn.ModuleList(Block(C, H, p) for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+            self.lm_head = nn.Linear(C, V, bias=False)
+            self.lm_head.weight = self.wte.weight
+            self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+
+        def forward(self, idx):
+            x = self.drop(self.wte(idx) + self.wpe(torch.arange(idx.shape[1])))
+            for block in self.h:
+                x = block(x, self.mask)
+            return self.lm_head(self.ln_f(x))
+
     torch.manual_seed(0)
+    if workload in LM:  # nanoGPT's train.py step: get_batch, forward, backward, clip, AdamW
+        C, H, L, T, B, p = LM[workload]
+        model = GPT(65, C, H, L, T, p)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+        data = torch.randint(0, 65, (180_000,))
+
+        def step():
+            ix = torch.randint(len(data) - T, (B,))
+            x = torch.stack([data[i:i + T] for i in ix])
+            y = torch.stack([data[i + 1:i + 1 + T] for i in ix])
+            F.cross_entropy(model(x).view(-1, 65), y.view(-1)).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return timed(step, 3, iterations)
     if workload in DECODE:
         return timed(decode_worker(*DECODE[workload]), 1, iterations)
     if workload.startswith("encoder"):

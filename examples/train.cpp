@@ -72,16 +72,33 @@ void finish(const examples::TrainSettings& s, train::Trainer& trainer, const tra
       s.trainer.out, s.trainer.out);
 }
 
+// Process 0 at the end of a language model's run: the last checkpoint, the held-out loss, the
+// report and a sample.
+void finish(const examples::TrainSettings& s, train::LanguageModelTrainer& trainer,
+            const train::TextMetrics& last) {
+  const double elapsed = trainer.seconds();
+  trainer.checkpoint();
+  const int64_t done = trainer.step_count() - trainer.first_step() + 1;
+  fmt::print("\ntrained {} steps in {} ({:.1f} steps/s)\n", done, train::duration(elapsed),
+             static_cast<double>(done) / elapsed);
+  fmt::print("held-out: {}\n", last.describe());
+  fmt::print("best checkpoint: {} (sample uses it)\n\n", trainer.describe_best());
+  fmt::print("a sample of the last weights, after the start of the held-out text:\n\n{}\n",
+             trainer.report(last));
+  fmt::print("\ncheckpoint, loss curve and report.html in {}/ (sample --run {})\n", s.trainer.out,
+             s.trainer.out);
+}
+
 // The steps of this invocation, with validations and checkpoints on their schedule, until the
 // last step, --stop-after or a signal; then, on process 0, the report.
-int train_steps(const examples::TrainSettings& s, const parallel::World& world,
-                train::Trainer& trainer) {
+template <class T>
+int train_steps(const examples::TrainSettings& s, const parallel::World& world, T& trainer) {
   const bool root = world.is_root();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const bool tty = ::isatty(::fileno(stderr)) != 0;
   const int64_t steps = s.trainer.steps;
-  train::Metrics last;
+  decltype(trainer.evaluate()) last;
   while (!trainer.done()) {
     const train::StepResult r = trainer.step(g_signal);
     const int64_t step = r.step;
@@ -121,10 +138,61 @@ int train_steps(const examples::TrainSettings& s, const parallel::World& world,
   return 0;
 }
 
+// Says what was chosen for the user and that a run is being replaced (process 0).
+void say_notes(const examples::TrainSettings& s, const parallel::World& world) {
+  if (!world.is_root()) return;
+  for (const std::string& note : s.notes) fmt::print("{}\n", note);
+  const std::string& out = s.trainer.out;
+  if (s.trainer.start == train::Start::Replace && !train::describe_run(out).empty())
+    fmt::print("replacing {} in {} once this run saves its first checkpoint\n",
+               train::describe_run(out), out);
+}
+
+// The run's flags as a file that --config reads: the run, again (process 0).
+void write_flags(const examples::TrainSettings& s, const std::string& dir) {
+  auto flags = s.trainer.flags;
+  flags.erase("processes");  // mpirun's -np, not a flag
+  io::write_atomic(dir + "/flags.conf", examples::flag_file_text(flags));
+}
+
+// --task lm: a language model on the text of --data, begun or resumed, then trained.
+int run_language_model(const examples::TrainSettings& s, const parallel::World& world) {
+  const std::string& out = s.trainer.out;
+  data::TextSplit text;
+  if (s.trainer.start != train::Start::Resume)
+    text = data::read_text(s.data.corpus, s.text, s.lm_model.block_size + 1);
+  say_notes(s, world);
+  train::LanguageModelTrainer trainer(s.trainer, s.eval_batches, world);
+  if (s.trainer.start == train::Start::Resume) {
+    trainer.resume([&](const train::ResumedLanguageModel& r) {
+      const std::string note =
+          train::check_schedule(out, r.state, r.checkpoint, s.trainer.flags, s.reschedule);
+      if (!note.empty()) fmt::print("{}\n", note);
+    });
+    if (world.is_root()) fmt::print("resumed {} at step {}\n", out, trainer.step_count());
+  } else {
+    trainer.begin(std::move(text), s.lm_model);
+  }
+  if (world.is_root()) {
+    write_flags(s, trainer.path());
+    const auto& t = trainer.text();
+    fmt::print("{} parameters; {} training and {} held-out tokens; a vocabulary of {} ({})\n",
+               trainer.model().num_parameters(), t.train.size(), t.valid.size(), t.vocab.size(),
+               data::level_name(t.vocab.level()));
+    const double passes =
+        static_cast<double>(s.trainer.steps * s.trainer.batch * s.lm_model.block_size) /
+        static_cast<double>(t.train.size());
+    fmt::print("{} steps of {} blocks of {}: {:.3g} passes over the training tokens\n",
+               s.trainer.steps, s.trainer.batch, s.lm_model.block_size, passes);
+  }
+  return train_steps(s, world, trainer);
+}
+
 int run(examples::TrainSettings s, const parallel::World& world) {
+  set_num_threads(static_cast<int>(s.threads));
+  if (s.lm) return run_language_model(s, world);
   const bool root = world.is_root();
   const std::string& out = s.trainer.out;
-  set_num_threads(static_cast<int>(s.threads));
   // a new run's data is read, its vocabularies learned and every example checked before --out
   // is touched
   train::RunData fresh;
@@ -135,27 +203,21 @@ int run(examples::TrainSettings s, const parallel::World& world) {
   } else if (s.epochs > 0) {  // the run's own training pairs
     examples::fit_epochs(s, data::load_tsv(out + "/train.tsv", {.strict = true}).examples.size());
   }
-  for (const std::string& note : s.notes) {
-    if (root) fmt::print("{}\n", note);
-  }
-  if (root && s.trainer.start == train::Start::Replace && !train::describe_run(out).empty())
-    fmt::print("replacing {} in {} once this run saves its first checkpoint\n",
-               train::describe_run(out), out);
+  say_notes(s, world);
   train::Trainer trainer(s.trainer, world);
   if (s.trainer.start == train::Start::Resume) {
     trainer.resume([&](const train::RunDirectory::Resumed& r) {
       train::check_checkpoint(r);
-      const std::string note = train::check_schedule(out, r, s.trainer.flags, s.reschedule);
+      const std::string note =
+          train::check_schedule(out, r.state, r.loaded.checkpoint, s.trainer.flags, s.reschedule);
       if (!note.empty()) fmt::print("{}\n", note);
     });
     if (root) fmt::print("resumed {} at step {}\n", out, trainer.step_count());
   } else {
     trainer.begin(std::move(fresh.split), fresh.src_vocab, fresh.tgt_vocab, s.model);
   }
-  if (root) {  // the run's flags as a file that --config reads: the run, again
-    auto flags = s.trainer.flags;
-    flags.erase("processes");  // mpirun's -np, not a flag
-    io::write_atomic(trainer.path() + "/flags.conf", examples::flag_file_text(flags));
+  if (root) {
+    write_flags(s, trainer.path());
     fmt::print("{} parameters; {} training and {} held-out examples; vocabularies {} -> {}\n",
                trainer.model().num_parameters(), trainer.split().train.size(),
                trainer.split().valid.size(), trainer.src_vocab().size(),

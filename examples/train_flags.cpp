@@ -44,15 +44,39 @@ void fit_warmup(TrainSettings& s, const std::string& warmup_label, const std::st
   t.flags["warmup"] = std::to_string(t.warmup);
 }
 
-// The flags as a whole, after each was read on its own: names that must exist, values that
-// must agree, and flags that would have no effect in the combination given (refused). A default
-// that conflicts with what the user gave adapts, and s.notes says so.
-void check_combinations(TrainSettings& s, const Flags& f) {
+// --task lm: a text in --data, read at the char or a subword level, and none of the flags that
+// only a translation task reads.
+void check_language_model(TrainSettings& s, const Flags& f) {
+  if (s.data.corpus.empty()) throw FlagError("--task lm trains on a text: give it with --data");
+  for (const char* flag : {"valid", "test", "valid-size", "train-size", "shared-vocab", "lowercase",
+                           "split-punctuation", "encoder-layers", "max-len", "pre-norm",
+                           "label-smoothing", "strict", "epochs"}) {
+    if (f.given(flag)) throw FlagError(fmt::format("--{} has no effect with --task lm", flag));
+  }
+  const auto level = data::level_from_name(s.level);
+  if (!level || *level == data::Level::Word) {
+    throw FlagError(fmt::format("{}: a language model reads char, bpe or unigram, got '{}'",
+                                f.label("level"), s.level));
+  }
+  s.text.level = *level;
+  if (f.given("vocab-size") && *level == data::Level::Char)
+    throw FlagError("--vocab-size goes with --level bpe or unigram");
+  if (s.trainer.best_metric != "loss") {
+    throw FlagError(fmt::format("{}: a language model keeps its best checkpoint by loss",
+                                f.label("best-metric")));
+  }
+  fit_warmup(s, f.label("warmup"), f.label("steps"));
+}
+
+// A translation task's flags: a task or a corpus of pairs, and how they become tokens.
+void check_translation(TrainSettings& s, const Flags& f) {
   const train::DataOptions& d = s.data;
-  train::TrainerOptions& t = s.trainer;
+  for (const char* flag : {"block-size", "eval-batches", "valid-fraction"}) {
+    if (f.given(flag)) throw FlagError(fmt::format("--{} goes with --task lm", flag));
+  }
   if (d.corpus.empty() && !data::task_from_name(d.task)) {
-    throw FlagError(
-        fmt::format("{}: unknown task '{}' (dates, copy, reverse, sort)", f.label("task"), d.task));
+    throw FlagError(fmt::format("{}: unknown task '{}' (dates, copy, reverse, sort, lm)",
+                                f.label("task"), d.task));
   }
   if (!d.corpus.empty() && f.given("task")) throw FlagError("--task and --data exclude each other");
   const auto level = data::level_from_name(s.level);
@@ -67,20 +91,10 @@ void check_combinations(TrainSettings& s, const Flags& f) {
     if (f.given(flag) && *level != data::Level::Word)
       throw FlagError(fmt::format("--{} goes with --level word", flag));
   }
-  if (t.schedule != "cosine" && t.schedule != "noam" && t.schedule != "constant") {
-    throw FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
-                                f.label("schedule"), t.schedule));
-  }
-  if (!train::is_best_metric(t.best_metric)) {
+  if (!train::is_best_metric(s.trainer.best_metric)) {
     throw FlagError(fmt::format("{}: expected loss, bleu, chrf, exact or accuracy, got '{}'",
-                                f.label("best-metric"), t.best_metric));
+                                f.label("best-metric"), s.trainer.best_metric));
   }
-  if (t.lr <= 0) throw FlagError(fmt::format("{}: must be positive, got 0", f.label("lr")));
-  if (s.model.d_model % s.model.heads != 0) {
-    throw FlagError(fmt::format("{} {} is not divisible by {} {}", f.label("d-model"),
-                                s.model.d_model, f.label("heads"), s.model.heads));
-  }
-  const bool resume = t.start == train::Start::Resume;
   if (f.given("epochs") && f.given("steps"))
     throw FlagError("--epochs and --steps exclude each other: give the run's length once");
   if (f.given("steps")) s.epochs = 0;  // a resumed run's --epochs gives way to --steps given
@@ -96,6 +110,34 @@ void check_combinations(TrainSettings& s, const Flags& f) {
   if (f.given("valid-size") && !d.valid_corpus.empty())
     throw FlagError(
         "--valid-size sizes the held-out part split off --data; with --valid it has no effect");
+}
+
+// The flags as a whole, after each was read on its own: names that must exist, values that
+// must agree, and flags that would have no effect in the combination given (refused). A default
+// that conflicts with what the user gave adapts, and s.notes says so.
+void check_combinations(TrainSettings& s, const Flags& f) {
+  train::TrainerOptions& t = s.trainer;
+  if (s.lm) {
+    check_language_model(s, f);
+  } else {
+    check_translation(s, f);
+  }
+  if (t.schedule != "cosine" && t.schedule != "noam" && t.schedule != "constant") {
+    throw FlagError(fmt::format("{}: expected cosine, noam or constant, got '{}'",
+                                f.label("schedule"), t.schedule));
+  }
+  if (t.optimizer != "adam" && t.optimizer != "adamw") {
+    throw FlagError(
+        fmt::format("{}: expected adam or adamw, got '{}'", f.label("optimizer"), t.optimizer));
+  }
+  if (f.given("min-lr") && t.schedule != "cosine")
+    throw FlagError("--min-lr goes with --schedule cosine");
+  if (t.lr <= 0) throw FlagError(fmt::format("{}: must be positive, got 0", f.label("lr")));
+  if (s.model.d_model % s.model.heads != 0) {
+    throw FlagError(fmt::format("{} {} is not divisible by {} {}", f.label("d-model"),
+                                s.model.d_model, f.label("heads"), s.model.heads));
+  }
+  const bool resume = t.start == train::Start::Resume;
   if (f.given("warmup") && t.schedule == "constant")
     throw FlagError("--warmup has no effect with --schedule constant");
   if (s.reschedule && !resume) throw FlagError("--reschedule goes with --resume");
@@ -151,18 +193,25 @@ void read_run_folder_flags(Flags& f, TrainSettings& s) {
 // The data: a task or the user's files, and how they become tokens.
 void read_data_flags(Flags& f, TrainSettings& s) {
   train::DataOptions& d = s.data;
-  d.task = f.text("task", "dates", "built-in task: dates, copy, reverse or sort");
-  d.corpus = f.text("data", "", "a TSV corpus (source TAB target) to train on instead of a task");
+  d.task = f.text("task", "dates",
+                  "built-in task: dates, copy, reverse or sort; or lm, a language model on the "
+                  "text of --data");
+  d.corpus = f.text("data", "",
+                    "a TSV corpus (source TAB target) to train on instead of a task; with --task "
+                    "lm, a text");
+  s.text.valid_fraction =
+      f.real("valid-fraction", 0.1, "--task lm: the end of the text held out", 1e-3, 0.5);
   d.valid_corpus = f.text(
       "valid", "", "with --data: the held-out pairs, a TSV file (default: split off --data)");
   d.test_corpus =
       f.text("test", "", "with --data: pairs to test the trained model on once, at the end");
   s.level = f.text("level", "char",
                    "tokens: char, word, or subwords learned by SentencePiece: bpe or unigram");
-  d.vocab_size = f.integer("vocab-size", 1000,
-                           "subword pieces of each vocabulary (bpe, unigram), the 4 special "
-                           "tokens included",
-                           5, data::Vocabulary::kMaxTokens);
+  s.text.vocab_size = d.vocab_size =
+      f.integer("vocab-size", 1000,
+                "subword pieces of each vocabulary (bpe, unigram), the 4 special "
+                "tokens included",
+                5, data::Vocabulary::kMaxTokens);
   d.fit_vocab_size = !f.given("vocab-size");
   d.words.lowercase = f.boolean("lowercase", "--level word: lower-case the text first");
   d.words.split_punctuation =
@@ -180,8 +229,9 @@ void read_data_flags(Flags& f, TrainSettings& s) {
 void read_training_flags(Flags& f, TrainSettings& s) {
   train::DataOptions& d = s.data;
   train::TrainerOptions& t = s.trainer;
-  t.steps =
-      f.integer("steps", 3000, "training steps in all (the schedule spans them)", 1, kMaxSteps);
+  const bool lm = s.lm;  // the defaults of --task lm are nanoGPT's CPU recipe
+  t.steps = f.integer("steps", lm ? 2000 : 3000, "training steps in all (the schedule spans them)",
+                      1, kMaxSteps);
   s.epochs = f.real("epochs", 0,
                     "the run's length in passes over the training pairs, instead of --steps "
                     "(0: --steps)",
@@ -192,9 +242,12 @@ void read_training_flags(Flags& f, TrainSettings& s) {
                            0, kMaxSteps);
   s.save_every =
       f.integer("save-every", 500, "steps between checkpoints (0: only at the end)", 0, kMaxSteps);
-  t.batch = f.integer("batch", 64, "examples per step", 1, 65536);
-  s.eval_every = f.integer("eval-every", 500, "steps between validations", 1, kMaxSteps);
-  t.best_metric = f.text("best-metric", "chrf",
+  t.batch = f.integer("batch", lm ? 12 : 64, "examples (--task lm: blocks) per step", 1, 65536);
+  s.eval_every = f.integer("eval-every", lm ? 250 : 500, "steps between validations", 1, kMaxSteps);
+  s.eval_batches =
+      f.integer("eval-batches", 20,
+                "--task lm: batches of held-out blocks a validation averages over", 1, 100000);
+  t.best_metric = f.text("best-metric", lm ? "loss" : "chrf",
                          "what the best checkpoint (the one translate uses) is chosen by: loss, "
                          "bleu, chrf, exact (exact match) or accuracy (token accuracy)");
   t.patience = f.integer("patience", 0,
@@ -203,22 +256,13 @@ void read_training_flags(Flags& f, TrainSettings& s) {
                          0, kMaxSteps);
   t.keep_checkpoints =
       f.integer("keep-checkpoints", 2, "the newest checkpoints kept, besides the best", 1, 1000);
-  t.lr = f.real("lr", 2e-3, "peak learning rate", 0, 10);
-  t.schedule = f.text("schedule", "cosine",
-                      "cosine (warmup + cosine decay), noam (the paper's) or constant");
-  t.warmup = f.integer("warmup", 200, "warmup steps", 0, kMaxSteps);
-  s.warmup_given = f.given("warmup");
-  s.reschedule = f.boolean("reschedule",
-                           "with --resume: accept a changed schedule (--steps of a cosine "
-                           "schedule, --schedule, --lr, --warmup)");
-  t.label_smoothing = f.real("label-smoothing", 0.1, "label smoothing epsilon", 0, 1);
-  t.clip = f.real("clip", 1.0, "global gradient-norm clip (0: off)", 0, 1e9);
+  t.label_smoothing = f.real("label-smoothing", lm ? 0 : 0.1, "label smoothing epsilon", 0, 1);
   t.check_finite = !f.boolean("allow-nonfinite",
                               "go on when a loss or gradient is NaN or Inf (default: stop with "
                               "an error naming the step and the tensor)");
   t.seed =
       static_cast<uint64_t>(f.integer("seed", 0, "seed for data, init and dropout", 0, INT64_MAX));
-  d.seed = s.model.seed = t.seed;
+  d.seed = s.model.seed = s.lm_model.seed = t.seed;
   s.threads =
       f.integer("threads", 2, "threads for products and kernels (set_num_threads), in each process",
                 1, kMaxThreads);
@@ -228,20 +272,61 @@ void read_training_flags(Flags& f, TrainSettings& s) {
                           0, 1 << 20);
 }
 
+// The optimizer and its schedule (--task lm's defaults: nanoGPT's CPU recipe).
+void read_optimizer_flags(Flags& f, TrainSettings& s) {
+  train::TrainerOptions& t = s.trainer;
+  const bool lm = s.lm;
+  t.lr = f.real("lr", lm ? 1e-3 : 2e-3, "peak learning rate", 0, 10);
+  t.min_lr = f.real("min-lr", lm ? 1e-4 : -1,
+                    "where the cosine schedule ends (-1: a hundredth of --lr)", -1, 10);
+  t.optimizer = f.text("optimizer", lm ? "adamw" : "adam",
+                       "adam, or adamw (weight decay decoupled from the gradient)");
+  t.weight_decay = f.real("weight-decay", lm ? 0.1 : 0, "the optimizer's weight decay", 0, 10);
+  t.beta2 = f.real("beta2", lm ? 0.99 : 0.98, "Adam's second-moment decay", 0, 0.999999);
+  t.eps = lm ? 1e-8 : 1e-9;
+  t.schedule = f.text("schedule", "cosine",
+                      "cosine (warmup + cosine decay), noam (the paper's) or constant");
+  t.warmup = f.integer("warmup", lm ? 100 : 200, "warmup steps", 0, kMaxSteps);
+  s.warmup_given = f.given("warmup");
+  s.reschedule = f.boolean("reschedule",
+                           "with --resume: accept a changed schedule (--steps of a cosine "
+                           "schedule, --schedule, --lr, --warmup)");
+  t.clip = f.real("clip", 1.0, "global gradient-norm clip (0: off)", 0, 1e9);
+}
+
 void read_model_flags(Flags& f, TrainSettings& s) {
+  const bool lm = s.lm;
   s.model.max_len = s.data.max_len =
       f.integer("max-len", 128, "longest source or target sequence in tokens", 2, 4096);
-  s.model.d_model = f.integer("d-model", 64, "model width", 1, 4096);
-  s.model.heads = f.integer("heads", 4, "attention heads", 1, 256);
-  s.model.d_ff = f.integer("d-ff", 256, "feed-forward width", 1, 16384);
+  s.lm_model.block_size = f.integer(
+      "block-size", 64, "--task lm: the context, in tokens (the blocks trained on)", 1, 65536);
+  s.model.d_model = s.lm_model.d_model =
+      f.integer("d-model", lm ? 128 : 64, "model width", 1, 4096);
+  s.model.heads = s.lm_model.heads = f.integer("heads", 4, "attention heads", 1, 256);
+  s.model.d_ff = s.lm_model.d_ff =
+      f.integer("d-ff", lm ? 512 : 256, "feed-forward width", 1, 16384);
   s.model.encoder_layers = f.integer("encoder-layers", 2, "encoder layers", 0, 64);
-  s.model.decoder_layers = f.integer("decoder-layers", 2, "decoder layers", 1, 64);
-  s.model.dropout = f.real("dropout", 0.1, "dropout probability", 0, 0.99);
+  s.model.decoder_layers = s.lm_model.layers = f.integer(
+      "decoder-layers", lm ? 4 : 2, "decoder layers (--task lm: the model's layers)", 1, 64);
+  s.model.dropout = s.lm_model.dropout =
+      f.real("dropout", lm ? 0 : 0.1, "dropout probability", 0, 0.99);
   s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
 }
 
 // The model's size, before any data is read (vocabularies add to it later).
 void check_model_size(const TrainSettings& s, const Flags& f) {
+  if (s.lm) {
+    nn::LanguageModelConfig sized = s.lm_model;
+    sized.vocab = 1;
+    try {
+      sized.check();
+    } catch (const Error& e) {
+      throw FlagError(fmt::format("the model of {}, {}, {}, {} and {}: {}", f.label("d-model"),
+                                  f.label("heads"), f.label("d-ff"), f.label("decoder-layers"),
+                                  f.label("block-size"), e.what()));
+    }
+    return;
+  }
   nn::MiniTransformerConfig sized = s.model;
   sized.src_vocab = sized.tgt_vocab = 1;
   try {
@@ -270,12 +355,15 @@ void fit_epochs(TrainSettings& s, size_t train_pairs) {
 std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
                                                const parallel::World& world) {
   Flags f(argc, argv,
-          "train: teacher-forced MiniTransformer training\n"
-          "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv] [flags]");
+          "train: teacher-forced MiniTransformer training, or a language model on a text\n"
+          "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv | --task lm --data "
+          "FILE.txt] [flags]");
   TrainSettings s;
   read_run_folder_flags(f, s);
+  s.lm = f.peek("task") == std::optional<std::string>("lm");
   read_data_flags(f, s);
   read_training_flags(f, s);
+  read_optimizer_flags(f, s);
   read_model_flags(f, s);
   if (!f.finish()) return std::nullopt;
   check_combinations(s, f);

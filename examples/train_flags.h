@@ -6,8 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/data/text_blocks.h"
+#include "tapegrad/nn/language_model.h"
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/parallel/world.h"
+#include "tapegrad/train/lm_trainer.h"
 #include "tapegrad/train/resume.h"
 #include "tapegrad/train/run_data.h"
 #include "tapegrad/train/trainer.h"
@@ -15,10 +18,14 @@
 namespace tapegrad::examples {
 
 struct TrainSettings {
+  bool lm = false;  // --task lm: a language model on the text of --data
   train::DataOptions data;
   train::TrainerOptions trainer;
   nn::MiniTransformerConfig model;
-  std::string level;  // --level as given (data.level once checked)
+  nn::LanguageModelConfig lm_model;  // with lm
+  data::TextOptions text;            // with lm
+  int64_t eval_batches = 0;          // with lm
+  std::string level;                 // --level as given (data.level once checked)
   bool reschedule = false, warmup_given = false;
   double epochs = 0;  // the run's length in passes over the training pairs; 0: trainer.steps
   int64_t stop_after = 0, save_every = 0, eval_every = 0, threads = 0;

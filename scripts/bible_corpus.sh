@@ -9,33 +9,10 @@
 #   scripts/bible_corpus.sh DIR      (installs the packages when missing; root, or sudo)
 set -euo pipefail
 out=${1:?usage: scripts/bible_corpus.sh DIR}
-packages=(sword-text-sparv sword-text-web libsword-utils)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "installing ${missing[*]}"
-  sudo=$([[ $(id -u) == 0 ]] || echo sudo)
-  $sudo apt-get install -y -q "${missing[@]}" > /dev/null
-fi
 mkdir -p "$out"
-
-# verses of a SWORD module as "Book C:V TAB text", markup and footnotes removed
-verses() {
-  mod2imp "$1" 2> /dev/null | perl -CSD -ne '
-    chomp;
-    if (/^\$\$\$(.+ \d+:\d+)$/) { $ref = $1; next }
-    next if !defined $ref || $ref =~ / 0:0$| \d+:0$/;
-    s/<note\b.*?<\/note>/ /g;
-    s/<[^>]*>//g;
-    s/&amp;/&/g; s/&lt;/</g; s/&gt;/>/g; s/&quot;/"/g;
-    s/[\t\r]+/ /g; s/\s+/ /g; s/^ | $//g; s/ ([,.;:!?])/$1/g;
-    print "$ref\t$_\n" if length $_;
-    undef $ref;'
-}
-verses spaRV1909eb > "$out/.es"
-verses engWEB2015eb > "$out/.en"
+verses="$(dirname "$0")/sword_verses.sh"
+bash "$verses" spaRV1909eb sword-text-sparv > "$out/.es"
+bash "$verses" engWEB2015eb sword-text-web > "$out/.en"
 # the verses both have, in the Spanish module's order, then the split
 awk -F'\t' -v out="$out" '
   NR == FNR { en[$1] = $2; next }

@@ -69,14 +69,4 @@ with the best checkpoint and a beam of 4:
 EOF
 )
 echo "$section"
-if [[ -n $readme ]]; then
-  python3 - "$readme" "$section" << 'EOF'
-import re, sys
-path, section = sys.argv[1], sys.argv[2]
-text = open(path, encoding="utf-8").read()
-new, n = re.subn(r"<!-- real-corpus.*?<!-- /real-corpus -->", lambda m: section, text, flags=re.S)
-if n != 1:
-    sys.exit(f"{path}: no real-corpus markers")
-open(path, "w", encoding="utf-8").write(new)
-EOF
-fi
+if [[ -n $readme ]]; then python3 scripts/readme_section.py "$readme" real-corpus <<< "$section"; fi

@@ -66,12 +66,11 @@ TextSplit read_text(const std::string& path, const TextOptions& options, int64_t
   const size_t cut = split_point(text, options.valid_fraction, subword);
   const std::string_view train_text = std::string_view(text).substr(0, cut);
   const std::string_view valid_text = std::string_view(text).substr(cut);
-  TextSplit split;
-  split.vocab = subword ? Vocabulary::train_subwords(lines_of(train_text), options.level,
-                                                     options.vocab_size, path)
-                        : Vocabulary::build({text}, Level::Char);
-  split.train = encode_text(split.vocab, train_text);
-  split.valid = encode_text(split.vocab, valid_text);
+  Vocabulary vocab = subword ? Vocabulary::train_subwords(lines_of(train_text), options.level,
+                                                          options.vocab_size, path)
+                             : Vocabulary::build({text}, Level::Char);
+  TextSplit split =
+      encode_split(std::move(vocab), std::string(train_text), std::string(valid_text));
   const auto train_n = static_cast<int64_t>(split.train.size());
   const auto valid_n = static_cast<int64_t>(split.valid.size());
   if (train_n < min_tokens || valid_n < min_tokens) {
@@ -80,6 +79,13 @@ TextSplit read_text(const std::string& path, const TextOptions& options, int64_t
         "target)",
         path, train_n, valid_n, min_tokens));
   }
+  return split;
+}
+
+TextSplit encode_split(Vocabulary vocab, std::string train_text, std::string valid_text) {
+  TextSplit split{std::move(vocab), std::move(train_text), std::move(valid_text), {}, {}};
+  split.train = encode_text(split.vocab, split.train_text);
+  split.valid = encode_text(split.vocab, split.valid_text);
   return split;
 }
 

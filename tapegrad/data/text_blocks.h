@@ -27,7 +27,8 @@ struct TextOptions {
 
 struct TextSplit {
   Vocabulary vocab{Level::Char};
-  std::vector<int64_t> train, valid;  // token ids, the held-out part the end of the text
+  std::string train_text, valid_text;  // the text's two parts
+  std::vector<int64_t> train, valid;   // their token ids
 };
 
 // The largest text a language model reads: it is held in memory as text and as ids.
@@ -40,6 +41,9 @@ constexpr uint64_t kMaxTextBytes = uint64_t{1} << 30;
 // from the training part alone. DataError naming the file (and the byte, for invalid UTF-8),
 // or when either part has fewer than `min_tokens` tokens.
 TextSplit read_text(const std::string& path, const TextOptions& options, int64_t min_tokens);
+
+// The two parts of a text encoded with `vocab` (a split read back from a run folder).
+TextSplit encode_split(Vocabulary vocab, std::string train_text, std::string valid_text);
 
 // The text's token ids in `vocab`'s way (see the top of this file).
 std::vector<int64_t> encode_text(const Vocabulary& vocab, std::string_view text);

@@ -97,7 +97,13 @@ void save_language_model(const std::string& dir, const nn::LanguageModel& model,
 
 PretrainedLanguageModel load_language_model(const std::string& dir) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
-  const nn::LanguageModelConfig cfg = parse(read_config(config_path), config_path);
+  const std::string text = read_config(config_path);
+  if (!is_language_model(dir)) {
+    fail(config_path,
+         "is not a language model's: it has no \"task\": \"lm\" (translate and "
+         "classify read the other models)");
+  }
+  const nn::LanguageModelConfig cfg = parse(text, config_path);
   const io::SafetensorsContents contents = io::load_safetensors(weights);
   const auto meta = contents.metadata.find("config");
   if (meta == contents.metadata.end() ||

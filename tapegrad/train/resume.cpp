@@ -28,7 +28,14 @@ const RunFlags kLaterFlags = {{"vocab-size", "1000"},
                               {"save-every", "500"},
                               {"epochs", "0"},
                               {"lowercase", "false"},
-                              {"split-punctuation", "false"}};
+                              {"split-punctuation", "false"},
+                              {"min-lr", "-1"},
+                              {"optimizer", "adam"},
+                              {"weight-decay", "0"},
+                              {"beta2", "0.98"},
+                              {"block-size", "64"},
+                              {"eval-batches", "20"},
+                              {"valid-fraction", "0.1"}};
 
 std::optional<std::string> saved_value(const RunFlags& saved, const std::string& name) {
   if (const auto it = saved.find(name); it != saved.end()) return it->second;
@@ -74,8 +81,10 @@ std::unique_ptr<optim::Schedule> schedule_of(const RunFlags& flags, const std::s
     return static_cast<int64_t>(number(flags, name, source));
   };
   try {
+    const RunFlags min_lr = {{"min-lr", saved_value(flags, "min-lr").value_or("")}};
     return make_schedule(flags.contains("schedule") ? flags.at("schedule") : "",
-                         number(flags, "lr", source), get("warmup"), get("steps"), get("d-model"));
+                         number(flags, "lr", source), get("warmup"), get("steps"), get("d-model"),
+                         number(min_lr, "min-lr", source));
   } catch (const RunError&) {
     throw;
   } catch (const Error& e) {
@@ -155,10 +164,10 @@ void check_checkpoint(const RunDirectory::Resumed& r) {
   }
 }
 
-std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& resumed,
-                           const RunFlags& given, bool reschedule) {
-  const RunFlags& saved = resumed.state.flags;
-  const int64_t done = resumed.state.step;
+std::string check_schedule(const std::string& dir, const TrainerState& state,
+                           const std::string& checkpoint, const RunFlags& given, bool reschedule) {
+  const RunFlags& saved = state.flags;
+  const int64_t done = state.step;
   const auto steps = static_cast<int64_t>(number(given, "steps", "the flags given"));
   if (steps < done) {
     throw ResumeConflict(
@@ -169,7 +178,7 @@ std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& 
         fmt::format("the run in {} finished at step {} of {}; give a larger --steps to train on",
                     dir, done, steps));
   }
-  const BestValidation& best = resumed.state.best;
+  const BestValidation& best = state.best;
   const auto patience =
       given.contains("patience") ? number(given, "patience", "the flags given") : 0;
   if (patience > 0 && static_cast<double>(best.since) >= patience) {
@@ -178,7 +187,7 @@ std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& 
         "the best, at step {}; give a larger --patience (or 0) to train on",
         dir, done, best.since, best.step));
   }
-  const auto old = schedule_of(saved, resumed.loaded.checkpoint + "/trainer.json");
+  const auto old = schedule_of(saved, checkpoint + "/trainer.json");
   const auto now = schedule_of(given, "the flags given");
   if (now->lr(done + 1) == old->lr(done + 1) && now->lr(steps) == old->lr(steps)) return "";
   const std::string what = fmt::format(

@@ -6,7 +6,7 @@
 //   trainer.resume([&](const train::RunDirectory::Resumed& r) {
 //     train::check_resume_flags(out, r.state.flags, given, reschedule);
 //     train::check_checkpoint(r);
-//     train::check_schedule(out, r, given, reschedule);
+//     train::check_schedule(out, r.state, r.loaded.checkpoint, given, reschedule);
 //   });
 #pragma once
 
@@ -49,7 +49,8 @@ void check_checkpoint(const RunDirectory::Resumed& resumed);
 // part of its decay) is a ResumeConflict saying what the learning rate does next, unless
 // `reschedule`; then that is returned to be said. Steps not past the checkpoint's, and a run
 // that stopped early with a patience the given one does not raise, are a ResumeConflict.
-std::string check_schedule(const std::string& dir, const RunDirectory::Resumed& resumed,
-                           const RunFlags& given, bool reschedule);
+// `state` is the resumed checkpoint's, `checkpoint` its folder.
+std::string check_schedule(const std::string& dir, const TrainerState& state,
+                           const std::string& checkpoint, const RunFlags& given, bool reschedule);
 
 }  // namespace tapegrad::train

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/layers.h"
+#include "tapegrad/pretrained/causal_lm.h"
 
 namespace tapegrad::train {
 
@@ -61,11 +63,17 @@ std::string read_whole(const std::string& path, uint64_t max_bytes = kMaxSmallFi
   }
 }
 
-// 64-bit FNV-1a over the run's data split, as hex: a resume reads the split back and must
-// find the one its checkpoints were trained on.
+// The run's data split: train.tsv and valid.tsv, or a language model's train.txt and valid.txt.
+std::array<const char*, 2> split_files(const std::string& dir) {
+  return fs::exists(fs::symlink_status(dir + "/train.txt")) ? std::array{"train.txt", "valid.txt"}
+                                                            : std::array{"train.tsv", "valid.tsv"};
+}
+
+// 64-bit FNV-1a over the run's data split, as hex: a resume reads the split back and must find
+// the one its checkpoints were trained on.
 std::string data_digest(const std::string& dir) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const char* name : {"train.tsv", "valid.tsv"}) {
+  for (const char* name : split_files(dir)) {
     const std::string path = dir + "/" + name;
     try {
       io::OpenedFile f = io::open_regular(path, uint64_t{1} << 40);
@@ -178,19 +186,29 @@ std::string checkpoint_folder(const std::string& dir, const std::string& checkpo
 LoadedModel load_run(const std::string& dir, const std::string& checkpoint) {
   LoadedModel run;
   run.checkpoint = checkpoint_folder(dir, checkpoint);
-  Pretrained p = load_pretrained(run.checkpoint);
-  const auto step = p.metadata.find("step");
-  const std::string weights = run.checkpoint + "/model.safetensors";
-  if (step == p.metadata.end()) fail(weights, "the metadata needs 'step'");
-  try {
-    run.step = std::stoll(step->second);
-  } catch (const std::exception&) {
-    fail(weights, "metadata 'step' is not an integer");
+  if (is_language_model(run.checkpoint)) {
+    fail(run.checkpoint,
+         "holds a language model (train --task lm): examples/sample continues "
+         "its text");
   }
+  Pretrained p = load_pretrained(run.checkpoint);
+  run.step = metadata_step(p.metadata, run.checkpoint + "/model.safetensors");
   run.model = std::move(p.model);
   run.src_vocab = std::move(p.src_vocab);
   run.tgt_vocab = std::move(p.tgt_vocab);
   return run;
+}
+
+int64_t metadata_step(const nn::Metadata& metadata, const std::string& weights) {
+  const auto step = metadata.find("step");
+  if (step == metadata.end()) fail(weights, "the metadata needs 'step'");
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(step->second, &used);
+    if (used == step->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  fail(weights, "metadata 'step' is not an integer");
 }
 
 std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, int64_t logged,
@@ -264,6 +282,15 @@ EvalCurves read_eval_curves(const std::string& path) {
              curves.chrf.push_back({step, v[5]});
            });
   return curves;
+}
+
+std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path) {
+  std::vector<viz::CurvePoint> curve;
+  read_log(path, 3, 0, "expected step, loss and bits per character, tab-separated",
+           [&](const std::vector<double>& v, bool) {
+             curve.push_back({static_cast<int64_t>(v[0]), v[1]});
+           });
+  return curve;
 }
 
 std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {
@@ -644,37 +671,43 @@ RunDirectory::Resumed RunDirectory::resume_model(const std::string& dir) {
   Resumed r;
   r.loaded = load_run(dir, "latest");
   r.loaded.model->train();
-  r.state = read_trainer_state(r.loaded.checkpoint);
-  if (r.state.step != r.loaded.step) {
-    fail(r.loaded.checkpoint, fmt::format("trainer.json is at step {}, model.safetensors at {}",
-                                          r.state.step, r.loaded.step));
-  }
-  if (step_name(r.state.step) != fs::path(r.loaded.checkpoint).filename().string()) {
-    fail(r.loaded.checkpoint, fmt::format("holds the checkpoint of step {}: it was renamed or "
-                                          "copied from another step's folder",
-                                          r.state.step));
-  }
-  // a run saved before the digest existed has none to compare
-  if (!r.state.data.empty() && r.state.data != data_digest(dir)) {
-    fail(dir, fmt::format("train.tsv or valid.tsv is not the split {}/trainer.json was trained "
-                          "on (data digest {}, now {}): changed, or the checkpoint is another "
-                          "run's",
-                          r.loaded.checkpoint, r.state.data, data_digest(dir)));
-  }
+  r.state = resume_state(dir, r.loaded.checkpoint, r.loaded.step);
   return r;
 }
 
-void RunDirectory::resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed) {
-  const std::string path = resumed.loaded.checkpoint + "/optimizer.safetensors";
+TrainerState RunDirectory::resume_state(const std::string& dir, const std::string& checkpoint,
+                                        int64_t model_step) {
+  const TrainerState state = read_trainer_state(checkpoint);
+  if (state.step != model_step) {
+    fail(checkpoint, fmt::format("trainer.json is at step {}, model.safetensors at {}", state.step,
+                                 model_step));
+  }
+  if (step_name(state.step) != fs::path(checkpoint).filename().string()) {
+    fail(checkpoint, fmt::format("holds the checkpoint of step {}: it was renamed or copied from "
+                                 "another step's folder",
+                                 state.step));
+  }
+  // a run saved before the digest existed has none to compare
+  if (!state.data.empty() && state.data != data_digest(dir)) {
+    const auto [train, valid] = split_files(dir);
+    fail(dir, fmt::format("{} or {} is not the split {}/trainer.json was trained on (data digest "
+                          "{}, now {}): changed, or the checkpoint is another run's",
+                          train, valid, checkpoint, state.data, data_digest(dir)));
+  }
+  return state;
+}
+
+void RunDirectory::resume_optimizer(optim::Optimizer& optimizer, const std::string& checkpoint,
+                                    int64_t step) {
+  const std::string path = checkpoint + "/optimizer.safetensors";
   const io::SafetensorsContents contents = io::load_safetensors(path);
   try {
     optimizer.load_state(contents.tensors);  // in file order, which is the order state() wrote
   } catch (const Error& e) {
     fail(path, e.what());
   }
-  if (optimizer.step_count() != resumed.state.step) {
-    fail(path, fmt::format("is at step {}, trainer.json at {}", optimizer.step_count(),
-                           resumed.state.step));
+  if (optimizer.step_count() != step) {
+    fail(path, fmt::format("is at step {}, trainer.json at {}", optimizer.step_count(), step));
   }
 }
 

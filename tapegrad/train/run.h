@@ -5,7 +5,8 @@
 //
 //   DIR/.tapegrad-run             marks DIR as a run: train writes only the names below in it
 //   DIR/.lock                     held (flock) by the train process writing DIR
-//   DIR/train.tsv, valid.tsv      the data split, written once when the run starts
+//   DIR/train.tsv, valid.tsv      the data split, written once when the run starts (a language
+//                                 model's: train.txt, valid.txt, the text's two parts)
 //   DIR/flags.conf                the train program's flags, as train --config reads them
 //   DIR/test.tsv                  the test pairs, when the run has some (--test)
 //   DIR/loss.tsv                  step, loss, learning rate; one line per step
@@ -84,6 +85,8 @@ std::string checkpoint_folder(const std::string& dir, const std::string& checkpo
 // Loads a checkpoint's model (in eval mode) and vocabularies through load_pretrained, and its
 // step, from checkpoint_folder(dir, checkpoint).
 LoadedModel load_run(const std::string& dir, const std::string& checkpoint);
+// The step in a checkpoint's model.safetensors metadata (`weights` names it in errors).
+int64_t metadata_step(const nn::Metadata& metadata, const std::string& weights);
 
 // The best validation up to a step, by the run's metric (TrainerOptions::best_metric).
 struct BestValidation {
@@ -153,8 +156,14 @@ class RunDirectory {
   };
   // Reads only: the other processes of a data-parallel run call it without holding the run.
   static Resumed resume_model(const std::string& dir);
-  // The optimizer state of that same checkpoint, which must be at its step.
-  static void resume_optimizer(optim::Optimizer& optimizer, const Resumed& resumed);
+  // What every resume reads besides the model: the trainer state of the run's checkpoint
+  // `checkpoint`, whose model is at `model_step`, checked against the model, the folder's name
+  // and the run's data split.
+  static TrainerState resume_state(const std::string& dir, const std::string& checkpoint,
+                                   int64_t model_step);
+  // The optimizer state of the checkpoint, which must be at `step`.
+  static void resume_optimizer(optim::Optimizer& optimizer, const std::string& checkpoint,
+                               int64_t step);
   // Points `best` at `step`'s checkpoint, as the resumed checkpoint's trainer.json says (a kill
   // after `latest` was written may have left it naming the one before).
   void point_best(int64_t step);
@@ -190,6 +199,9 @@ struct EvalCurves {
   std::vector<viz::CurvePoint> loss, bleu, chrf;
 };
 EvalCurves read_eval_curves(const std::string& path);
+
+// A language model's eval.tsv (step, loss, bits per character): its validation loss curve.
+std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path);
 
 // The training curve of a run's loss.tsv, all of it (the steps before a resume included): the
 // loss as an exponential moving average (weight 0.95) from the first step, a point every 10

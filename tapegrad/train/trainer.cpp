@@ -28,19 +28,6 @@ std::optional<std::string> nonfinite_gradient(const nn::NamedTensors& params) {
   return nn::find_nonfinite(grads);
 }
 
-// Dropout's generators under mpirun: seeded anew each step from the seed, the process's rank,
-// the step and the module's place, so each process's masks are reproducible, across a resume
-// too, without saving their states.
-void seed_dropout(nn::Module& model, uint64_t seed, int rank, int64_t step) {
-  uint64_t index = 0;
-  for (auto& [name, m] : model.named_modules()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
-      Generator mix(seed ^ (0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(rank) + 1)));
-      d->generator().manual_seed(mix.next_u64() ^ (static_cast<uint64_t>(step) << 20) ^ index++);
-    }
-  }
-}
-
 // This process's rows of a global batch, and its share of the batch's target tokens. A process
 // left without rows (a batch smaller than the world) runs row 0 with share 0, so every process
 // runs the same graph and takes part in the same sums.
@@ -68,8 +55,8 @@ Slice slice_of(const data::Batch& b, const parallel::World& world) {
 }
 
 // Where a non-finite loss is reported from, after its step: the checkpoint a resume began at.
-std::string resumed_from(const RunDirectory::Resumed& r) {
-  return r.loaded.checkpoint.empty() ? "" : fmt::format(" (resumed from {})", r.loaded.checkpoint);
+std::string resumed_note(const std::string& checkpoint) {
+  return checkpoint.empty() ? "" : fmt::format(" (resumed from {})", checkpoint);
 }
 
 // Why a trainer without a RunDirectory cannot write the run.
@@ -129,9 +116,10 @@ bool is_best_metric(const std::string& metric) {
 }
 
 std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
-                                               int64_t steps, int64_t d_model) {
+                                               int64_t steps, int64_t d_model, double min_lr) {
   if (kind == "cosine")
-    return std::make_unique<optim::WarmupCosineSchedule>(lr, warmup, steps, lr / 100);
+    return std::make_unique<optim::WarmupCosineSchedule>(lr, warmup, steps,
+                                                         min_lr < 0 ? lr / 100 : min_lr);
   if (kind == "noam")
     return std::make_unique<optim::NoamSchedule>(d_model, std::max<int64_t>(1, warmup), lr / 1e-3);
   TG_CHECK(kind == "constant", "unknown schedule '{}'", kind.substr(0, 40));
@@ -185,15 +173,51 @@ Metrics evaluate(nn::MiniTransformer& model, const std::vector<data::EncodedExam
   return m;
 }
 
-Trainer::Trainer(TrainerOptions options, const parallel::World& world)
-    : options_(std::move(options)),
-      world_(world),
-      data_gen_(options_.seed + 1),
-      epoch_start_(data_gen_) {
+TrainerBase::TrainerBase(TrainerOptions options, const parallel::World& world)
+    : options_(std::move(options)), world_(world) {
   metric_info(options_.best_metric);  // an unknown metric fails here, not at the first validation
+  TG_CHECK(options_.optimizer == "adam" || options_.optimizer == "adamw",
+           "unknown optimizer '{}' (adam, adamw)", options_.optimizer.substr(0, 40));
   if (world_.is_root() && !options_.out.empty())
     run_dir_.emplace(options_.out, options_.start, options_.inputs, options_.keep_checkpoints);
 }
+
+void TrainerBase::start_training(nn::Module& model, int64_t d_model, const TrainerState* resumed,
+                                 const std::string& resumed_from) {
+  module_ = &model;
+  resumed_from_ = resumed_from;
+  const optim::AdamOptions adam{.lr = options_.lr,
+                                .beta2 = options_.beta2,
+                                .eps = options_.eps,
+                                .weight_decay = options_.weight_decay};
+  if (options_.optimizer == "adamw") {
+    optimizer_ = std::make_unique<optim::AdamW>(model.named_parameters(), adam);
+  } else {
+    optimizer_ = std::make_unique<optim::Adam>(model.named_parameters(), adam);
+  }
+  schedule_ = make_schedule(options_.schedule, options_.lr, options_.warmup, options_.steps,
+                            d_model, options_.min_lr);
+  const TrainerState state = resumed ? *resumed : TrainerState{};
+  if (resumed) RunDirectory::resume_optimizer(*optimizer_, resumed_from, state.step);
+  if (run_dir_) {
+    loss_log_ = open_log(run_dir_->file("loss.tsv"), resumed, state.loss_log_bytes, state.step);
+    eval_log_ = open_log(run_dir_->file("eval.tsv"), resumed, state.eval_log_bytes, state.step);
+    // the logs are read back for the report at the end: a damaged line fails now, not then
+    if (resumed) read_loss_curve(loss_log_->path());
+  }
+  sync_ = std::make_unique<parallel::GradientSync>(world_, model.named_parameters(),
+                                                   options_.bucket_kb * 1024);
+  best_ = state.best;
+  out_of_patience_ = options_.patience > 0 && best_.since >= options_.patience;
+  if (run_dir_ && best_.step > 0) run_dir_->point_best(best_.step);
+  first_step_ = step_count() + 1;
+  model.train();
+}
+
+Trainer::Trainer(TrainerOptions options, const parallel::World& world)
+    : TrainerBase(std::move(options), world),
+      data_gen_(options_.seed + 1),
+      epoch_start_(data_gen_) {}
 
 void Trainer::begin(data::CorpusSplit split, data::Vocabulary src_vocab, data::Vocabulary tgt_vocab,
                     nn::MiniTransformerConfig config) {
@@ -233,28 +257,13 @@ void Trainer::start(bool resuming) {
   train_set_ = data::encode_all(split_.train, src_vocab_, tgt_vocab_);
   valid_set_ = data::encode_all(split_.valid, src_vocab_, tgt_vocab_);
   test_set_ = data::encode_all(split_.test, src_vocab_, tgt_vocab_);
-  optimizer_ = std::make_unique<optim::Adam>(
-      model_->named_parameters(),
-      optim::AdamOptions{.lr = options_.lr, .beta2 = 0.98, .eps = 1e-9});
-  schedule_ = make_schedule(options_.schedule, options_.lr, options_.warmup, options_.steps,
-                            model_->config().d_model);
+  start_training(*model_, model_->config().d_model, resuming ? &resumed_.state : nullptr,
+                 resumed_.loaded.checkpoint);
   if (resuming) {
-    RunDirectory::resume_optimizer(*optimizer_, resumed_);
     restore_generators(resumed_.state.generators, resumed_.loaded.checkpoint, epoch_start_,
                        *model_);
+    if (eval_log_) read_eval_curves(eval_log_->path());
   }
-  if (run_dir_) {
-    const TrainerState& state = resumed_.state;
-    loss_log_ = open_log(run_dir_->file("loss.tsv"), resuming, state.loss_log_bytes, state.step);
-    eval_log_ = open_log(run_dir_->file("eval.tsv"), resuming, state.eval_log_bytes, state.step);
-    if (resuming) {
-      // the logs are read back for the report at the end: a damaged line fails now, not then
-      read_loss_curve(loss_log_->path());
-      read_eval_curves(eval_log_->path());
-    }
-  }
-  sync_ = std::make_unique<parallel::GradientSync>(world_, model_->named_parameters(),
-                                                   options_.bucket_kb * 1024);
   data_gen_ = epoch_start_;
   epoch_ = data::make_batches(train_set_, options_.batch, data_gen_);
   if (resumed_.state.epoch_index > static_cast<int64_t>(epoch_.size())) {
@@ -263,19 +272,14 @@ void Trainer::start(bool resuming) {
                     resumed_.loaded.checkpoint, resumed_.state.epoch_index, epoch_.size()));
   }
   epoch_index_ = resumed_.state.epoch_index;
-  best_ = resumed_.state.best;
-  out_of_patience_ = options_.patience > 0 && best_.since >= options_.patience;
-  if (run_dir_ && best_.step > 0) run_dir_->point_best(best_.step);
-  first_step_ = step_count() + 1;
-  model_->train();
 }
 
-double Trainer::seconds() const {
+double TrainerBase::seconds() const {
   if (!started_) return 0;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - *started_).count();
 }
 
-std::string Trainer::progress() const {
+std::string TrainerBase::progress() const {
   const int64_t step = step_count(), steps = options_.steps, width = 24;
   const double elapsed = seconds();
   const double per_step = elapsed / static_cast<double>(step - first_step_ + 1);
@@ -296,49 +300,71 @@ StepResult Trainer::step(int signal) {
   }
   const data::Batch& b = epoch_[epoch_index_++];
   const Slice part = slice_of(b, world_);
-  if (world_.size() > 1) seed_dropout(*model_, options_.seed, world_.rank(), step);
+  if (world_.size() > 1) seed_dropout(step);
   const Tensor logits = nn::call(*model_, part.src, part.tgt_in);
   Tensor loss = cross_entropy(
       reshape(logits, {-1, logits.size(2)}), reshape(part.tgt_out, {-1}),
       {.ignore_index = data::Vocabulary::kPad, .label_smoothing = options_.label_smoothing});
   if (world_.size() > 1) loss = mul(loss, part.share);
+  return finish_step(loss, signal, b.target_tokens + b.src.numel());
+}
+
+void TrainerBase::seed_dropout(int64_t step) {
+  uint64_t index = 0;
+  for (auto& [name, m] : module_->named_modules()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
+      Generator mix(options_.seed ^
+                    (0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(world_.rank()) + 1)));
+      d->generator().manual_seed(mix.next_u64() ^ (static_cast<uint64_t>(step) << 20) ^ index++);
+    }
+  }
+}
+
+StepResult TrainerBase::finish_step(Tensor loss, int signal, int64_t tokens) {
+  const int64_t step = step_count() + 1;
   // the global batch's loss, and the signal any process was sent (all stop at this step)
   std::array<double, 1> l = {loss.item()}, stop = {static_cast<double>(signal)};
   world_.all_reduce_sum(l);
   world_.all_reduce_max(stop);
   if (options_.check_finite && !std::isfinite(l[0])) {
     throw TrainingError(fmt::format("step {}{}: the loss is {} (--allow-nonfinite goes on)", step,
-                                    resumed_from(resumed_), l[0]));
+                                    resumed_note(resumed_from_), l[0]));
   }
   loss.backward();
   sync_->finish();
-  const auto params = model_->named_parameters();
+  const auto params = module_->named_parameters();
   const double norm = options_.clip > 0 ? optim::clip_grad_norm(params, options_.clip) : 0;
   if (options_.check_finite && (options_.clip == 0 || !std::isfinite(norm))) {
     if (const auto bad = nonfinite_gradient(params)) {
       throw TrainingError(fmt::format("step {}{}: the gradient of '{}' holds NaN or Inf", step,
-                                      resumed_from(resumed_), *bad));
+                                      resumed_note(resumed_from_), *bad));
     }
   }
   optimizer_->set_lr(schedule_->lr(step));
   optimizer_->step();
   optimizer_->zero_grad();
   smoothed_ = step == first_step_ ? l[0] : 0.95 * smoothed_ + 0.05 * l[0];
-  tokens_seen_ += b.target_tokens + b.src.numel();
+  tokens_seen_ += tokens;
   if (loss_log_) loss_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\n", step, l[0], lr()));
   return {step, l[0], static_cast<int>(stop[0])};
 }
 
 Metrics Trainer::evaluate() {
   Metrics m;
-  std::array<double, 1> stop = {0};
   if (world_.is_root()) {
     m = score(*model_, split_.valid, valid_set_, &last_outputs_);
     if (eval_log_) {
       eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\t{:.9g}\n", step_count(),
                                    m.loss, m.token_accuracy, m.exact_match, m.bleu, m.chrf));
     }
-    const double value = m.get(options_.best_metric);
+  }
+  judge(m.get(options_.best_metric));
+  return m;
+}
+
+void TrainerBase::judge(double value) {
+  std::array<double, 1> stop = {0};
+  if (world_.is_root()) {
     const bool better = best_.step == 0 ||
                         (metric_info(options_.best_metric).lower_is_better ? value < best_.value
                                                                            : value > best_.value);
@@ -352,10 +378,9 @@ Metrics Trainer::evaluate() {
   }
   world_.all_reduce_max(stop);  // every process stops after the same validation
   out_of_patience_ = stop[0] != 0;
-  return m;
 }
 
-std::string Trainer::describe_best() const {
+std::string TrainerBase::describe_best() const {
   const MetricInfo& m = metric_info(options_.best_metric);
   return fmt::format("{} {} at step {}", m.label,
                      m.percent                        ? fmt::format("{:.2f}%", 100 * best_.value)
@@ -391,20 +416,22 @@ Metrics Trainer::score(nn::MiniTransformer& model, const std::vector<data::Examp
   return m;
 }
 
-void Trainer::checkpoint() {
+void Trainer::save_model(const std::string& folder) {
+  save_pretrained(folder, *model_, src_vocab_, tgt_vocab_,
+                  {{"step", std::to_string(step_count())}});
+}
+
+void TrainerBase::checkpoint() {
   TG_CHECK(run_dir_, "Trainer::checkpoint: {}", no_folder(world_));
   loss_log_->sync();
   eval_log_->sync();
-  const auto save = [&](const std::string& folder) {
-    save_pretrained(folder, *model_, src_vocab_, tgt_vocab_,
-                    {{"step", std::to_string(step_count())}});
-  };
-  run_dir_->commit(model_->state(), save, *optimizer_,
+  run_dir_->commit(module_->state(), [&](const std::string& folder) { save_model(folder); },
+                   *optimizer_,
                    {.step = step_count(),
-                    .epoch_index = epoch_index_,
+                    .epoch_index = data_position(),
                     .loss_log_bytes = static_cast<int64_t>(loss_log_->size()),
                     .eval_log_bytes = static_cast<int64_t>(eval_log_->size()),
-                    .generators = generator_states(epoch_start_, *model_),
+                    .generators = generator_states(data_state(), *module_),
                     .flags = options_.flags,
                     .best = best_});
 }

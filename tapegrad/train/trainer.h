@@ -52,10 +52,10 @@ class TrainingError : public Error {
   using Error::Error;
 };
 
-// "cosine" (warmup, then a cosine decay to lr / 100 at `steps`), "noam" (the paper's, scaled
-// to peak near lr) or "constant".
+// "cosine" (warmup, then a cosine decay to min_lr at `steps`; min_lr < 0: lr / 100), "noam"
+// (the paper's, scaled to peak near lr) or "constant".
 std::unique_ptr<optim::Schedule> make_schedule(const std::string& kind, double lr, int64_t warmup,
-                                               int64_t steps, int64_t d_model);
+                                               int64_t steps, int64_t d_model, double min_lr = -1);
 
 // "4m07s", "1h02m": a duration as the progress line and the report show it.
 std::string duration(double seconds);
@@ -94,6 +94,11 @@ struct TrainerOptions {
   double lr = 2e-3;
   std::string schedule = "cosine";
   int64_t warmup = 200;
+  double min_lr = -1;              // where the cosine schedule ends; -1: lr / 100
+  std::string optimizer = "adam";  // "adam" or "adamw" (decoupled weight decay)
+  double weight_decay = 0;
+  double beta2 = 0.98;  // Adam's second-moment decay (the paper's 0.98; PyTorch's default 0.999)
+  double eps = 1e-9;    // Adam's epsilon (the paper's; PyTorch's default 1e-8)
   double label_smoothing = 0.1;
   double clip = 1.0;                 // global gradient-norm clip; 0: off
   std::string best_metric = "chrf";  // what the best checkpoint is chosen by (Metrics::get)
@@ -110,11 +115,82 @@ struct StepResult {
   int signal = 0;   // the largest signal number any process passed to step()
 };
 
-class Trainer {
+// What every trainer shares (Trainer below, LanguageModelTrainer in lm_trainer.h): the run
+// folder, the optimizer on its schedule, the second half of a step (the global loss, backward,
+// the gradients summed over the processes, clipping, the update, loss.tsv), the best validation
+// and early stopping, checkpoints and progress. A trainer's own verbs build the batch and the
+// loss, and evaluate.
+class TrainerBase {
  public:
+  virtual ~TrainerBase() = default;
+  TrainerBase(const TrainerBase&) = delete;
+  TrainerBase& operator=(const TrainerBase&) = delete;
+
+  // Commits a checkpoint of the current step (process 0 of a run with a folder only).
+  void checkpoint();
+
+  int64_t step_count() const { return optimizer_->step_count(); }
+  bool done() const { return step_count() >= options_.steps || stopped_early(); }
+  // Whether options.patience validations in a row have not improved on the best.
+  bool stopped_early() const { return out_of_patience_; }
+  int64_t best_step() const { return best_.step; }  // 0 before the first validation
+  // "chrF 54.20 at step 700"
+  std::string describe_best() const;
+  int64_t first_step() const { return first_step_; }  // of this invocation
+  double smoothed_loss() const { return smoothed_; }  // moving average, weight 0.95
+  double lr() const { return optimizer_->lr(); }
+  double seconds() const;  // since this invocation's first step
+  // "step   300/3000 [==      ] loss 1.234 lr 2.00e-03 5120 tok/s ETA 4m07s"
+  std::string progress() const;
+  int64_t tokens_seen() const { return tokens_seen_; }  // this invocation's
+  // Where the run's files are written now (RunDirectory::path); "" on processes other than 0.
+  std::string path() const { return run_dir_ ? run_dir_->path() : std::string(); }
+
+ protected:
   // Process 0 takes hold of options.out (RunDirectory: the lock, the leftovers of a killed
   // process, a new run refused where one exists unless Replace); the others only read it.
   // Without options.out the run is in memory: it steps and evaluates, and writes nothing.
+  TrainerBase(TrainerOptions options, const parallel::World& world);
+
+  // Once the model is built or loaded: the optimizer (with `resumed`, its state from that
+  // checkpoint), the schedule, the logs, the gradient sync and the best validation.
+  void start_training(nn::Module& model, int64_t d_model, const TrainerState* resumed,
+                      const std::string& resumed_from);
+  // Under mpirun: each Dropout's generator seeded anew for `step` from the seed, this process's
+  // rank and its place, so each process's masks are reproducible, across a resume too.
+  void seed_dropout(int64_t step);
+  // The step's second half, from `loss`, this process's part of the global batch's loss
+  // (the global batch holds `tokens` tokens); `signal` as step() takes it.
+  StepResult finish_step(Tensor loss, int signal, int64_t tokens);
+  // After a validation, on every process: process 0's `value` of the best metric (the others'
+  // is ignored) commits the checkpoint at once when it is the best so far; all agree on
+  // whether patience has run out.
+  void judge(double value);
+  // The model's files in a checkpoint folder (save_pretrained, save_language_model).
+  virtual void save_model(const std::string& folder) = 0;
+  // What a resume continues the data from: the batches of the epoch used, the generator.
+  virtual int64_t data_position() const = 0;
+  virtual const Generator& data_state() const = 0;
+
+  TrainerOptions options_;
+  const parallel::World& world_;
+  std::optional<RunDirectory> run_dir_;
+  nn::Module* module_ = nullptr;  // the derived trainer's model, once built or loaded
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::Schedule> schedule_;
+  std::unique_ptr<parallel::GradientSync> sync_;
+  std::string resumed_from_;  // with resume(): the checkpoint it continued
+  BestValidation best_;       // process 0's
+  bool out_of_patience_ = false;
+  std::unique_ptr<io::AppendFile> loss_log_, eval_log_;  // process 0's
+  int64_t first_step_ = 1, tokens_seen_ = 0;
+  double smoothed_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> started_;  // the first step's start
+};
+
+// Teacher-forced training of a MiniTransformer (see the top of this file).
+class Trainer : public TrainerBase {
+ public:
   Trainer(TrainerOptions options, const parallel::World& world);
 
   // A new run on `split` (written to the folder as train.tsv and valid.tsv) with a model of
@@ -137,64 +213,37 @@ class Trainer {
   // On the test pairs (split().test, a file of the user's), once, at the end, with the best
   // checkpoint (in memory: the current weights); not logged.
   Metrics test();
-  // Commits a checkpoint of the current step (process 0 of a run with a folder only).
-  void checkpoint();
   // Decodes a few held-out sources, draws their cross-attention, the loss curves of the whole
   // run, and report.html with `last` as its held-out figures (process 0 only); returns the
   // decoded samples, as the report shows them.
   std::vector<viz::Sample> report(const Metrics& last);
 
-  int64_t step_count() const { return optimizer_->step_count(); }
-  bool done() const { return step_count() >= options_.steps || stopped_early(); }
-  // Whether options.patience validations in a row have not improved on the best.
-  bool stopped_early() const { return out_of_patience_; }
-  int64_t best_step() const { return best_.step; }  // 0 before the first validation
-  // "chrF 54.20 at step 700"
-  std::string describe_best() const;
-  int64_t first_step() const { return first_step_; }  // of this invocation
-  double smoothed_loss() const { return smoothed_; }  // moving average, weight 0.95
-  double lr() const { return optimizer_->lr(); }
-  double seconds() const;  // since this invocation's first step
-  // "step   300/3000 [==      ] loss 1.234 lr 2.00e-03 5120 tok/s ETA 4m07s"
-  std::string progress() const;
-  int64_t tokens_seen() const { return tokens_seen_; }  // source and target, this invocation
   nn::MiniTransformer& model() { return *model_; }
   const data::Vocabulary& src_vocab() const { return src_vocab_; }
   const data::Vocabulary& tgt_vocab() const { return tgt_vocab_; }
   const data::CorpusSplit& split() const { return split_; }
-  // Where the run's files are written now (RunDirectory::path); "" on processes other than 0.
-  std::string path() const { return run_dir_ ? run_dir_->path() : std::string(); }
 
  private:
   void start(bool resuming);
+  void save_model(const std::string& folder) override;
+  int64_t data_position() const override { return epoch_index_; }
+  const Generator& data_state() const override { return epoch_start_; }
   viz::Rows report_facts(const Metrics& last) const;
   void draw_attention(const std::vector<int64_t>& out, const Tensor& src, size_t i,
                       const std::string& predicted, std::vector<std::string>& files);
+  Metrics score(nn::MiniTransformer& model, const std::vector<data::Example>& examples,
+                const std::vector<data::EncodedExample>& encoded,
+                std::vector<std::string>* texts = nullptr);
 
-  TrainerOptions options_;
-  const parallel::World& world_;
-  std::optional<RunDirectory> run_dir_;
   RunDirectory::Resumed resumed_;  // with resume(): the checkpoint it continued
   std::unique_ptr<nn::MiniTransformer> model_;
   data::Vocabulary src_vocab_{data::Level::Char}, tgt_vocab_{data::Level::Char};
   data::CorpusSplit split_;
-  Metrics score(nn::MiniTransformer& model, const std::vector<data::Example>& examples,
-                const std::vector<data::EncodedExample>& encoded,
-                std::vector<std::string>* texts = nullptr);
   std::vector<std::string> last_outputs_;  // of the held-out sources, at the last evaluate()
   std::vector<data::EncodedExample> train_set_, valid_set_, test_set_;
-  std::unique_ptr<optim::Adam> optimizer_;
-  std::unique_ptr<optim::Schedule> schedule_;
-  std::unique_ptr<parallel::GradientSync> sync_;
   Generator data_gen_, epoch_start_;  // batches of an epoch are rebuilt from epoch_start_
   std::vector<data::Batch> epoch_;
   int64_t epoch_index_ = 0;
-  BestValidation best_;  // process 0's
-  bool out_of_patience_ = false;
-  std::unique_ptr<io::AppendFile> loss_log_, eval_log_;  // process 0's
-  int64_t first_step_ = 1, tokens_seen_ = 0;
-  double smoothed_ = 0;
-  std::optional<std::chrono::steady_clock::time_point> started_;  // the first step's start
 };
 
 }  // namespace tapegrad::train

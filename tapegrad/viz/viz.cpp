@@ -313,6 +313,10 @@ std::string report_html(const ReportData& d) {
   };
   table("Held-out samples", d.samples);
   table(fmt::format("Held-out mistakes ({})", d.mistakes_of), d.mistakes);
+  if (!d.texts.empty()) html += "<h2>Samples</h2>\n";
+  for (const auto& [heading, text] : d.texts)
+    html += fmt::format("<h3>{}</h3>\n<pre style=\"white-space:pre-wrap\">{}</pre>\n",
+                        escape(heading), escape(text));
   if (!d.heatmap_files.empty()) html += "<h2>Cross-attention of the last decoder layer</h2>\n";
   for (const std::string& f : d.heatmap_files)
     html += fmt::format("<p><img src=\"{}\" alt=\"attention heatmap\"></p>\n", escape(f));

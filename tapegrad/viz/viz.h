@@ -81,6 +81,7 @@ struct ReportData {
   // Held-out examples the model gets wrong, and what they are of: "12 of 500 wrong"
   std::vector<Sample> mistakes;
   std::string mistakes_of;
+  Rows texts;  // generated texts, each under its heading ("step 500" -> a language model's sample)
 };
 
 // One HTML page that fits a browser window: images scale down to the column's width.

@@ -1,6 +1,6 @@
-// The train library from a program's side: an in-memory trainer learns, refuses to write, and
-// the checks a resume makes (resume.h) name every conflict. The run folder's protocol and the
-// train program are tested by tests/examples/*.sh.
+// The train library from a program's side: in-memory trainers (translation and a language
+// model) learn, refuse to write, and the checks a resume makes (resume.h) name every conflict.
+// The run folder's protocol and the train program are tested by tests/examples/*.sh.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -8,6 +8,7 @@
 #include "helpers.h"
 #include "tapegrad/data/batch.h"
 #include "tapegrad/io/files.h"
+#include "tapegrad/train/lm_trainer.h"
 #include "tapegrad/train/resume.h"
 #include "tapegrad/train/run_data.h"
 #include "tapegrad/train/trainer.h"
@@ -37,13 +38,13 @@ train::RunFlags flags(const char* steps, const char* lr = "0.002") {
 }
 
 // A run resumed at step 50 of a cosine schedule over 100 steps.
-train::RunDirectory::Resumed at_step_50() {
-  train::RunDirectory::Resumed r;
-  r.loaded.checkpoint = "runs/x/checkpoints/step-00000050";
-  r.state.step = 50;
-  r.state.flags = flags("100");
-  return r;
+train::TrainerState at_step_50() {
+  train::TrainerState state;
+  state.step = 50;
+  state.flags = flags("100");
+  return state;
 }
+const std::string kCheckpoint50 = "runs/x/checkpoints/step-00000050";
 
 }  // namespace
 
@@ -167,13 +168,48 @@ TEST_CASE("check_resume_flags names every conflict, and lets the schedule change
 
 TEST_CASE("check_schedule refuses a schedule the flags change, unless rescheduled") {
   // more steps of a cosine schedule raise the learning rate of the steps to come
-  CHECK_THROWS_AS(train::check_schedule("runs/x", at_step_50(), flags("200"), false),
+  CHECK_THROWS_AS(train::check_schedule("runs/x", at_step_50(), kCheckpoint50, flags("200"), false),
                   train::ResumeConflict);
-  const std::string note = train::check_schedule("runs/x", at_step_50(), flags("200"), true);
+  const std::string note =
+      train::check_schedule("runs/x", at_step_50(), kCheckpoint50, flags("200"), true);
   CHECK_THAT(note, Catch::StartsWith("rescheduled: the learning rate was"));
-  CHECK(train::check_schedule("runs/x", at_step_50(), flags("100"), false).empty());
-  CHECK_THROWS_WITH(train::check_schedule("runs/x", at_step_50(), flags("40"), true),
+  CHECK(train::check_schedule("runs/x", at_step_50(), kCheckpoint50, flags("100"), false).empty());
+  CHECK_THROWS_WITH(train::check_schedule("runs/x", at_step_50(), kCheckpoint50, flags("40"), true),
                     "--steps 40: the run in runs/x is already at step 50");
-  CHECK_THROWS_WITH(train::check_schedule("runs/x", at_step_50(), flags("100", "fast"), true),
-                    "the flags given: flag 'lr' is 'fast', not a number");
+  CHECK_THROWS_WITH(
+      train::check_schedule("runs/x", at_step_50(), kCheckpoint50, flags("100", "fast"), true),
+      "the flags given: flag 'lr' is 'fast', not a number");
+}
+
+TEST_CASE("an in-memory language model trainer learns a text and keeps the best by loss") {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "abcdefgh\n";
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "tapegrad-lm-trainer.txt").string();
+  io::write_atomic(path, text);
+  data::TextSplit split = data::read_text(path, {}, 17);
+  std::filesystem::remove(path);
+  train::LanguageModelTrainer trainer({.out = "",
+                                       .steps = 300,
+                                       .batch = 8,
+                                       .lr = 1e-2,
+                                       .warmup = 10,
+                                       .optimizer = "adamw",
+                                       .weight_decay = 0.1,
+                                       .label_smoothing = 0,
+                                       .best_metric = "loss"},
+                                      4, world());
+  trainer.begin(std::move(split),
+                {.d_model = 16, .heads = 2, .d_ff = 32, .layers = 1, .block_size = 16});
+  const double before = trainer.evaluate().loss;
+  while (!trainer.done()) trainer.step();
+  const train::TextMetrics after = trainer.evaluate();
+  // each character determines the next: from ln(13) = 2.56 toward zero
+  CHECK(before > 2.0);
+  CHECK(after.loss < 0.1);
+  CHECK(after.bits_per_char == Approx(after.loss / std::log(2.0)));
+  CHECK(trainer.best_step() == 300);
+  CHECK(trainer.sample("abc", {.max_new_tokens = 6, .sample = false}) == "defgh\n");
+  CHECK_THROWS_WITH(train::LanguageModelTrainer({.out = ""}, 4, world()),
+                    "a language model keeps its best checkpoint by loss, not chrf");
 }
