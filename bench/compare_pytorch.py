@@ -61,6 +61,60 @@ DECODE = {"decode-dates-greedy": (51, 15, 64, 4, 256, 2, 500, 64, 24, 11, 1),
           "decode-base-128": (8000, 8000, 512, 8, 2048, 3, 32, 32, 64, 128, 1)}
 
 
+def nanogpt():
+    """nanoGPT's GPT class (model.py), its attention written out as it runs on torch 1.x: token
+    and position embeddings, pre-norm blocks, a final LayerNorm and the output tied to the
+    token embedding. bench/lm_side_by_side.py trains it too."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, C, H, p):
+            super().__init__()
+            self.H = H
+            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+            self.attn_dropout, self.resid_dropout, self.mlp_dropout = (nn.Dropout(p) for _ in range(3))
+            self.gelu = nn.GELU()
+
+        def forward(self, x, mask):
+            B, T, C = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = self.attn_dropout(F.softmax(att.masked_fill(mask[:T, :T], float("-inf")), dim=-1))
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.resid_dropout(self.c_proj(y))
+            return x + self.mlp_dropout(self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x)))))
+
+    class GPT(nn.Module):
+        """nanoGPT's GPT: token and position embeddings, pre-norm blocks, a final LayerNorm and
+        the output tied to the token embedding."""
+        def __init__(self, V, C, H, L, T, p):
+            super().__init__()
+            self.wte, self.wpe, self.drop = nn.Embedding(V, C), nn.Embedding(T, C), nn.Dropout(p)
+            self.h = nn.ModuleList(Block(C, H, p) for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+            self.lm_head = nn.Linear(C, V, bias=False)
+            self.lm_head.weight = self.wte.weight
+            self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+            for name, p in self.named_parameters():  # nanoGPT's _init_weights
+                if p.dim() >= 2:
+                    ends = name.endswith(("c_proj.weight", "mlp_proj.weight"))
+                    nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * L) if ends else 0.02)
+                elif "ln_" not in name:  # biases; LayerNorms keep ones and zeros
+                    nn.init.zeros_(p)
+
+        def forward(self, idx):
+            x = self.drop(self.wte(idx) + self.wpe(torch.arange(idx.shape[1])))
+            for block in self.h:
+                x = block(x, self.mask)
+            return self.lm_head(self.ln_f(x))
+    return GPT
+
+
 def torch_worker(workload, iterations):
     import torch
     import torch.nn as nn
@@ -230,50 +284,16 @@ def torch_worker(workload, iterations):
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
-    class Block(nn.Module):
-        """nanoGPT's Block (model.py), with its attention written out as it runs on torch 1.x."""
-        def __init__(self, C, H, p):
-            super().__init__()
-            self.H = H
-            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
-            self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
-            self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
-            self.attn_dropout, self.resid_dropout, self.mlp_dropout = (nn.Dropout(p) for _ in range(3))
-            self.gelu = nn.GELU()
-
-        def forward(self, x, mask):
-            B, T, C = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-            q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = self.attn_dropout(F.softmax(att.masked_fill(mask[:T, :T], float("-inf")), dim=-1))
-            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-            x = x + self.resid_dropout(self.c_proj(y))
-            return x + self.mlp_dropout(self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x)))))
-
-    class GPT(nn.Module):
-        """nanoGPT's GPT: token and position embeddings, pre-norm blocks, a final LayerNorm and
-        the output tied to the token embedding."""
-        def __init__(self, V, C, H, L, T, p):
-            super().__init__()
-            self.wte, self.wpe, self.drop = nn.Embedding(V, C), nn.Embedding(T, C), nn.Dropout(p)
-            self.h = nn.ModuleList(Block(C, H, p) for _ in range(L))
-            self.ln_f = nn.LayerNorm(C)
-            self.lm_head = nn.Linear(C, V, bias=False)
-            self.lm_head.weight = self.wte.weight
-            self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
-
-        def forward(self, idx):
-            x = self.drop(self.wte(idx) + self.wpe(torch.arange(idx.shape[1])))
-            for block in self.h:
-                x = block(x, self.mask)
-            return self.lm_head(self.ln_f(x))
+    GPT = nanogpt()
 
     torch.manual_seed(0)
     if workload in LM:  # nanoGPT's train.py step: get_batch, forward, backward, clip, AdamW
         C, H, L, T, B, p = LM[workload]
         model = GPT(65, C, H, L, T, p)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+        decay = [p for p in model.parameters() if p.dim() >= 2]  # nanoGPT's two groups
+        rest = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay}, {"params": rest, "weight_decay": 0.0}],
+                                lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
         data = torch.randint(0, 65, (180_000,))
 
         def step():

@@ -165,6 +165,7 @@ int run_language_model(const examples::TrainSettings& s, const parallel::World& 
   train::LanguageModelTrainer trainer(s.trainer, s.eval_batches, world);
   if (s.trainer.start == train::Start::Resume) {
     trainer.resume([&](const train::ResumedLanguageModel& r) {
+      train::check_checkpoint(r);
       const std::string note =
           train::check_schedule(out, r.state, r.checkpoint, s.trainer.flags, s.reschedule);
       if (!note.empty()) fmt::print("{}\n", note);

@@ -4,16 +4,19 @@
 # its defaults (nanoGPT's CPU recipe: 4 layers, 4 heads, width 128, block 64, batch 12, 2000
 # steps, AdamW); and a sample of the best checkpoint. Prints the README's section; with
 # --readme FILE, writes it into FILE between the real-text markers. --run DIR describes a run
-# this script trained before (its output in DIR.log) instead of training.
-#   scripts/real_text.sh [--readme README.md] [--run DIR]   (from the repository, built)
+# this script trained before (its output in DIR.log) instead of training. --pytorch also runs
+# the same recipe in PyTorch (bench/lm_side_by_side.py: nanoGPT's model and loop, Debian's
+# python3-torch) on the same text and split, and says how it compares.
+#   scripts/real_text.sh [--readme README.md] [--run DIR] [--pytorch]   (from the repository, built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-readme="" run=""
+readme="" run="" pytorch=""
 while (($#)); do
   case $1 in
     --readme) readme=${2:?--readme takes a file}; shift 2 ;;
     --run) run=${2:?--run takes a run folder}; shift 2 ;;
-    *) echo "usage: scripts/real_text.sh [--readme FILE] [--run DIR]" >&2; exit 2 ;;
+    --pytorch) pytorch=yes; shift ;;
+    *) echo "usage: scripts/real_text.sh [--readme FILE] [--run DIR] [--pytorch]" >&2; exit 2 ;;
   esac
 done
 bin=./build/examples
@@ -35,6 +38,14 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 read -r best best_step < <(sed -n 's/^best checkpoint: loss \([0-9.]*\) at step \([0-9]*\).*/\1 \2/p' \
   "$run.log")
 bits=$(awk -v l="$best" 'BEGIN { printf "%.3f", l / log(2) }')
+peer=""
+if [[ -n $pytorch ]]; then  # PyTorch's best setting here: its own threads at 1, OpenBLAS at 2
+  core=()  # Debian's OpenBLAS runs its AVX2 kernels on recent AMD cores unless told
+  if grep -qw avx512f /proc/cpuinfo; then core=(OPENBLAS_CORETYPE=SKYLAKEX); fi
+  peer=$(env OPENBLAS_NUM_THREADS=2 "${core[@]}" /usr/bin/python3 bench/lm_side_by_side.py "$text")
+  peer=" The same recipe in PyTorch on the same text and split (\`bench/lm_side_by_side.py\`: \
+nanoGPT's model and loop), on this machine: $peer."
+fi
 section=$(cat << EOF
 <!-- real-text: written by scripts/real_text.sh -->
 \`\`\`sh
@@ -45,7 +56,7 @@ It writes the World English Bible (public domain), a verse a line, to \`$text\` 
 bytes), and trains a character-level language model of $(grep -o '^[0-9]* parameters' "$run.log") \
 on it with \`train --task lm --data $text\`, whose defaults are nanoGPT's CPU recipe: \
 ${trained#trained } on $(nproc) cores of an $cpu. The last tenth of the text is held out: the \
-best checkpoint's loss on it, $best at step $best_step, is $bits bits per character. \
+best checkpoint's loss on it, $best at step $best_step, is $bits bits per character.$peer \
 \`sample --run $run --prompt "$prompt" --temperature 0.8 --seed 1\` continues:
 
 \`\`\`text

@@ -162,8 +162,9 @@ void Adam::update(size_t index, Tensor& param, const Tensor& grad, int64_t begin
   const auto t = static_cast<double>(steps_);
   const double step_size = lr_ / (1 - std::pow(o.beta1, t));
   const double sqrt_bc2 = std::sqrt(1 - std::pow(o.beta2, t));
-  const double decay = decoupled_ ? 1 - lr_ * o.weight_decay : 1.0;
-  const double l2 = decoupled_ ? 0.0 : o.weight_decay;
+  const double weight_decay = o.decay_matrices_only && param.dim() < 2 ? 0.0 : o.weight_decay;
+  const double decay = decoupled_ ? 1 - lr_ * weight_decay : 1.0;
+  const double l2 = decoupled_ ? 0.0 : weight_decay;
   // In the parameter's precision, as PyTorch does: float32 loops vectorise.
   dispatch_floating(type_name_, param.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -84,6 +84,9 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;  // Adam: L2 through the gradient; AdamW: decoupled
+  // Weight decay only on parameters of two or more dimensions (weights and embeddings), never
+  // on biases and norms: the two parameter groups of nanoGPT's and most recipes' AdamW.
+  bool decay_matrices_only = false;
 };
 
 class Adam : public Optimizer {

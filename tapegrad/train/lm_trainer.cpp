@@ -104,7 +104,10 @@ StepResult LanguageModelTrainer::step(int signal) {
     lo = B * world_.rank() / world_.size();
     hi = B * (world_.rank() + 1) / world_.size();
     share = static_cast<double>(hi - lo) / static_cast<double>(B);
-    if (lo == hi) hi = lo + 1, share = 0;  // no rows: row `lo` with no weight, the same graph
+    if (lo == hi) {  // no rows: row `lo` with no weight, so that every process runs one graph
+      hi = lo + 1;
+      share = 0;
+    }
     seed_dropout(step_count() + 1);
   }
   Tensor loss = next_token_loss(*model_, slice(b.inputs, 0, lo, hi).contiguous(),

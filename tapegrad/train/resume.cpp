@@ -117,29 +117,61 @@ void check_resume_flags(const std::string& dir, const RunFlags& saved, const Run
   }
 }
 
-void check_checkpoint(const RunDirectory::Resumed& r) {
-  const nn::MiniTransformerConfig& c = r.loaded.model->config();
-  const data::Vocabulary &src = r.loaded.src_vocab, &tgt = r.loaded.tgt_vocab;
-  std::vector<std::string> problems;
-  auto same = [&](const char* flag, const std::string& what, const auto& value) {
-    const std::string flag_value = saved_value(r.state.flags, flag).value_or("none");
+namespace {
+// Collects each flag of `flags` that disagrees with what the checkpoint holds.
+class Disagreements {
+ public:
+  explicit Disagreements(const RunFlags& flags) : flags_(flags) {}
+  template <class T>
+  void same(const char* flag, const std::string& what, const T& value) {
+    const std::string flag_value = saved_value(flags_, flag).value_or("none");
     const std::string text = fmt::format("{}", value);
     if (flag_value != text)
       problems.push_back(fmt::format("--{} {}, but {} {}", flag, flag_value, what, text));
-  };
-  same("d-model", "config.json's d_model", c.d_model);
-  same("heads", "config.json's heads", c.heads);
-  same("d-ff", "config.json's d_ff", c.d_ff);
-  same("encoder-layers", "config.json's encoder_layers", c.encoder_layers);
-  same("decoder-layers", "config.json's decoder_layers", c.decoder_layers);
-  same("max-len", "config.json's max_len", c.max_len);
-  same("dropout", "config.json's dropout", c.dropout);
-  same("pre-norm", "config.json's norm_first", c.norm_first);
-  same("level", "src.vocab is", data::level_name(src.level()));
-  same("level", "tgt.vocab is", data::level_name(tgt.level()));
-  same("lowercase", "src.vocab's lowercase is", src.word_options().lowercase);
-  same("split-punctuation", "src.vocab's split-punctuation is",
-       src.word_options().split_punctuation);
+  }
+  // A RunError naming the checkpoint and every disagreement, if there is one.
+  void report(const std::string& checkpoint) const {
+    if (problems.empty()) return;
+    throw RunError(fmt::format("{}: disagrees with its trainer.json's flags: {}", checkpoint,
+                               fmt::join(problems, "; ")));
+  }
+  std::vector<std::string> problems;
+
+ private:
+  const RunFlags& flags_;
+};
+}  // namespace
+
+void check_checkpoint(const ResumedLanguageModel& r) {
+  const nn::LanguageModelConfig& c = r.loaded.model->config();
+  Disagreements d(r.state.flags);
+  d.same("d-model", "config.json's d_model", c.d_model);
+  d.same("heads", "config.json's heads", c.heads);
+  d.same("d-ff", "config.json's d_ff", c.d_ff);
+  d.same("decoder-layers", "config.json's layers", c.layers);
+  d.same("block-size", "config.json's block_size", c.block_size);
+  d.same("dropout", "config.json's dropout", c.dropout);
+  d.same("level", "text.vocab is", data::level_name(r.loaded.vocab.level()));
+  d.report(r.checkpoint);
+}
+
+void check_checkpoint(const RunDirectory::Resumed& r) {
+  const nn::MiniTransformerConfig& c = r.loaded.model->config();
+  const data::Vocabulary &src = r.loaded.src_vocab, &tgt = r.loaded.tgt_vocab;
+  Disagreements d(r.state.flags);
+  d.same("d-model", "config.json's d_model", c.d_model);
+  d.same("heads", "config.json's heads", c.heads);
+  d.same("d-ff", "config.json's d_ff", c.d_ff);
+  d.same("encoder-layers", "config.json's encoder_layers", c.encoder_layers);
+  d.same("decoder-layers", "config.json's decoder_layers", c.decoder_layers);
+  d.same("max-len", "config.json's max_len", c.max_len);
+  d.same("dropout", "config.json's dropout", c.dropout);
+  d.same("pre-norm", "config.json's norm_first", c.norm_first);
+  d.same("level", "src.vocab is", data::level_name(src.level()));
+  d.same("level", "tgt.vocab is", data::level_name(tgt.level()));
+  d.same("lowercase", "src.vocab's lowercase is", src.word_options().lowercase);
+  d.same("split-punctuation", "src.vocab's split-punctuation is",
+         src.word_options().split_punctuation);
   if (src.level() == data::Level::Bpe || src.level() == data::Level::Unigram) {
     // at most that many pieces: a size the corpus could not fill was fitted down
     const RunFlags with_later = {
@@ -147,21 +179,18 @@ void check_checkpoint(const RunDirectory::Resumed& r) {
     const double most = number(with_later, "vocab-size", r.loaded.checkpoint + "/trainer.json");
     for (const data::Vocabulary* v : {&src, &tgt}) {
       if (static_cast<double>(v->size()) > most) {
-        problems.push_back(fmt::format("--vocab-size {}, but {} holds {}",
-                                       with_later.at("vocab-size"),
-                                       v == &src ? "src.vocab" : "tgt.vocab", v->size()));
+        d.problems.push_back(fmt::format("--vocab-size {}, but {} holds {}",
+                                         with_later.at("vocab-size"),
+                                         v == &src ? "src.vocab" : "tgt.vocab", v->size()));
       }
     }
   }
   if (saved_value(r.state.flags, "shared-vocab") == "true") {
     bool equal = src.size() == tgt.size();
     for (int64_t i = 0; equal && i < src.size(); ++i) equal = src.token(i) == tgt.token(i);
-    if (!equal) problems.push_back("--shared-vocab, but src.vocab and tgt.vocab differ");
+    if (!equal) d.problems.push_back("--shared-vocab, but src.vocab and tgt.vocab differ");
   }
-  if (!problems.empty()) {
-    throw RunError(fmt::format("{}: disagrees with its trainer.json's flags: {}",
-                               r.loaded.checkpoint, fmt::join(problems, "; ")));
-  }
+  d.report(r.loaded.checkpoint);
 }
 
 std::string check_schedule(const std::string& dir, const TrainerState& state,

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "tapegrad/train/lm_trainer.h"
 #include "tapegrad/train/run.h"
 
 namespace tapegrad::train {
@@ -43,6 +44,9 @@ void check_resume_flags(const std::string& dir, const RunFlags& saved, const Run
 // a hand-edited or mixed-up checkpoint does not match: a RunError naming the checkpoint and
 // every disagreement.
 void check_checkpoint(const RunDirectory::Resumed& resumed);
+
+// The same for a language model's checkpoint: its config.json and text.vocab.
+void check_checkpoint(const ResumedLanguageModel& resumed);
 
 // The run in `dir`, resumed at the step of its checkpoint, continues its schedule under the
 // given flags. A schedule the given flags change (a cosine schedule over more steps restarts

@@ -189,7 +189,8 @@ void TrainerBase::start_training(nn::Module& model, int64_t d_model, const Train
   const optim::AdamOptions adam{.lr = options_.lr,
                                 .beta2 = options_.beta2,
                                 .eps = options_.eps,
-                                .weight_decay = options_.weight_decay};
+                                .weight_decay = options_.weight_decay,
+                                .decay_matrices_only = true};
   if (options_.optimizer == "adamw") {
     optimizer_ = std::make_unique<optim::AdamW>(model.named_parameters(), adam);
   } else {

@@ -96,7 +96,7 @@ struct TrainerOptions {
   int64_t warmup = 200;
   double min_lr = -1;              // where the cosine schedule ends; -1: lr / 100
   std::string optimizer = "adam";  // "adam" or "adamw" (decoupled weight decay)
-  double weight_decay = 0;
+  double weight_decay = 0;         // on weights and embeddings, not biases and norms
   double beta2 = 0.98;  // Adam's second-moment decay (the paper's 0.98; PyTorch's default 0.999)
   double eps = 1e-9;    // Adam's epsilon (the paper's; PyTorch's default 1e-8)
   double label_smoothing = 0.1;

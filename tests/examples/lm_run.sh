@@ -62,6 +62,10 @@ expect 2 "--block-size goes with --task lm" -- "$train" --task copy --block-size
 expect 2 "a language model reads char, bpe or unigram, got 'word'" -- "$train" "${small[@]}" --level word
 expect 2 "a language model keeps its best checkpoint by loss" -- "$train" "${small[@]}" --best-metric chrf
 expect 2 "--block-size: the run has 24, got 32" -- "$train" --out straight --resume --steps 300 --block-size 32
+cp -r straight edited
+sed -i 's/"d-model": "32"/"d-model": "48"/' edited/checkpoints/step-00000240/trainer.json
+expect 1 "disagrees with its trainer.json's flags: --d-model 48, but config.json's d_model 32" -- \
+  "$train" --out edited --resume --steps 300
 head -c 100 text.txt > short.txt
 expect 1 "short.txt: 90 training and 10 held-out tokens; each part needs at least 25" -- \
   "$train" "${small[@]/text.txt/short.txt}" --out short

@@ -91,6 +91,28 @@ TEST_CASE("Adam and AdamW follow PyTorch's trajectories", "[optim]") {
                  1e-13);
 }
 
+TEST_CASE("AdamW can decay weights and embeddings only, as nanoGPT's two groups", "[optim]") {
+  // one step on a vector and a matrix with the same gradients: with decay_matrices_only the
+  // vector moves as without weight decay, the matrix as with it
+  auto step = [](const AdamOptions& o) {
+    NamedTensors params = {{"bias", tensor({1, -2, 3, 0.5}, {4})},
+                           {"weight", tensor({1, -2, 3, 0.5}, {2, 2})}};
+    for (auto& [name, p] : params) {
+      p.set_requires_grad(true);
+      sum(p * p * p).backward();
+    }
+    AdamW adamw(params, o);
+    adamw.step();
+    return std::pair{params[0].second.to_vector<float>(), params[1].second.to_vector<float>()};
+  };
+  const auto groups = step({.lr = 0.1, .weight_decay = 0.5, .decay_matrices_only = true});
+  const auto none = step({.lr = 0.1, .weight_decay = 0});
+  const auto all = step({.lr = 0.1, .weight_decay = 0.5});
+  CHECK(groups.first == none.first);
+  CHECK(groups.second == all.second);
+  CHECK(none.second != all.second);
+}
+
 TEST_CASE("a step split between threads mid-parameter updates every element once", "[optim]") {
   // Sizes that put range boundaries inside parameters (grain 16384 elements, 3 threads), plus
   // a parameter with no gradient, which is skipped.
