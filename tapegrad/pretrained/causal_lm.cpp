@@ -2,30 +2,19 @@
 // before anything is built.
 #include "tapegrad/pretrained/causal_lm.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/io/files.h"
 #include "tapegrad/io/json_fields.h"
+#include "tapegrad/pretrained/model_dir.h"
 
 namespace tapegrad {
 
 namespace {
 
-constexpr uint64_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred bytes
+using model_dir::fail;
+
 constexpr const char* kTasks[] = {"lm"};
-
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw nn::CheckpointError(fmt::format("{}: {}", where, what));
-}
-
-std::string read_config(const std::string& path) {
-  try {
-    return io::read_regular(path, kMaxConfigBytes);
-  } catch (const io::FileError& e) {
-    throw nn::CheckpointError(e.what());
-  }
-}
 
 nn::LanguageModelConfig parse(const std::string& text, const std::string& source) {
   try {
@@ -46,10 +35,7 @@ std::string lm_config_to_json(const nn::LanguageModelConfig& c) {
 }
 
 nn::LanguageModelConfig lm_config_from_json(const std::string& text, const std::string& source) {
-  TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
-           source, io::kMaxJsonDepth);
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  TG_CHECK(j.is_object(), "{}: not a JSON object", source);
+  const nlohmann::json j = model_dir::parse_object(text, source);
   io::JsonFields r(j);
   nn::LanguageModelConfig c;
   int task = 0;
@@ -62,20 +48,13 @@ nn::LanguageModelConfig lm_config_from_json(const std::string& text, const std::
   r.integer("block_size", c.block_size);
   r.number("dropout", c.dropout);
   r.unsigned_integer("seed", c.seed);
-  const std::vector<std::string> problems = r.problems();
-  TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
-  try {
-    c.check();
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", source, e.what()));
-  }
-  return c;
+  return model_dir::finish(r, c, source);
 }
 
 bool is_language_model(const std::string& dir) {
   try {
     const nlohmann::json j = nlohmann::json::parse(
-        io::read_regular(dir + "/config.json", kMaxConfigBytes), nullptr, false);
+        io::read_regular(dir + "/config.json", model_dir::kMaxConfigBytes), nullptr, false);
     return j.is_object() && j.contains("task") && j["task"] == "lm";
   } catch (const io::FileError&) {
     return false;
@@ -84,20 +63,13 @@ bool is_language_model(const std::string& dir) {
 
 void save_language_model(const std::string& dir, const nn::LanguageModel& model,
                          const data::Vocabulary& vocab, const nn::Metadata& metadata) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) fail(dir, fmt::format("cannot create the directory: {}", ec.message()));
-  const std::string config = lm_config_to_json(model.config());
-  nn::Metadata meta = metadata;
-  meta["config"] = config;
-  io::write_atomic(dir + "/config.json", config + "\n");
-  nn::save(model, dir + "/model.safetensors", meta);
+  model_dir::write(dir, model, lm_config_to_json(model.config()), metadata);
   vocab.save(dir + "/text.vocab");
 }
 
 PretrainedLanguageModel load_language_model(const std::string& dir) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
-  const std::string text = read_config(config_path);
+  const std::string text = model_dir::read(config_path);
   if (!is_language_model(dir)) {
     fail(config_path,
          "is not a language model's: it has no \"task\": \"lm\" (translate and "
@@ -110,12 +82,7 @@ PretrainedLanguageModel load_language_model(const std::string& dir) {
       lm_config_to_json(parse(meta->second, weights + ": metadata 'config'")) !=
           lm_config_to_json(cfg))
     fail(weights, "its metadata 'config' is missing or differs from config.json");
-  int64_t elements = 0;
-  for (const auto& [name, t] : contents.tensors) elements += t.numel();
-  if (elements != cfg.state_elements()) {
-    fail(weights, fmt::format("holds {} elements, its config describes a model of {}", elements,
-                              cfg.state_elements()));
-  }
+  model_dir::check_elements(contents, cfg.state_elements(), weights);
   PretrainedLanguageModel p;
   p.model = std::make_unique<nn::LanguageModel>(cfg);
   nn::load(*p.model, contents, weights);

@@ -2,33 +2,23 @@
 // checked against the weights file before the model is built.
 #include "tapegrad/pretrained/classifier.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/io/files.h"
 #include "tapegrad/io/json_fields.h"
+#include "tapegrad/pretrained/model_dir.h"
 
 namespace tapegrad {
 
 namespace {
 
-constexpr uint64_t kMaxConfigBytes = 1 << 20;
+using model_dir::fail;
+using model_dir::read;
+
 constexpr uint64_t kMaxLabelsBytes = 64 << 20;
 constexpr int64_t kMaxClasses = 1'000'000;
 constexpr const char* kActivations[] = {"none", "relu", "gelu"};  // Activation's order
 constexpr const char* kTasks[] = {"sequence", "tokens"};
-
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw nn::CheckpointError(fmt::format("{}: {}", where, what));
-}
-
-std::string read(const std::string& path, uint64_t max_bytes) {
-  try {
-    return io::read_regular(path, max_bytes);
-  } catch (const io::FileError& e) {
-    throw nn::CheckpointError(e.what());
-  }
-}
 
 std::string config_text(const nn::EncoderClassifierConfig& c, bool tokens) {
   return nlohmann::json{{"task", kTasks[tokens ? 1 : 0]},
@@ -145,21 +135,14 @@ void save_classifier(const std::string& dir, const nn::EncoderOnlyModel& model, 
              "save_classifier: class name '{}' is empty or holds a line break", c.substr(0, 40));
     labels += c + "\n";
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) fail(dir, fmt::format("cannot create the directory: {}", ec.message()));
-  const std::string config = config_text(model.config(), tokens);
-  nn::Metadata meta = metadata;
-  meta["config"] = config;
-  io::write_atomic(dir + "/config.json", config + "\n");
-  nn::save(model, dir + "/model.safetensors", meta);
+  model_dir::write(dir, model, config_text(model.config(), tokens), metadata);
   vocab.save(dir + "/src.vocab");
   io::write_atomic(dir + "/labels.txt", labels);
 }
 
 PretrainedClassifier load_classifier(const std::string& dir) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
-  const Config c = parse_config(read(config_path, kMaxConfigBytes), config_path);
+  const Config c = parse_config(read(config_path), config_path);
   const io::SafetensorsContents contents = io::load_safetensors(weights);
   const auto meta = contents.metadata.find("config");
   if (meta == contents.metadata.end() ||

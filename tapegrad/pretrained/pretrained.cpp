@@ -8,30 +8,23 @@
 
 #include "tapegrad/io/files.h"
 #include "tapegrad/io/json_fields.h"
+#include "tapegrad/pretrained/model_dir.h"
 
 namespace tapegrad {
 
 namespace {
 
-constexpr uint64_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred bytes
+using model_dir::fail;
+
 // config.json's names of the activations, in Activation's order
 constexpr const char* activation_names[] = {"none", "relu", "gelu"};
-
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw nn::CheckpointError(fmt::format("{}: {}", where, what));
-}
 
 // config.json's text, or nullopt when the directory has none (a tapegrad 0.1 checkpoint). An
 // empty file is an error, not a file that is not there.
 std::optional<std::string> read_config(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return std::nullopt;
-  std::string text;
-  try {
-    text = io::read_regular(path, kMaxConfigBytes);
-  } catch (const io::FileError& e) {
-    throw nn::CheckpointError(e.what());
-  }
+  const std::string text = model_dir::read(path);
   if (text.empty()) fail(path, "is empty");
   return text;
 }
@@ -66,10 +59,7 @@ std::string config_to_json(const nn::MiniTransformerConfig& c) {
 }
 
 nn::MiniTransformerConfig config_from_json(const std::string& text, const std::string& source) {
-  TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
-           source, io::kMaxJsonDepth);
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  TG_CHECK(j.is_object(), "{}: not a JSON object", source);
+  const nlohmann::json j = model_dir::parse_object(text, source);
   io::JsonFields r(j);
   nn::MiniTransformerConfig c;
   r.integer("src_vocab", c.src_vocab);
@@ -87,27 +77,13 @@ nn::MiniTransformerConfig config_from_json(const std::string& text, const std::s
   r.boolean("share_embeddings", c.share_embeddings);
   r.boolean("tie_output", c.tie_output);
   r.unsigned_integer("seed", c.seed);
-  const std::vector<std::string> problems = r.problems();
-  TG_CHECK(problems.empty(), "{}: {}", source, fmt::join(problems, "; "));
-  try {
-    c.check();
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", source, e.what()));
-  }
-  return c;
+  return model_dir::finish(r, c, source);
 }
 
 void save_pretrained(const std::string& dir, const nn::MiniTransformer& model,
                      const data::Vocabulary& src_vocab, const data::Vocabulary& tgt_vocab,
                      const nn::Metadata& metadata) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) fail(dir, fmt::format("cannot create the directory: {}", ec.message()));
-  const std::string config = config_to_json(model.config());
-  nn::Metadata meta = metadata;
-  meta["config"] = config;
-  io::write_atomic(dir + "/config.json", config + "\n");
-  nn::save(model, dir + "/model.safetensors", meta);
+  model_dir::write(dir, model, config_to_json(model.config()), metadata);
   src_vocab.save(dir + "/src.vocab");
   tgt_vocab.save(dir + "/tgt.vocab");
 }
@@ -130,12 +106,7 @@ Pretrained load_pretrained(const std::string& dir, const nn::LoadOptions& option
   } else {
     fail(dir, "has no config.json, and model.safetensors' metadata has no 'config'");
   }
-  int64_t elements = 0;
-  for (const auto& [name, t] : contents.tensors) elements += t.numel();
-  if (elements != cfg.state_elements()) {
-    fail(weights, fmt::format("holds {} elements, its config describes a model of {}", elements,
-                              cfg.state_elements()));
-  }
+  model_dir::check_elements(contents, cfg.state_elements(), weights);
   Pretrained p;
   p.model = std::make_unique<nn::MiniTransformer>(cfg);
   nn::load(*p.model, contents, weights, options);
