@@ -270,9 +270,7 @@ std::vector<int64_t> continue_text(LanguageModel& model, std::span<const int64_t
   TG_CHECK(!prompt.empty(), "continue_text: the prompt is empty (it takes at least one token)");
   for (int64_t id : prompt) {
     TG_CHECK(id >= 0 && id < cfg.vocab,
-             "continue_text: prompt token {} is not an id of the "
-             "vocabulary of {}",
-             id, cfg.vocab);
+             "continue_text: prompt token {} is not an id of the vocabulary of {}", id, cfg.vocab);
   }
   TG_CHECK(o.max_new_tokens >= 0 && o.max_new_tokens <= 1'000'000,
            "continue_text: max_new_tokens must be in [0, 1000000], got {}", o.max_new_tokens);
