@@ -12,6 +12,7 @@
 
 #include "tapegrad/autograd/fast/fast_room.h"
 #include "tapegrad/autograd/fast/gemm.h"
+#include "tapegrad/autograd/fast/vmath.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
@@ -220,7 +221,7 @@ struct LinearTail {
     const int64_t r = t.row0 + row, j0 = t.col0 + col;
     if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
     if (t.activation == Activation::GELU) {
-      for (int64_t j = 0; j < n; ++j) c[j] = detail::gelu_of(c[j]);
+      for (int64_t j = 0; j < n; ++j) c[j] = vgelu(c[j]);
     }
     if (t.mask) {
       const DropoutMask mask = *t.mask;
@@ -250,12 +251,12 @@ void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restri
   }
   const bool gelu = activation == Activation::GELU;
   if (mask_or_null == nullptr) {  // GELU alone (no activation and no dropout has no tail)
-    for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * detail::gelu_slope_of(pre[i]);
+    for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * vgelu_slope(pre[i]);
     return;
   }
   const DropoutMask mask = *mask_or_null;
   for (int64_t i = i0; i < i1; ++i) {
-    const T slope = gelu ? detail::gelu_slope_of(pre[i]) : T{1};
+    const T slope = gelu ? vgelu_slope(pre[i]) : T{1};
     dh[i] = mask.keeps(static_cast<uint64_t>(i)) ? dout[i] * scale * slope : T{0};
   }
 }

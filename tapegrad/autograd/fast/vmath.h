@@ -1,8 +1,8 @@
-// exp for the inner loops of kernels (softmax, cross-entropy). libm's expf is a call per
-// element that no compiler vectorises; this float version is branch-free arithmetic that
-// becomes vector code. Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two parts
-// so n ln2 is exact), e^r by a degree-6 polynomial, 2^n written into the exponent bits.
-// Within 2 ulp of std::exp (tests/autograd/test_softmax.cpp checks it); results below
+// exp (and GELU's normal CDF) for the inner loops of kernels (softmax, cross-entropy, linear).
+// libm's expf is a call per element that no compiler vectorises; this float version is branch-free
+// arithmetic that becomes vector code. Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
+// in two parts so n ln2 is exact), e^r by a degree-6 polynomial, 2^n written into the exponent
+// bits. Within 2 ulp of std::exp (tests/autograd/test_softmax.cpp checks it); results below
 // FLT_MIN, which would be denormals, are 0; exp(-inf) is 0 and exp(NaN) is NaN.
 // float64 keeps std::exp: it serves the gradchecks, where precision is the point.
 #pragma once
@@ -12,6 +12,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+
+#include "tapegrad/autograd/ops/elementwise.h"
 
 namespace tapegrad {
 
@@ -45,6 +48,41 @@ T vexp(T x) {
     return exp_poly(x);
   } else {
     return std::exp(x);
+  }
+}
+
+// The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 for float, branch-free so loops of
+// it vectorise (libm's erff is a call per element): erf by Abramowitz & Stegun 7.1.26 (Hastings),
+// |error| <= 1.5e-7, with exp_poly. For x < 0 it is the tail (1 - erf(|x| / sqrt 2)) / 2 itself,
+// without the cancellation of 1 + erf. Within 3e-7 of Phi (tests/autograd/test_softmax.cpp), a
+// few float roundings near 1 (6e-8 each): GELU's float kernels use it.
+inline float normal_cdf_poly(float x) {
+  const float z = std::fabs(x) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.3275911f * z);
+  const float poly =
+      t * (0.254829592f +
+           t * (-0.284496739f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float tail = 0.5f * poly * exp_poly(-z * z);  // (1 - erf(z)) / 2
+  return x < 0 ? tail : 1.0f - tail;
+}
+
+// GELU x Phi(x) and its slope Phi(x) + x phi(x), for the fused linear's float loops; float64
+// keeps the exact detail::gelu_of and gelu_slope_of (std::erf).
+template <class T>
+T vgelu(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x * normal_cdf_poly(x);
+  } else {
+    return detail::gelu_of(x);
+  }
+}
+template <class T>
+T vgelu_slope(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr float kInvSqrt2Pi = 0.398942280401432678f;
+    return normal_cdf_poly(x) + x * kInvSqrt2Pi * exp_poly(-0.5f * x * x);
+  } else {
+    return detail::gelu_slope_of(x);
   }
 }
 
