@@ -1,8 +1,11 @@
 // train: teaches a MiniTransformer a sequence-to-sequence task with teacher forcing, then shows
 // what it learned. With no flags it learns to normalise dates ("tuesday the 4th of march 2025"
-// -> "2025-03-04") from generated data; --data trains on your own TSV corpus instead.
+// -> "2025-03-04") from generated data; --data trains on your own TSV corpus instead. With
+// --task lm it trains a decoder-only language model on the text of --data (LanguageModelTrainer,
+// nanoGPT's CPU recipe by default), which examples/sample continues.
 //
 //   ./build/examples/train                          # the default date task
+//   ./build/examples/train --task lm --data book.txt --out runs/book
 //   ./build/examples/train --task reverse --steps 1500
 //   ./build/examples/train --data pairs.tsv --level word --epochs 10 --out runs/mine
 //   ./build/examples/train --data pairs.tsv --level bpe --vocab-size 2000 --shared-vocab
