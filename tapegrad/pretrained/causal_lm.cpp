@@ -24,6 +24,12 @@ nn::LanguageModelConfig parse(const std::string& text, const std::string& source
   }
 }
 
+// Whether a config.json's text says "task": "lm".
+bool names_lm_task(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_object() && j.contains("task") && j["task"] == "lm";
+}
+
 }  // namespace
 
 std::string lm_config_to_json(const nn::LanguageModelConfig& c) {
@@ -53,9 +59,7 @@ nn::LanguageModelConfig lm_config_from_json(const std::string& text, const std::
 
 bool is_language_model(const std::string& dir) {
   try {
-    const nlohmann::json j = nlohmann::json::parse(
-        io::read_regular(dir + "/config.json", model_dir::kMaxConfigBytes), nullptr, false);
-    return j.is_object() && j.contains("task") && j["task"] == "lm";
+    return names_lm_task(io::read_regular(dir + "/config.json", model_dir::kMaxConfigBytes));
   } catch (const io::FileError&) {
     return false;
   }
@@ -70,7 +74,7 @@ void save_language_model(const std::string& dir, const nn::LanguageModel& model,
 PretrainedLanguageModel load_language_model(const std::string& dir) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
   const std::string text = model_dir::read(config_path);
-  if (!is_language_model(dir)) {
+  if (!names_lm_task(text)) {
     fail(config_path,
          "is not a language model's: it has no \"task\": \"lm\" (translate and "
          "classify read the other models)");
