@@ -220,7 +220,8 @@ void read_data_flags(Flags& f, TrainSettings& s) {
                 "\"¿\", \"Sí\", \"?\"); outputs join them back");
   d.shared_vocab =
       f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each");
-  d.strict = f.boolean("strict", "a malformed line in --data is fatal (default: skipped)");
+  d.strict = f.boolean(
+      "strict", "a malformed line, or a pair longer than --max-len, is fatal (default: skipped)");
   d.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
   d.valid_size = f.integer("valid-size", 500, "held-out examples", 1, kMaxExamples);
 }

@@ -1,4 +1,4 @@
-// make_run_data: the split, the vocabularies, and the length check of every example.
+// make_run_data: the split, the vocabularies, and the pairs that fit the model.
 #include "tapegrad/train/run_data.h"
 
 #include <fmt/core.h>
@@ -98,25 +98,52 @@ std::string length_problem(const data::Example& e, const RunData& d, int64_t max
   return "";
 }
 
-void check_lengths(const DataOptions& o, const RunData& d) {
+// Leaves out of each set of a corpus the pairs that do not fit the model, naming each and
+// counting them through `report` (with `strict`, the first is fatal); a generated example that
+// does not fit is always fatal: --max-len is too small for the task.
+void fit_lengths(const DataOptions& o, RunData& d,
+                 const std::function<void(const std::string&)>& report) {
   const std::string held_out_file = o.valid_corpus.empty() ? o.corpus : o.valid_corpus;
   const struct {
-    const std::vector<data::Example>& set;
-    const std::vector<int64_t>& lines;
+    std::vector<data::Example>& set;
+    std::vector<int64_t>& lines;
     const std::string& file;
     const char* what;
   } sets[] = {{d.split.train, d.split.train_lines, o.corpus, "training"},
               {d.split.valid, d.split.valid_lines, held_out_file, "held-out"},
               {d.split.test, d.split.test_lines, o.test_corpus, "test"}};
   for (const auto& s : sets) {
+    size_t kept = 0;
     for (size_t i = 0; i < s.set.size(); ++i) {
       const std::string problem = length_problem(s.set[i], d, o.max_len);
-      if (problem.empty()) continue;
-      if (!s.file.empty())
-        throw data::DataError(fmt::format("{}:{}: {}", s.file, s.lines[i], problem));
-      throw data::DataError(fmt::format("generated {} example {} ('{}'): {}", s.what, i + 1,
-                                        s.set[i].source, problem));
+      if (problem.empty()) {
+        if (kept != i) {
+          s.set[kept] = std::move(s.set[i]);
+          if (!s.lines.empty()) s.lines[kept] = s.lines[i];
+        }
+        ++kept;
+        continue;
+      }
+      if (s.file.empty()) {
+        throw data::DataError(fmt::format("generated {} example {} ('{}'): {}", s.what, i + 1,
+                                          s.set[i].source, problem));
+      }
+      const std::string where = fmt::format("{}:{}: {}", s.file, s.lines[i], problem);
+      if (o.strict) throw data::DataError(where);
+      if (report) report("skipped " + where);
     }
+    const size_t skipped = s.set.size() - kept;
+    if (skipped == 0) continue;
+    if (kept == 0) {
+      throw data::DataError(fmt::format("{}: none of its {} {} pairs fits --max-len {}", s.file,
+                                        s.set.size(), s.what, o.max_len));
+    }
+    if (report) {
+      report(fmt::format("{}: {} {} pairs longer than --max-len {} skipped; {} kept", s.file,
+                         skipped, s.what, o.max_len, kept));
+    }
+    s.set.resize(kept);
+    if (!s.lines.empty()) s.lines.resize(kept);
   }
 }
 
@@ -127,7 +154,7 @@ RunData make_run_data(const DataOptions& options,
   RunData d;
   d.split = make_split(options, report);
   make_vocabularies(options, d, report);
-  check_lengths(options, d);
+  fit_lengths(options, d, report);
   return d;
 }
 

@@ -1,6 +1,6 @@
 // A new run's data: its split (a built-in task generated, or a TSV corpus read, checked line by
 // line and split) and its vocabularies (built, or learned by SentencePiece from the training
-// split), every example checked to fit the model, all before a run folder is touched:
+// split), the pairs that do not fit the model left out, all before a run folder is touched:
 //
 //   train::RunData d = train::make_run_data({.corpus = "pairs.tsv", .level = Level::Word});
 //   trainer.begin(d.split, d.src_vocab, d.tgt_vocab, config);
@@ -20,7 +20,7 @@ struct DataOptions {
   std::string corpus{};        // a TSV file, source TAB target a line
   std::string valid_corpus{};  // the held-out pairs as a file of their own (else split off)
   std::string test_corpus{};   // pairs to test the trained model on once, at the end
-  bool strict = false;         // a malformed line is fatal (otherwise skipped and reported)
+  bool strict = false;         // a malformed or over-long pair is fatal (else skipped, said)
   int64_t train_size = 20000;  // generated training examples
   int64_t valid_size = 500;    // held out (of a corpus: at most a tenth, data::split_corpus)
   uint64_t seed = 0;           // the generation, or the corpus's shuffle
@@ -31,7 +31,7 @@ struct DataOptions {
   // through make_run_data's `report` (otherwise: a data::VocabularySizeError naming it)
   bool fit_vocab_size = false;
   bool shared_vocab = false;  // one vocabulary learned from both sides
-  int64_t max_len = 128;      // the model's: a longer example is refused, naming it
+  int64_t max_len = 128;      // the model's: a longer pair is skipped (a generated one refused)
 };
 
 struct RunData {
@@ -39,10 +39,11 @@ struct RunData {
   data::Vocabulary src_vocab{data::Level::Char}, tgt_vocab{data::Level::Char};
 };
 
-// Throws data::DataError naming the file and line (or the generated example) of the first
-// example that does not fit. `report` receives each skipped line ("skipped FILE:LINE: what")
-// and their count, and how many held-out pairs an automatic split dropped because their
-// source also occurs among the training pairs, and a vocabulary size fitted down.
+// Throws data::DataError naming the file and line of the first pair that does not fit (with
+// `strict`), the generated example that does not, or the set none of whose pairs does.
+// `report` receives each skipped line ("skipped FILE:LINE: what") and their count, and how many
+// held-out pairs an automatic split dropped because their source also occurs among the training
+// pairs, and a vocabulary size fitted down.
 RunData make_run_data(const DataOptions& options,
                       const std::function<void(const std::string&)>& report = {});
 
