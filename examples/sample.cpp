@@ -89,8 +89,10 @@ int main(int argc, char** argv) {
     if (prompt) {
       failures += continue_prompt(lm, *prompt, "--prompt", o, index);
     } else if (!f.positional().empty()) {
-      for (const std::string& p : f.positional())
-        failures += continue_prompt(lm, p, fmt::format("argument {}", index + 1), o, index++);
+      for (const std::string& p : f.positional()) {
+        failures += continue_prompt(lm, p, fmt::format("argument {}", index + 1), o, index);
+        ++index;
+      }
     } else {
       data::LineReader reader(std::cin, "stdin", kMaxLineBytes, kMaxInputBytes);
       while (const auto line = reader.next())

@@ -90,7 +90,11 @@ void LanguageModelTrainer::start(const ResumedLanguageModel* resumed) {
                  resumed ? resumed->checkpoint : "");
   if (resumed)
     restore_generators(resumed->state.generators, resumed->checkpoint, data_gen_, *model_);
-  if (resumed && eval_log_) read_text_eval_curve(eval_log_->path());
+  if (run_dir_) {
+    if (resumed) read_text_eval_curve(eval_log_->path());
+    samples_log_ = open_samples_log(run_dir_->file("samples.tsv"), resumed != nullptr,
+                                    resumed ? resumed->state.step : 0);
+  }
 }
 
 StepResult LanguageModelTrainer::step(int signal) {
@@ -133,7 +137,8 @@ TextMetrics LanguageModelTrainer::evaluate() {
     if (text_.vocab.level() == data::Level::Char) m.bits_per_char = m.loss / std::numbers::ln2;
     if (eval_log_)
       eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\n", step_count(), m.loss, m.bits_per_char));
-    samples_.emplace_back(step_count(), sample_of_valid());
+    const std::string sample = sample_of_valid();
+    if (samples_log_) samples_log_->write(sample_line(step_count(), sample));
   }
   judge(m.loss);
   return m;
@@ -182,8 +187,8 @@ std::string LanguageModelTrainer::report(const TextMetrics& last) {
   const nlohmann::json config = nlohmann::json::parse(lm_config_to_json(model_->config()));
   for (const auto& [key, value] : config.items())
     report.config.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
-  for (const auto& [step, text] : samples_)
-    report.texts.emplace_back(fmt::format("step {}", step), text);
+  for (const LoggedSample& s : read_samples(samples_log_->path()))
+    report.texts.emplace_back(fmt::format("step {}", s.step), s.text);
   const std::string final_sample = sample_of_valid();
   report.texts.emplace_back("the final model", final_sample);
   viz::Curves curves{.train = read_loss_curve(run_dir_->file("loss.tsv")),

@@ -17,8 +17,9 @@
 // every position. Under mpirun every process draws the same global batch and takes its rows.
 // Validation is the mean loss over options.eval_batches batches of the held-out part, the same
 // blocks at every validation (drawn from the seed), and at the char level bits per character;
-// a sample continues the start of the held-out text. The run folder keeps the text's two parts
-// as train.txt and valid.txt, and each checkpoint holds the model's directory (causal_lm.h).
+// a sample continues the start of the held-out text (samples.tsv). The run folder keeps the text's
+// two parts as train.txt and valid.txt, and each checkpoint holds the model's directory
+// (causal_lm.h).
 #pragma once
 
 #include <functional>
@@ -62,10 +63,10 @@ class LanguageModelTrainer : public TrainerBase {
 
   StepResult step(int signal = 0);
   // Every process calls it (see Trainer::evaluate); appended to eval.tsv (step, loss, bits per
-  // character). Also continues the start of the held-out text, for the report.
+  // character). Also continues the start of the held-out text, logged to samples.tsv.
   TextMetrics evaluate();
-  // The loss curves of the whole run, the samples of this invocation's validations and one of
-  // the final model, and report.html (process 0 only); returns the final sample.
+  // The loss curves and the samples of the whole run and one of the final model, as
+  // report.html (process 0 only); returns the final sample.
   std::string report(const TextMetrics& last);
 
   // `prompt` continued by the model, as text (ContinueOptions as nn::continue_text takes them).
@@ -86,7 +87,7 @@ class LanguageModelTrainer : public TrainerBase {
   std::unique_ptr<nn::LanguageModel> model_;
   data::TextSplit text_;
   Generator data_gen_;
-  std::vector<std::pair<int64_t, std::string>> samples_;  // (step, text) of each validation
+  std::unique_ptr<io::AppendFile> samples_log_;  // samples.tsv (process 0's)
 };
 
 }  // namespace tapegrad::train

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -33,9 +34,9 @@ constexpr const char* kBest = "best";
 constexpr const char* kCheckpoints = "checkpoints";
 // Whether train writes a file of this name in a run directory (besides the marker and lock).
 bool is_own_name(const std::string& name) {
-  static const std::set<std::string> names = {"train.tsv", "valid.tsv",  "loss.tsv",    "eval.tsv",
-                                              "loss.svg",  "scores.svg", "report.html", kLatest,
-                                              kBest,       kCheckpoints, "flags.conf"};
+  static const std::set<std::string> names = {
+      "train.tsv",   "valid.tsv", "loss.tsv", "eval.tsv",   "loss.svg",   "scores.svg",
+      "report.html", kLatest,     kBest,      kCheckpoints, "flags.conf", "samples.tsv"};
   return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
 }
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
@@ -291,6 +292,63 @@ std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path) {
              curve.push_back({static_cast<int64_t>(v[0]), v[1]});
            });
   return curve;
+}
+
+std::string sample_line(int64_t step, std::string_view text) {
+  std::string line = fmt::format("{}\t", step);
+  for (const char c : text) {
+    if (c == '\\')
+      line += "\\\\";
+    else if (c == '\t')
+      line += "\\t";
+    else if (c == '\n')
+      line += "\\n";
+    else
+      line += c;
+  }
+  return line + '\n';
+}
+
+std::vector<LoggedSample> read_samples(const std::string& path) {
+  constexpr uint64_t kMaxSamples = uint64_t{1} << 30;
+  const std::string text = read_whole(path, kMaxSamples);
+  std::vector<LoggedSample> samples;
+  int64_t line_no = 0;
+  for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+    const std::string_view line = std::string_view(text).substr(at, end - at);
+    const std::string where = fmt::format("{}:{}", path, ++line_no);
+    const size_t tab = line.find('\t');
+    LoggedSample sample{.end = static_cast<int64_t>(end + 1)};
+    const char* digits_end = line.data() + (tab == std::string_view::npos ? 0 : tab);
+    const auto [ptr, ec] = std::from_chars(line.data(), digits_end, sample.step);
+    if (tab == std::string_view::npos || ec != std::errc{} || ptr != digits_end || sample.step < 0)
+      fail(where, "expected a step, a tab and the sample's text");
+    for (size_t i = tab + 1; i < line.size(); ++i) {
+      if (line[i] != '\\') {
+        sample.text += line[i];
+        continue;
+      }
+      const char next = i + 1 < line.size() ? line[++i] : '\0';
+      if (next != '\\' && next != 't' && next != 'n')
+        fail(where, "a backslash must begin \\\\, \\t or \\n");
+      sample.text += next == 't' ? '\t' : next == 'n' ? '\n' : '\\';
+    }
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
+std::unique_ptr<io::AppendFile> open_samples_log(const std::string& path, bool resume,
+                                                 int64_t step) {
+  int64_t logged = -1;
+  if (resume && fs::exists(fs::symlink_status(path))) {
+    logged = 0;
+    for (const LoggedSample& s : read_samples(path)) {
+      if (s.step > step) break;
+      logged = s.end;
+    }
+  }
+  return open_log(path, resume, logged, step);
 }
 
 std::vector<viz::CurvePoint> read_loss_curve(const std::string& path) {

@@ -13,7 +13,8 @@
 //   DIR/eval.tsv                  step, loss, token accuracy, exact match, BLEU, chrF; one
 //                                 line per validation, so the whole run's validation curves
 //                                 are kept (a run from before the scores has lines without
-//                                 the last two)
+//                                 the last two); a language model's: step, loss, bits per
+//                                 character, and samples.tsv its sample at each validation
 //   DIR/checkpoints/step-00000300/
 //       config.json, model.safetensors, src.vocab, tgt.vocab
 //                                 a pretrained model directory (tapegrad/pretrained/
@@ -202,6 +203,22 @@ EvalCurves read_eval_curves(const std::string& path);
 
 // A language model's eval.tsv (step, loss, bits per character): its validation loss curve.
 std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path);
+
+// A language model's samples.tsv: the text sampled at each validation, a line each: the step, a
+// tab, the text with backslash, tab and line break written as \\, \t and \n.
+struct LoggedSample {
+  int64_t step = 0;
+  std::string text{};
+  int64_t end = 0;  // the file's length up to the end of this sample's line
+};
+std::string sample_line(int64_t step, std::string_view text);
+// All of them, in order (a last line without its line break, a write cut short, is not one); a
+// malformed line is a RunError naming the file and line.
+std::vector<LoggedSample> read_samples(const std::string& path);
+// samples.tsv to append to: a new file for a new run; on resume the existing one (if any) cut
+// back to the samples of the steps up to `step`.
+std::unique_ptr<io::AppendFile> open_samples_log(const std::string& path, bool resume,
+                                                 int64_t step);
 
 // The training curve of a run's loss.tsv, all of it (the steps before a resume included): the
 // loss as an exponential moving average (weight 0.95) from the first step, a point every 10

@@ -22,7 +22,7 @@ small=(--task lm --data text.txt --d-model 32 --heads 2 --d-ff 64 --decoder-laye
 "$train" "${small[@]}" --steps 240 --stop-after 120 --out resumed > /dev/null 2>&1 || fail "the stopped run"
 "$train" --out resumed --resume > resumed.log 2>&1 || fail "the resume: $(tail -3 resumed.log)"
 for f in checkpoints/step-00000240/model.safetensors checkpoints/step-00000240/optimizer.safetensors \
-    checkpoints/step-00000240/trainer.json loss.tsv eval.tsv train.txt valid.txt; do
+    checkpoints/step-00000240/trainer.json loss.tsv eval.tsv samples.tsv train.txt valid.txt; do
   cmp -s "straight/$f" "resumed/$f" || fail "$f differs after stopping at 120 and resuming"
 done
 # the text is regular: the held-out loss falls well below ln(24 characters) = 3.2 nats
@@ -32,6 +32,7 @@ awk -v l="$loss" 'BEGIN { exit !(l < 1.2) }' || fail "the held-out loss is $loss
 grep -q "bits per character" straight.log || fail "no bits per character: $(tail -5 straight.log)"
 grep -q "<h2>Samples</h2>" straight/report.html && grep -q "step 40" straight/report.html ||
   fail "the report has no samples of the validations"
+grep -q "step 40" resumed/report.html || fail "the resumed run's report lost the samples before it"
 [[ $(head -c 5000 straight/train.txt straight/valid.txt | wc -c) -gt 0 ]] || fail "no text in the run"
 
 # --- sampled ----------------------------------------------------------------------------------
@@ -48,6 +49,8 @@ out=$(printf 'the\n\xff\na dog\n' | "$sample" --run straight --max-new-tokens 10
 code=$?
 [[ $code == 1 && $(grep -c "^the\|^a dog" <<< "$out") == 2 ]] || fail "stdin with a bad line: exit $code, $out"
 grep -q "sample: stdin:2: invalid UTF-8" err || fail "the bad line was not named: $(cat err)"
+"$sample" --run straight --max-new-tokens 5 "the" $'\xff' "a dog" > /dev/null 2> err
+grep -q "sample: argument 2: invalid UTF-8" err || fail "the bad argument was not named: $(cat err)"
 [[ $("$sample" --run straight --checkpoint latest --greedy --prompt "the" --max-new-tokens 5) != "" ]] ||
   fail "--checkpoint latest"
 

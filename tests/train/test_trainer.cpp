@@ -143,6 +143,36 @@ TEST_CASE("eval.tsv's lines have the scores, or are from before them", "[train]"
   std::filesystem::remove(path);
 }
 
+TEST_CASE("samples.tsv keeps any text, and a resume cuts it back to its step", "[train]") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "tapegrad_samples.tsv").string();
+  std::filesystem::remove(path);
+  const std::string odd = "a\tb\nc\\n \\ d\n";  // tab, break, a backslash before n, one alone
+  {
+    auto log = train::open_samples_log(path, false, 0);
+    log->write(train::sample_line(250, odd));
+    log->write(train::sample_line(500, "second"));
+  }
+  std::vector<train::LoggedSample> samples = train::read_samples(path);
+  REQUIRE(samples.size() == 2);
+  CHECK(samples[0].step == 250);
+  CHECK(samples[0].text == odd);
+  CHECK(samples[1].text == "second");
+  std::ofstream(path, std::ios::app) << "750\tcut sh";  // a write cut short is not a sample
+  CHECK(train::read_samples(path).size() == 2);
+  train::open_samples_log(path, true, 499);  // resumed at step 499: the sample of 500 goes
+  samples = train::read_samples(path);
+  REQUIRE(samples.size() == 1);
+  CHECK(samples[0].text == odd);
+  CHECK(std::filesystem::file_size(path) == train::sample_line(250, odd).size());
+  for (const char* bad : {"x\ttext\n", "\ttext\n", "12 text\n", "-1\ttext\n",
+                          "99999999999999999999\ttext\n", "5\tback\\slash\n", "5\tend\\\n"}) {
+    std::ofstream(path) << "1\tfine\n" << bad;
+    CHECK_THROWS_WITH(train::read_samples(path), Catch::StartsWith(path + ":2: "));
+  }
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("check_resume_flags names every conflict, and lets the schedule change on request") {
   const train::RunFlags saved = {{"d-model", "16"}, {"lr", "0.002"}, {"processes", "2"}};
   train::check_resume_flags("runs/x", saved, saved, false);
