@@ -149,6 +149,19 @@ TEST_CASE("a step split between threads mid-parameter updates every element once
   }
 }
 
+TEST_CASE("clip_grad_norm sums every element of every gradient", "[optim]") {
+  // 1..19 (two runs of eight lanes and three after them) and eight halves
+  std::vector<double> counted(19);
+  for (size_t i = 0; i < counted.size(); ++i) counted[i] = static_cast<double>(i + 1);
+  Tensor a = tensor(counted, {19}, DType::Float64);
+  Tensor b = tensor(std::vector<double>(8, 1.0), {8}, DType::Float64);
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  (sum(pow(a, 2.0)) * 0.5 + sum(b) * 0.5).backward();  // gradients a and 0.5
+  CHECK(clip_grad_norm({{"a", a}, {"b", b}}, 1e9) ==
+        Approx(std::sqrt(2470.0 + 2.0)).epsilon(1e-15));
+}
+
 TEST_CASE("clip_grad_norm scales to the norm and returns the norm before", "[optim]") {
   Problem p;
   sum(pow(matmul(p.x, p.w), 2.0)).backward();
