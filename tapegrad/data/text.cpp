@@ -43,13 +43,14 @@ std::optional<size_t> find_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
+size_t char_length(std::string_view text, size_t at) {
+  const size_t n = std::max<size_t>(1, sequence_length(static_cast<unsigned char>(text[at])));
+  return std::min(n, text.size() - at);
+}
+
 std::vector<std::string> split_chars(std::string_view text) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = std::max<size_t>(1, sequence_length(static_cast<unsigned char>(text[i])));
-    out.emplace_back(text.substr(i, n));
-    i += n;
-  }
+  for_each_char(text, [&](std::string_view c) { out.emplace_back(c); });
   return out;
 }
 

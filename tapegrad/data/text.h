@@ -14,6 +14,13 @@ namespace tapegrad::data {
 std::optional<size_t> find_invalid_utf8(std::string_view text);
 // The text's code points, each as its UTF-8 bytes. The text must be valid UTF-8.
 std::vector<std::string> split_chars(std::string_view text);
+// The bytes of the code point that starts at text[at] (1 for a byte that cannot start one).
+size_t char_length(std::string_view text, size_t at);
+// Calls f with each code point of the text, as split_chars gives them, without building a list.
+template <class F>
+void for_each_char(std::string_view text, F&& f) {
+  for (size_t i = 0, n; i < text.size(); i += n) f(text.substr(i, n = char_length(text, i)));
+}
 // Reads one line (without its '\n') keeping at most max_bytes of it, so a file that is one
 // enormous line cannot make us allocate its size. Returns the line's full length, or nullopt
 // at the end of the stream.

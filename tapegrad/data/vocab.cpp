@@ -110,6 +110,12 @@ Vocabulary Vocabulary::build(const std::vector<std::string>& texts, Level level,
   Vocabulary v(level);
   if (level == Level::Word) v.words_ = words;
   for (const std::string& t : texts) {
+    if (level == Level::Char) {  // a character is looked up before it is copied
+      for_each_char(t, [&](std::string_view c) {
+        if (!v.ids_.contains(c)) v.add(std::string(c));
+      });
+      continue;
+    }
     for (const std::string& token : v.tokenize(t)) v.add(token);
   }
   return v;
@@ -282,9 +288,14 @@ std::vector<int64_t> Vocabulary::encode(std::string_view text) const {
     return {ids.begin(), ids.end()};
   }
   std::vector<int64_t> ids;
-  for (const std::string& token : tokenize(text)) {
-    auto it = ids_.find(token);
+  const auto look_up = [&](std::string_view token) {
+    const auto it = ids_.find(token);
     ids.push_back(it == ids_.end() ? kUnk : it->second);
+  };
+  if (level_ == Level::Char) {
+    for_each_char(text, look_up);  // no list of the characters built
+  } else {
+    for (const std::string& token : tokenize(text)) look_up(token);
   }
   return ids;
 }

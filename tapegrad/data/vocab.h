@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <memory>
 #include <optional>
@@ -92,7 +93,11 @@ class Vocabulary {
   Level level_;
   WordOptions words_;
   std::vector<std::string> tokens_;
-  std::unordered_map<std::string, int64_t> ids_;
+  struct Hash {  // lets ids_ be searched with a string_view, without a copy
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int64_t, Hash, std::equal_to<>> ids_;
   // Bpe and Unigram: the model, shared by copies (it is never changed), and its bytes.
   std::shared_ptr<const sentencepiece::SentencePieceProcessor> pieces_;
   std::string model_;
