@@ -16,7 +16,11 @@ threads at 1 and once at 2 (OpenBLAS at 2 both times), and the encoder workloads
 written out like ours and as nn.TransformerEncoder (whose eval forward is a fused fast path);
 the fastest is kept. Debian's OpenBLAS 0.3.21 (PyTorch's BLAS here) does not know recent
 AMD cores and may run its AVX2 kernels on a CPU with AVX-512; on such a CPU PyTorch's runs set
-OPENBLAS_CORETYPE=SKYLAKEX, its AVX-512 kernels.
+OPENBLAS_CORETYPE=SKYLAKEX, its AVX-512 kernels. Every process of both sides runs with glibc's
+malloc keeping freed memory (GLIBC_TUNABLES, MALLOC below): with its default thresholds a
+PyTorch step of lm-recipe took 80-100 ms in a fresh process against 42-48 ms where an earlier
+large allocation had raised them, the difference being pages returned to the system and
+faulted in again every step (tapegrad's allocator keeps its blocks either way).
 
 --markdown prints the block the README shows (the machine, the date, the commit, the table);
 --readme README.md writes it there, between the README's two benchmark markers.
@@ -45,6 +49,8 @@ import time
 # Every timed run warms up for at least this long first: a step of a few milliseconds timed
 # right after the other side's runs had kept both cores busy ran at up to 1.5x its steady time.
 WARMUP_SECONDS = 0.25
+# glibc's malloc: blocks up to 256 MiB from the heap, and the heap not trimmed below that.
+MALLOC = "glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456"
 # The README's generated block lies between these (--readme).
 BEGIN, END = "<!-- benchmark table: bench/compare_pytorch.py --readme README.md -->", "<!-- end of the benchmark table -->"
 WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base",
@@ -402,6 +408,7 @@ def main():
                     help="write that block into FILE between its benchmark markers")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    os.environ["GLIBC_TUNABLES"] = MALLOC  # for every process started from here on
     if args.worker:
         import torch
         torch.set_num_threads(int(os.environ["TORCH_THREADS"]))

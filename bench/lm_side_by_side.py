@@ -4,13 +4,16 @@
 held-out loss and wall-clock time beside the peer's.
 
     /usr/bin/python3 bench/lm_side_by_side.py data/web/web.txt [--steps 2000] [--threads 1]
+        [--seed 1337] [--eval-batches 20]
 
 As nanoGPT's shakespeare_char (its CPU recipe: 4 layers, 4 heads, width 128, block 64, batch
 12, lr 1e-3 decaying to 1e-4 over 2000 steps after 100 of warmup, AdamW with weight decay 0.1
 on the weights and embeddings and beta2 0.99, clipping at 1.0, dropout 0): the characters of
-the whole text, the first 90% for training, random blocks; at the end, the mean loss over 20
-random batches of the held-out part (nanoGPT's estimate_loss). Prints the time and the loss;
+the whole text, the first 90% for training, random blocks; at the end, the mean loss over
+--eval-batches random batches of the held-out part (nanoGPT's estimate_loss; train's
+--eval-batches is the same count). Prints the time and the loss;
 tapegrad's run prints its own (`train --task lm --data FILE`, whose defaults are this recipe).
+Runs with glibc's malloc tuned as compare_pytorch.py runs PyTorch (its MALLOC).
 """
 import argparse
 import math
@@ -19,19 +22,24 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_pytorch import nanogpt  # noqa: E402
+from compare_pytorch import MALLOC, nanogpt  # noqa: E402
 
 
 def main():
+    if os.environ.get("GLIBC_TUNABLES") != MALLOC:  # PyTorch's best malloc (compare_pytorch.py)
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  dict(os.environ, GLIBC_TUNABLES=MALLOC))
     ap = argparse.ArgumentParser()
     ap.add_argument("text")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is its best here)")
+    ap.add_argument("--seed", type=int, default=1337, help="torch.manual_seed (nanoGPT's)")
+    ap.add_argument("--eval-batches", type=int, default=20)
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(args.threads)
-    torch.manual_seed(1337)
+    torch.manual_seed(args.seed)
     text = open(args.text, encoding="utf-8").read()
     chars = sorted(set(text))
     index = {c: i for i, c in enumerate(chars)}
@@ -71,7 +79,8 @@ def main():
     model.eval()
     with torch.no_grad():
         held_out = sum(F.cross_entropy(model(x).view(-1, len(chars)), y.view(-1)).item()
-                       for x, y in (batch(val) for _ in range(20))) / 20
+                       for x, y in (batch(val) for _ in range(args.eval_batches)))
+    held_out /= args.eval_batches
     print(f"{args.steps} steps in {seconds:.1f} s ({args.steps / seconds:.1f} steps/s), held-out "
           f"loss {held_out:.4f} ({held_out / math.log(2):.3f} bits per character); PyTorch "
           f"{torch.__version__}, torch threads {args.threads}")
