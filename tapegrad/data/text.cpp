@@ -54,6 +54,41 @@ std::vector<std::string> split_chars(std::string_view text) {
   return out;
 }
 
+std::string escape_line(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::optional<std::string> unescape_line(std::string_view line) {
+  std::string out;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '\\') {
+      out += line[i];
+      continue;
+    }
+    if (++i == line.size()) return std::nullopt;
+    if (line[i] == '\\')
+      out += '\\';
+    else if (line[i] == 'n')
+      out += '\n';
+    else if (line[i] == 't')
+      out += '\t';
+    else
+      return std::nullopt;
+  }
+  return out;
+}
+
 std::optional<size_t> read_line(std::istream& in, std::string& line, size_t max_bytes) {
   line.clear();
   size_t length = 0;

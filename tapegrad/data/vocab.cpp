@@ -18,42 +18,6 @@
 namespace tapegrad::data {
 
 namespace {
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '\n')
-      out += "\\n";
-    else if (c == '\t')
-      out += "\\t";
-    else
-      out += c;
-  }
-  return out;
-}
-
-// nullopt on a bad escape
-std::optional<std::string> unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\') {
-      out += s[i];
-      continue;
-    }
-    if (++i == s.size()) return std::nullopt;
-    if (s[i] == '\\')
-      out += '\\';
-    else if (s[i] == 'n')
-      out += '\n';
-    else if (s[i] == 't')
-      out += '\t';
-    else
-      return std::nullopt;
-  }
-  return out;
-}
-
 bool is_subword(Level level) { return level == Level::Bpe || level == Level::Unigram; }
 
 constexpr std::array<const char*, 4> kLevelNames = {"char", "word", "bpe", "unigram"};
@@ -335,7 +299,7 @@ void Vocabulary::save(const std::string& path) const {
     text += fmt::format(" {} {:016x}\n", model_.size(), fnv1a(model_)) + model_;
   } else {
     text += '\n';
-    for (const std::string& t : tokens_) text += escape(t) + '\n';
+    for (const std::string& t : tokens_) text += escape_line(t) + '\n';
   }
   try {
     io::write_atomic(path, text);
@@ -451,7 +415,7 @@ Vocabulary Vocabulary::read(std::istream& in, const std::string& path) {
     }
     if (find_invalid_utf8(line))
       throw DataError(fmt::format("{}:{}: invalid UTF-8", path, line_no));
-    const auto token = unescape(line);
+    const auto token = unescape_line(line);
     if (!token || token->empty())
       throw DataError(fmt::format("{}:{}: bad token '{}'", path, line_no, line));
     if (v.ids_.contains(*token)) {

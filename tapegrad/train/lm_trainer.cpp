@@ -137,8 +137,7 @@ TextMetrics LanguageModelTrainer::evaluate() {
     if (text_.vocab.level() == data::Level::Char) m.bits_per_char = m.loss / std::numbers::ln2;
     if (eval_log_)
       eval_log_->write(fmt::format("{}\t{:.9g}\t{:.9g}\n", step_count(), m.loss, m.bits_per_char));
-    const std::string sample = sample_of_valid();
-    if (samples_log_) samples_log_->write(sample_line(step_count(), sample));
+    if (samples_log_) samples_log_->write(sample_line(step_count(), sample_of_valid()));
   }
   judge(m.loss);
   return m;

@@ -17,8 +17,8 @@
 // every position. Under mpirun every process draws the same global batch and takes its rows.
 // Validation is the mean loss over options.eval_batches batches of the held-out part, the same
 // blocks at every validation (drawn from the seed), and at the char level bits per character;
-// a sample continues the start of the held-out text (samples.tsv). The run folder keeps the text's
-// two parts as train.txt and valid.txt, and each checkpoint holds the model's directory
+// a sample continues the start of the held-out text (samples.tsv). The run folder keeps the
+// text's two parts as train.txt and valid.txt, and each checkpoint holds the model's directory
 // (causal_lm.h).
 #pragma once
 

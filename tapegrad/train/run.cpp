@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "tapegrad/data/data_error.h"
+#include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/pretrained/causal_lm.h"
@@ -295,18 +296,7 @@ std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path) {
 }
 
 std::string sample_line(int64_t step, std::string_view text) {
-  std::string line = fmt::format("{}\t", step);
-  for (const char c : text) {
-    if (c == '\\')
-      line += "\\\\";
-    else if (c == '\t')
-      line += "\\t";
-    else if (c == '\n')
-      line += "\\n";
-    else
-      line += c;
-  }
-  return line + '\n';
+  return fmt::format("{}\t{}\n", step, data::escape_line(text));
 }
 
 std::vector<LoggedSample> read_samples(const std::string& path) {
@@ -323,16 +313,9 @@ std::vector<LoggedSample> read_samples(const std::string& path) {
     const auto [ptr, ec] = std::from_chars(line.data(), digits_end, sample.step);
     if (tab == std::string_view::npos || ec != std::errc{} || ptr != digits_end || sample.step < 0)
       fail(where, "expected a step, a tab and the sample's text");
-    for (size_t i = tab + 1; i < line.size(); ++i) {
-      if (line[i] != '\\') {
-        sample.text += line[i];
-        continue;
-      }
-      const char next = i + 1 < line.size() ? line[++i] : '\0';
-      if (next != '\\' && next != 't' && next != 'n')
-        fail(where, "a backslash must begin \\\\, \\t or \\n");
-      sample.text += next == 't' ? '\t' : next == 'n' ? '\n' : '\\';
-    }
+    std::optional<std::string> text_of = data::unescape_line(line.substr(tab + 1));
+    if (!text_of) fail(where, "a backslash must begin \\\\, \\t or \\n");
+    sample.text = std::move(*text_of);
     samples.push_back(std::move(sample));
   }
   return samples;
