@@ -21,7 +21,7 @@ template <class F>
 void for_each_char(std::string_view text, F&& f) {
   for (size_t i = 0, n; i < text.size(); i += n) f(text.substr(i, n = char_length(text, i)));
 }
-// A text as one line of a file: backslash, line break and tab written as \\, \n and \t.
+// A text as one line of a file: backslash, line break and tab written as `\\`, `\n` and `\t`.
 std::string escape_line(std::string_view text);
 // The text of such a line, or nullopt when a backslash begins none of the three.
 std::optional<std::string> unescape_line(std::string_view line);

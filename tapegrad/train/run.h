@@ -205,7 +205,7 @@ EvalCurves read_eval_curves(const std::string& path);
 std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path);
 
 // A language model's samples.tsv: the text sampled at each validation, a line each: the step, a
-// tab, the text with backslash, tab and line break written as \\, \t and \n.
+// tab, the text as data::escape_line writes it.
 struct LoggedSample {
   int64_t step = 0;
   std::string text{};
