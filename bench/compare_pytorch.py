@@ -18,9 +18,9 @@ the fastest is kept. Debian's OpenBLAS 0.3.21 (PyTorch's BLAS here) does not kno
 AMD cores and may run its AVX2 kernels on a CPU with AVX-512; on such a CPU PyTorch's runs set
 OPENBLAS_CORETYPE=SKYLAKEX, its AVX-512 kernels. Every process of both sides runs with glibc's
 malloc keeping freed memory (GLIBC_TUNABLES, MALLOC below): with its default thresholds a
-PyTorch step of lm-recipe took 80-100 ms in a fresh process against 42-48 ms where an earlier
-large allocation had raised them, the difference being pages returned to the system and
-faulted in again every step (tapegrad's allocator keeps its blocks either way).
+fresh PyTorch process returns each step's tensors to the system and faults their pages in
+again the next step, unless some earlier large allocation happened to raise the thresholds
+(tapegrad's allocator keeps its blocks either way).
 
 --markdown prints the block the README shows (the machine, the date, the commit, the table);
 --readme README.md writes it there, between the README's two benchmark markers.
