@@ -44,7 +44,8 @@ if [[ -n $pytorch ]]; then  # PyTorch's best setting here: its own threads at 1,
   if grep -qw avx512f /proc/cpuinfo; then core=(OPENBLAS_CORETYPE=SKYLAKEX); fi
   peer=$(env OPENBLAS_NUM_THREADS=2 "${core[@]}" /usr/bin/python3 bench/lm_side_by_side.py "$text")
   peer=" The same recipe in PyTorch on the same text and split (\`bench/lm_side_by_side.py\`: \
-nanoGPT's model and loop), on this machine: $peer."
+nanoGPT's model and train.py loop, its evaluations every 250 steps and its checkpoints included), on \
+this machine: $peer."
 fi
 section=$(cat << EOF
 <!-- real-text: written by scripts/real_text.sh -->
@@ -55,7 +56,8 @@ bash scripts/real_text.sh    # installs sword-text-web and libsword-utils
 It writes the World English Bible (public domain), a verse a line, to \`$text\` ($(wc -c < "$text") \
 bytes), and trains a character-level language model of $(grep -o '^[0-9]* parameters' "$run.log") \
 on it with \`train --task lm --data $text\`, whose defaults are nanoGPT's CPU recipe: \
-${trained#trained } on $(nproc) cores of an $cpu. The last tenth of the text is held out: the \
+${trained#trained }, a validation and a sample every 250 steps included, on $(nproc) cores of an \
+$cpu. The last tenth of the text is held out: the \
 best checkpoint's loss on it, $best at step $best_step, is $bits bits per character.$peer \
 \`sample --run $run --prompt "$prompt" --temperature 0.8 --seed 1\` continues:
 
