@@ -205,11 +205,11 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
 
 // linear's epilogue over its output [N, OC] after the bias and a ReLU (which gemm applies),
 // applied by gemm to the row pieces of one share's product, whose corner is at (row0, col0) of
-// the output: the pre-activation kept for GELU's backward, GELU, the dropout of element
+// the output: GELU (and, when recorded, its slope kept for the backward), the dropout of element
 // (row, col) by its flat index.
 template <class T>
 struct LinearTail {
-  T* pre;  // [N, OC], or null
+  T* slope;  // [N, OC], or null
   Activation activation;
   const DropoutMask* mask;  // null without dropout
   T scale;                  // dropout_scale
@@ -219,9 +219,13 @@ struct LinearTail {
     const LinearTail t = *static_cast<const LinearTail*>(ctx);  // a local: c's stores can't alias
     T* __restrict c = c_in;
     const int64_t r = t.row0 + row, j0 = t.col0 + col;
-    if (t.pre) std::copy(c, c + n, t.pre + r * t.OC + j0);
     if (t.activation == Activation::GELU) {
-      for (int64_t j = 0; j < n; ++j) c[j] = vgelu(c[j]);
+      if (t.slope) {
+        T* __restrict slope = t.slope + r * t.OC + j0;
+        for (int64_t j = 0; j < n; ++j) c[j] = vgelu_and_slope(c[j], slope + j);
+      } else {
+        for (int64_t j = 0; j < n; ++j) c[j] = vgelu(c[j]);
+      }
     }
     if (t.mask) {
       const DropoutMask mask = *t.mask;
@@ -234,11 +238,11 @@ struct LinearTail {
 // dh [n0, n1) rows = dout through the dropout (mask, null for none) and activation of linear's
 // epilogue: for ReLU from the output y alone (y > 0 exactly where the element was kept and its
 // pre-activation positive; the gradient is dout * scale there, 0 elsewhere), for GELU from the
-// saved pre-activation.
+// slope its forward kept.
 template <class T>
 void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restrict y,
-                   const T* __restrict pre, Activation activation, const DropoutMask* mask_or_null,
-                   T scale, int64_t OC, int64_t n0, int64_t n1) {
+                   const T* __restrict slope, Activation activation,
+                   const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n0, int64_t n1) {
   const int64_t i0 = n0 * OC, i1 = n1 * OC;
   if (activation == Activation::ReLU) {
     // every dout read, then a select: a read under the condition became a masked load whose
@@ -251,13 +255,13 @@ void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restri
   }
   const bool gelu = activation == Activation::GELU;
   if (mask_or_null == nullptr) {  // GELU alone (no activation and no dropout has no tail)
-    for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * vgelu_slope(pre[i]);
+    for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * slope[i];
     return;
   }
   const DropoutMask mask = *mask_or_null;
   for (int64_t i = i0; i < i1; ++i) {
-    const T slope = gelu ? vgelu_slope(pre[i]) : T{1};
-    dh[i] = mask.keeps(static_cast<uint64_t>(i)) ? dout[i] * scale * slope : T{0};
+    const T s = gelu ? slope[i] : T{1};
+    dh[i] = mask.keeps(static_cast<uint64_t>(i)) ? dout[i] * scale * s : T{0};
   }
 }
 
@@ -283,11 +287,11 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   const bool record_it = recording(inputs);
   // an activation or dropout after the product: the epilogue and backward have a tail to run
   const bool tail = activation != Activation::None || drop;
-  // GELU's backward needs its input, which the output does not give back.
-  const bool keep_pre = record_it && activation == Activation::GELU;
+  // GELU's backward needs its slope at the input, which the output does not give back.
+  const bool keep_slope = record_it && activation == Activation::GELU;
   // Every element is written by the gemm (beta = 0), or by its K == 0 path.
   Tensor out = empty(out_shape, x.dtype());
-  Tensor pre = keep_pre ? empty(out_shape, x.dtype()) : Tensor();
+  Tensor slope = keep_slope ? empty(out_shape, x.dtype()) : Tensor();
   const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(C) * OC;
   profile::note_flops(flops);
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
@@ -303,7 +307,7 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
         const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
         const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
         if (n1 == n0 || c1 == c0) continue;
-        const LinearTail<T> tail_of_share{keep_pre ? pre.data<T>() : nullptr,
+        const LinearTail<T> tail_of_share{keep_slope ? slope.data<T>() : nullptr,
                                           activation,
                                           drop ? &mask : nullptr,
                                           static_cast<T>(scale),
@@ -324,7 +328,7 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   if (record_it) {
     record("linear", inputs, out,
            {.fast =
-                [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), pre,
+                [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), slope,
                  activation, mask, scale, drop, tail, with_bias = b.defined(), N, C, OC,
                  flops](const Tensor& dout_in, Grads& g) {
                   if (N == 0 || OC == 0) return;
@@ -335,10 +339,10 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                     if (tail) {
                       dh = empty(dout_in.shape(), dout_in.dtype());
                       const T *dy = dout_in.data<T>(), *py = y.data<T>();
-                      const T* pp = pre.defined() ? pre.data<T>() : nullptr;
+                      const T* ps = slope.defined() ? slope.data<T>() : nullptr;
                       T* pdh = dh.data<T>();
                       parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
-                        tail_backward<T>(pdh, dy, py, pp, activation, drop ? &mask : nullptr,
+                        tail_backward<T>(pdh, dy, py, ps, activation, drop ? &mask : nullptr,
                                          static_cast<T>(scale), OC, n0, n1);
                       });
                     }
@@ -383,7 +387,7 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                                                       b.defined() ? g.input(2, b) : b, activation,
                                                       p, key)};
                 }},
-           {{"x", x}, {"w", w}, {"pre-activation", pre}});
+           {{"x", x}, {"w", w}, {"GELU's slope", slope}});
   }
   return out;
 }

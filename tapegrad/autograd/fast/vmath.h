@@ -51,23 +51,25 @@ T vexp(T x) {
   }
 }
 
-// The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 for float, branch-free so loops of
-// it vectorise (libm's erff is a call per element): erf by Abramowitz & Stegun 7.1.26 (Hastings),
-// |error| <= 1.5e-7, with exp_poly. For x < 0 it is the tail (1 - erf(|x| / sqrt 2)) / 2 itself,
-// without the cancellation of 1 + erf. Within 3e-7 of Phi (tests/autograd/test_softmax.cpp), a
-// few float roundings near 1 (6e-8 each): GELU's float kernels use it.
-inline float normal_cdf_poly(float x) {
-  const float z = std::fabs(x) * 0.70710678118654752f;
-  const float t = 1.0f / (1.0f + 0.3275911f * z);
+// The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 for float, given e = exp(-x^2 / 2),
+// branch-free so loops of it vectorise (libm's erff is a call per element): erf by Abramowitz &
+// Stegun 7.1.26 (Hastings), |error| <= 1.5e-7. For x < 0 it is the tail (1 - erf(|x| / sqrt 2)) / 2
+// itself, without the cancellation of 1 + erf. Within 3e-7 of Phi
+// (tests/autograd/test_softmax.cpp), a few float roundings near 1 (6e-8 each). e is the normal
+// density's exponential, which GELU's slope needs too: one exp serves both.
+inline float normal_cdf_of(float x, float e) {
+  const float t = 1.0f / (1.0f + 0.3275911f * 0.70710678118654752f * std::fabs(x));
   const float poly =
       t * (0.254829592f +
            t * (-0.284496739f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  const float tail = 0.5f * poly * exp_poly(-z * z);  // (1 - erf(z)) / 2
+  const float tail = 0.5f * poly * e;  // (1 - erf(|x| / sqrt 2)) / 2
   return x < 0 ? tail : 1.0f - tail;
 }
 
-// GELU x Phi(x) and its slope Phi(x) + x phi(x), for the fused linear's float loops; float64
-// keeps the exact detail::gelu_of and gelu_slope_of (std::erf).
+inline float normal_cdf_poly(float x) { return normal_cdf_of(x, exp_poly(-0.5f * x * x)); }
+
+// GELU x Phi(x), for the fused linear's float loops; float64 keeps the exact detail::gelu_of
+// (std::erf).
 template <class T>
 T vgelu(T x) {
   if constexpr (std::is_same_v<T, float>) {
@@ -76,13 +78,21 @@ T vgelu(T x) {
     return detail::gelu_of(x);
   }
 }
+
+// GELU at x, with its slope Phi(x) + x phi(x) written to *slope: the forward of a recorded
+// linear keeps the slope for its backward, from the same exp and division as the value; float64
+// keeps the exact detail::gelu_of and gelu_slope_of.
 template <class T>
-T vgelu_slope(T x) {
+T vgelu_and_slope(T x, T* slope) {
   if constexpr (std::is_same_v<T, float>) {
     constexpr float kInvSqrt2Pi = 0.398942280401432678f;
-    return normal_cdf_poly(x) + x * kInvSqrt2Pi * exp_poly(-0.5f * x * x);
+    const float e = exp_poly(-0.5f * x * x);
+    const float cdf = normal_cdf_of(x, e);
+    *slope = cdf + x * kInvSqrt2Pi * e;
+    return x * cdf;
   } else {
-    return detail::gelu_slope_of(x);
+    *slope = detail::gelu_slope_of(x);
+    return detail::gelu_of(x);
   }
 }
 

@@ -32,7 +32,7 @@ struct LinearEpilogue {
 // as one op, and with an epilogue the first half of a feed-forward block. The bias,
 // activation and dropout are applied to each tile of the product as it is finished; backward
 // is one pass through the dropout and activation (from the output for ReLU, which saves
-// nothing else; from the saved pre-activation for GELU), then two gemms and a column sum.
+// nothing else; from the slope saved by the forward for GELU), then two gemms and a column sum.
 // bias may be undefined. The same as relu/gelu and dropout applied after it, and as those the
 // mask of element i (flat index in the output) is DropoutMask's.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
