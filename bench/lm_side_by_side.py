@@ -14,9 +14,10 @@ the whole text, the first 90% for training, random blocks. As its train.py loop:
 batches of each part) and, when the held-out loss is the best so far, a checkpoint of the
 model and optimizer (torch.save, to a temporary folder). Prints the wall-clock time from the
 model's creation to the last evaluation (the text's encoding, nanoGPT's prepare.py, is not
-counted), the time of the training steps alone, and the last held-out estimate; tapegrad's run prints its own
-(`train --task lm --data FILE`, whose defaults are this recipe; it validates every 250 steps
-on 20 held-out batches). Runs with glibc's malloc tuned as compare_pytorch.py runs PyTorch.
+counted), the time of the training steps alone, and the last held-out estimate; tapegrad's
+run prints its own (`train --task lm --data FILE`, whose defaults are this recipe; it
+validates every 250 steps on 20 held-out batches). Runs with glibc's malloc tuned as
+compare_pytorch.py runs PyTorch.
 """
 import argparse
 import math
