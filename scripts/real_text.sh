@@ -44,8 +44,8 @@ if [[ -n $pytorch ]]; then  # PyTorch's best setting here: its own threads at 1,
   if grep -qw avx512f /proc/cpuinfo; then core=(OPENBLAS_CORETYPE=SKYLAKEX); fi
   peer=$(env OPENBLAS_NUM_THREADS=2 "${core[@]}" /usr/bin/python3 bench/lm_side_by_side.py "$text")
   peer=" The same recipe in PyTorch on the same text and split (\`bench/lm_side_by_side.py\`: \
-nanoGPT's model and train.py loop, its evaluations every 250 steps and its checkpoints included), on \
-this machine: $peer."
+nanoGPT's model and train.py loop, its evaluations every 250 steps and its checkpoints \
+included), on this machine: $peer."
 fi
 section=$(cat << EOF
 <!-- real-text: written by scripts/real_text.sh -->
