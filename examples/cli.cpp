@@ -53,8 +53,8 @@ void Flags::fallback(const std::map<std::string, std::string>& values, const std
   fallback_source_ = source;
   for (const auto& [name, value] : values) {
     if (given(name) || value.empty()) continue;  // "" is the unset text flag
-    if (value == "false") continue;              // a boolean flag left out
     values_[name] = value == "true" ? "" : value;
+    if (value == "false") inline_.insert(name);  // a boolean flag off, as --name=false gives it
   }
 }
 
@@ -114,18 +114,23 @@ double Flags::real(const std::string& name, double fallback, const std::string& 
   return x;
 }
 
-bool Flags::boolean(const std::string& name, const std::string& help) {
+bool Flags::boolean(const std::string& name, const std::string& help, bool fallback) {
   known_.push_back(name);
-  help_.push_back(fmt::format("  --{:<18} {}", name, help));
+  help_.push_back(fmt::format("  --{:<18} {}{}", name, help,
+                              fallback ? " (default: on; --" + name + "=false: off)" : ""));
   auto it = values_.find(name);
-  read_[name] = it == values_.end() ? "false" : "true";
-  if (it == values_.end()) return false;
-  if (inline_.contains(name)) throw FlagError(fmt::format("--{}: takes no value", name));
-  if (!it->second.empty()) {
+  bool on = fallback;
+  if (it != values_.end() && inline_.contains(name)) {  // --name=true or --name=false
+    if (it->second != "true" && it->second != "false")
+      throw FlagError(fmt::format("{}: takes no value, or =true or =false", label(name)));
+    on = it->second == "true";
+  } else if (it != values_.end()) {
     // "--flag value" took the next argument: give it back as positional
-    positional_.insert(positional_.begin(), it->second);
+    if (!it->second.empty()) positional_.insert(positional_.begin(), it->second);
+    on = true;
   }
-  return true;
+  read_[name] = on ? "true" : "false";
+  return on;
 }
 
 bool Flags::finish() {

@@ -29,7 +29,8 @@ class Flags {
                   int64_t max);
   double real(const std::string& name, double fallback, const std::string& help, double min,
               double max);
-  bool boolean(const std::string& name, const std::string& help);  // present or not
+  // Present or not, or --name=true / --name=false; `fallback` when not given.
+  bool boolean(const std::string& name, const std::string& help, bool fallback = false);
   // Whether the command line named the flag (a fallback() value does not count).
   bool given(const std::string& name) const { return given_.contains(name); }
   // The flag's text as given, without reading it as a flag (no help entry).

@@ -49,7 +49,7 @@ int main() {
   Generator gen(1);
   int64_t step = 0;
   while (step < kSteps) {
-    for (const data::Batch& b : data::make_batches(train, 64, gen)) {
+    for (const data::Batch& b : data::make_batches(train, {.rows = 64}, gen)) {
       if (++step > kSteps) break;
       const Tensor logits = nn::call(model, b.src, b.tgt_in);  // [B, T, V]
       Tensor loss = cross_entropy(reshape(logits, {-1, vocab.size()}), reshape(b.tgt_out, {-1}),

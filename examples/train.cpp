@@ -1,14 +1,15 @@
 // train: teaches a MiniTransformer a sequence-to-sequence task with teacher forcing, then shows
 // what it learned. With no flags it learns to normalise dates ("tuesday the 4th of march 2025"
-// -> "2025-03-04") from generated data; --data trains on your own TSV corpus instead. With
-// --task lm it trains a decoder-only language model on the text of --data (LanguageModelTrainer,
-// nanoGPT's CPU recipe by default), which examples/sample continues.
+// -> "2025-03-04") from generated data; --data trains on your own TSV corpus instead (with
+// defaults that fit a real corpus: shared subwords, a wider pre-norm model, batches counted in
+// tokens). With --task lm it trains a decoder-only language model on the text of --data
+// (LanguageModelTrainer, nanoGPT's CPU recipe by default), which examples/sample continues.
 //
 //   ./build/examples/train                          # the default date task
 //   ./build/examples/train --task lm --data book.txt --out runs/book
 //   ./build/examples/train --task reverse --steps 1500
 //   ./build/examples/train --data pairs.tsv --level word --epochs 10 --out runs/mine
-//   ./build/examples/train --data pairs.tsv --level bpe --vocab-size 2000 --shared-vocab
+//   ./build/examples/train --data train.tsv --valid dev.tsv --test test.tsv --out runs/mine
 //   ./build/examples/train --out runs/dates --resume --steps 4000   # continue a run
 //   ./build/examples/train --config runs/dates/flags.conf --out runs/again  # the same run again
 //
@@ -192,6 +193,40 @@ int run_language_model(const examples::TrainSettings& s, const parallel::World& 
   return train_steps(s, world, trainer);
 }
 
+// --epochs as steps. An epoch of --batch pairs is the training pairs over the batch; one of
+// --batch-tokens is counted by building a new run's first epoch, and a resumed run's comes from
+// its saved steps and epochs.
+void fit_epochs(examples::TrainSettings& s, const train::RunData* fresh) {
+  const train::TrainerOptions& t = s.trainer;
+  if (s.epochs == 0) return;
+  if (t.batch_tokens == 0) {
+    const size_t pairs =
+        fresh ? fresh->split.train.size()
+              : data::load_tsv(t.out + "/train.tsv", {.strict = true}).examples.size();
+    examples::fit_epochs(s, static_cast<double>(pairs) / static_cast<double>(t.batch),
+                         fmt::format("{} of the {} training pairs", t.batch, pairs));
+  } else if (fresh) {
+    Generator gen(t.seed);
+    const size_t batches =
+        data::make_batches(data::encode_all(fresh->split.train, fresh->src_vocab, fresh->tgt_vocab),
+                           {t.batch, t.batch_tokens}, gen)
+            .size();
+    examples::fit_epochs(s, static_cast<double>(batches),
+                         fmt::format("at most {} tokens, {} a pass over the {} training pairs",
+                                     t.batch_tokens, batches, fresh->split.train.size()));
+  } else {
+    const auto epochs = s.saved.find("epochs");
+    const double saved = epochs == s.saved.end() ? 0 : std::stod(epochs->second);
+    if (saved == s.epochs) return;  // the run's own steps
+    if (saved == 0) {
+      throw examples::FlagError(
+          "--epochs: this run of --batch-tokens batches was counted in steps; give --steps");
+    }
+    examples::fit_epochs(s, std::stod(s.saved.at("steps")) / saved,
+                         fmt::format("at most {} tokens", t.batch_tokens));
+  }
+}
+
 int run(examples::TrainSettings s, const parallel::World& world) {
   set_num_threads(static_cast<int>(s.threads));
   if (s.lm) return run_language_model(s, world);
@@ -203,10 +238,8 @@ int run(examples::TrainSettings s, const parallel::World& world) {
   if (s.trainer.start != train::Start::Resume) {
     fresh = train::make_run_data(s.data,
                                  [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
-    examples::fit_epochs(s, fresh.split.train.size());
-  } else if (s.epochs > 0) {  // the run's own training pairs
-    examples::fit_epochs(s, data::load_tsv(out + "/train.tsv", {.strict = true}).examples.size());
   }
+  fit_epochs(s, s.trainer.start == train::Start::Resume ? nullptr : &fresh);
   say_notes(s, world);
   train::Trainer trainer(s.trainer, world);
   if (s.trainer.start == train::Start::Resume) {
@@ -230,10 +263,13 @@ int run(examples::TrainSettings s, const parallel::World& world) {
       fmt::print("{}; each takes its slice of the global batch of {}\n", world.describe(),
                  s.trainer.batch);
     }
-    const double passes = static_cast<double>(s.trainer.steps * s.trainer.batch) /
-                          static_cast<double>(trainer.split().train.size());
-    fmt::print("{} steps of {} pairs: {:.3g} passes over the training pairs{}\n", s.trainer.steps,
-               s.trainer.batch, passes, passes < 1 ? ", not one whole pass (raise --steps)" : "");
+    const double passes =
+        static_cast<double>(s.trainer.steps) / static_cast<double>(trainer.epoch_batches());
+    const std::string batch = s.trainer.batch_tokens == 0
+                                  ? fmt::format("{} pairs", s.trainer.batch)
+                                  : fmt::format("at most {} tokens", s.trainer.batch_tokens);
+    fmt::print("{} steps of {}: {:.3g} passes over the training pairs{}\n", s.trainer.steps, batch,
+               passes, passes < 1 ? ", not one whole pass (raise --steps)" : "");
   }
   return train_steps(s, world, trainer);
 }

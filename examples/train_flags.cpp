@@ -28,6 +28,11 @@ const std::set<std::string> kPerInvocation = {
 // (an extra zero, a negative) fails at start-up instead of allocating or looping for ever.
 constexpr int64_t kMaxSteps = 10'000'000;     // checkpoint folders are named with 8 digits
 constexpr int64_t kMaxExamples = 10'000'000;  // generated examples are held in memory
+constexpr int64_t kMaxBatch = 65536;
+
+// A corpus of pairs given with --data, whose defaults are a real corpus's: shared subwords, a
+// pre-norm model of width 128, batches counted in tokens.
+bool own_corpus(const TrainSettings& s) { return !s.lm && !s.data.corpus.empty(); }
 
 // A cosine schedule's warmup below its steps: the default lowered to a tenth of them (and
 // said), a warmup the user gave (or a resumed run has) refused.
@@ -50,7 +55,7 @@ void check_language_model(TrainSettings& s, const Flags& f) {
   if (s.data.corpus.empty()) throw FlagError("--task lm trains on a text: give it with --data");
   for (const char* flag : {"valid", "test", "valid-size", "train-size", "shared-vocab", "lowercase",
                            "split-punctuation", "encoder-layers", "max-len", "pre-norm",
-                           "label-smoothing", "strict", "epochs"}) {
+                           "label-smoothing", "strict", "epochs", "batch-tokens"}) {
     if (f.given(flag)) throw FlagError(fmt::format("--{} has no effect with --task lm", flag));
   }
   const auto level = data::level_from_name(s.level);
@@ -184,7 +189,7 @@ void read_run_folder_flags(Flags& f, TrainSettings& s) {
   if (resume && !f.peek("help")) {
     const std::string checkpoint = train::latest_checkpoint(out);
     s.saved = train::read_trainer_state(checkpoint).flags;
-    auto given = s.saved;
+    auto given = train::saved_flags(s.saved);
     given.erase("processes");  // mpirun's -np, not a flag
     f.fallback(given, checkpoint + "/trainer.json");
   }
@@ -205,10 +210,11 @@ void read_data_flags(Flags& f, TrainSettings& s) {
       "valid", "", "with --data: the held-out pairs, a TSV file (default: split off --data)");
   d.test_corpus =
       f.text("test", "", "with --data: pairs to test the trained model on once, at the end");
-  s.level = f.text("level", "char",
+  const bool own = own_corpus(s);
+  s.level = f.text("level", own ? "bpe" : "char",
                    "tokens: char, word, or subwords learned by SentencePiece: bpe or unigram");
   s.text.vocab_size = d.vocab_size =
-      f.integer("vocab-size", 1000,
+      f.integer("vocab-size", own ? 2000 : 1000,
                 "subword pieces of each vocabulary (bpe, unigram), the 4 special "
                 "tokens included",
                 5, data::Vocabulary::kMaxTokens);
@@ -219,7 +225,7 @@ void read_data_flags(Flags& f, TrainSettings& s) {
                 "--level word: punctuation marks are tokens of their own (\"¿Sí?\" is "
                 "\"¿\", \"Sí\", \"?\"); outputs join them back");
   d.shared_vocab =
-      f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each");
+      f.boolean("shared-vocab", "one vocabulary learned from both sides instead of one each", own);
   d.strict = f.boolean(
       "strict", "a malformed line, or a pair longer than --max-len, is fatal (default: skipped)");
   d.train_size = f.integer("train-size", 20000, "generated training examples", 1, kMaxExamples);
@@ -243,7 +249,13 @@ void read_training_flags(Flags& f, TrainSettings& s) {
                            0, kMaxSteps);
   s.save_every =
       f.integer("save-every", 500, "steps between checkpoints (0: only at the end)", 0, kMaxSteps);
-  t.batch = f.integer("batch", lm ? 12 : 64, "examples (--task lm: blocks) per step", 1, 65536);
+  t.batch = f.integer("batch", lm ? 12 : 64, "examples (--task lm: blocks) per step", 1, kMaxBatch);
+  t.batch_tokens = f.integer("batch-tokens", own_corpus(s) && !f.given("batch") ? 4096 : 0,
+                             "a batch is as many pairs as fit this many tokens (the pairs times "
+                             "the longest source or target among them), as fairseq's --max-tokens; "
+                             "0: --batch pairs",
+                             0, 1 << 24);
+  if (t.batch_tokens > 0 && !f.given("batch")) t.batch = kMaxBatch;  // the tokens alone limit it
   s.eval_every = f.integer("eval-every", lm ? 250 : 500, "steps between validations", 1, kMaxSteps);
   s.eval_batches =
       f.integer("eval-batches", 20,
@@ -301,17 +313,19 @@ void read_model_flags(Flags& f, TrainSettings& s) {
       f.integer("max-len", 128, "longest source or target sequence in tokens", 2, 4096);
   s.lm_model.block_size = f.integer(
       "block-size", 64, "--task lm: the context, in tokens (the blocks trained on)", 1, 65536);
+  const bool own = own_corpus(s);
   s.model.d_model = s.lm_model.d_model =
-      f.integer("d-model", lm ? 128 : 64, "model width", 1, 4096);
+      f.integer("d-model", lm || own ? 128 : 64, "model width", 1, 4096);
   s.model.heads = s.lm_model.heads = f.integer("heads", 4, "attention heads", 1, 256);
   s.model.d_ff = s.lm_model.d_ff =
-      f.integer("d-ff", lm ? 512 : 256, "feed-forward width", 1, 16384);
+      f.integer("d-ff", lm || own ? 512 : 256, "feed-forward width", 1, 16384);
   s.model.encoder_layers = f.integer("encoder-layers", 2, "encoder layers", 0, 64);
   s.model.decoder_layers = s.lm_model.layers = f.integer(
       "decoder-layers", lm ? 4 : 2, "decoder layers (--task lm: the model's layers)", 1, 64);
   s.model.dropout = s.lm_model.dropout =
       f.real("dropout", lm ? 0 : 0.1, "dropout probability", 0, 0.99);
-  s.model.norm_first = f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm");
+  s.model.norm_first =
+      f.boolean("pre-norm", "pre-norm layers instead of the paper's post-norm", own);
 }
 
 // The model's size, before any data is read (vocabularies add to it later).
@@ -341,15 +355,13 @@ void check_model_size(const TrainSettings& s, const Flags& f) {
 
 }  // namespace
 
-void fit_epochs(TrainSettings& s, size_t train_pairs) {
+void fit_epochs(TrainSettings& s, double batches, const std::string& epoch) {
   if (s.epochs == 0) return;
   train::TrainerOptions& t = s.trainer;
-  const double steps =
-      std::ceil(s.epochs * static_cast<double>(train_pairs) / static_cast<double>(t.batch));
+  const double steps = std::ceil(s.epochs * batches);
   t.steps = std::clamp<int64_t>(static_cast<int64_t>(std::min(steps, 1e12)), 1, kMaxSteps);
   t.flags["steps"] = std::to_string(t.steps);
-  s.notes.push_back(fmt::format("--epochs {:g}: {} steps of {} of the {} training pairs", s.epochs,
-                                t.steps, t.batch, train_pairs));
+  s.notes.push_back(fmt::format("--epochs {:g}: {} steps of {}", s.epochs, t.steps, epoch));
   fit_warmup(s, "--warmup", fmt::format("--epochs {:g}'s steps,", s.epochs));
 }
 
@@ -358,7 +370,9 @@ std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
   Flags f(argc, argv,
           "train: teacher-forced MiniTransformer training, or a language model on a text\n"
           "usage: train [--task dates|copy|reverse|sort | --data FILE.tsv | --task lm --data "
-          "FILE.txt] [flags]");
+          "FILE.txt] [flags]\n"
+          "with --data FILE.tsv the defaults fit a real corpus: --level bpe --vocab-size 2000 "
+          "--shared-vocab --pre-norm --d-model 128 --d-ff 512 --batch-tokens 4096");
   TrainSettings s;
   read_run_folder_flags(f, s);
   s.lm = f.peek("task") == std::optional<std::string>("lm");
@@ -379,6 +393,7 @@ std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
     if (!kPerInvocation.contains(name)) flags[name] = value;
   }
   flags["warmup"] = std::to_string(s.trainer.warmup);  // as fit_warmup fitted it
+  flags["batch"] = std::to_string(s.trainer.batch);    // kMaxBatch under --batch-tokens
   flags["epochs"] = fmt::format("{:g}", s.epochs);
   flags["processes"] = std::to_string(world.size());
   if (!s.data.corpus.empty()) s.trainer.inputs = {s.data.corpus};

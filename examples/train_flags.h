@@ -33,9 +33,10 @@ struct TrainSettings {
   std::vector<std::string> notes;  // what was chosen for the user, said when the run starts
 };
 
-// With --epochs: the steps that make that many passes over `train_pairs` (saved as the run's
-// --steps), and a default warmup fitted below them.
-void fit_epochs(TrainSettings& s, size_t train_pairs);
+// With --epochs: the steps that make that many passes over an epoch of `batches` batches (saved
+// as the run's --steps), said as `epoch` describes the epoch, and a default warmup fitted below
+// them.
+void fit_epochs(TrainSettings& s, double batches, const std::string& epoch);
 
 // The flags of argv; nullopt after --help. Throws FlagError naming the flag, and
 // train::ResumeConflict when --resume is given flags that conflict with the run's.

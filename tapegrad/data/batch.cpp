@@ -11,6 +11,11 @@ namespace {
 void shuffle(std::vector<size_t>& v, Generator& gen) {
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen.below(i)]);
 }
+
+// An example's share of a batch's padded size: its longer side.
+size_t padded_length(const EncodedExample& e) {
+  return std::max(e.source.size(), e.target.size() + 1);
+}
 }  // namespace
 
 std::vector<EncodedExample> encode_all(const std::vector<Example>& examples,
@@ -50,26 +55,40 @@ Batch make_batch(const std::vector<const EncodedExample*>& examples) {
   return batch;
 }
 
-std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples, int64_t batch_size,
+std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples, BatchLimit limit,
                                 Generator& gen) {
-  TG_CHECK(batch_size > 0, "make_batches: batch_size must be positive, got {}", batch_size);
+  TG_CHECK(limit.rows > 0 && limit.tokens >= 0,
+           "make_batches: rows must be positive and tokens not negative, got {} and {}", limit.rows,
+           limit.tokens);
+  const auto rows = static_cast<size_t>(limit.rows), tokens = static_cast<size_t>(limit.tokens);
   std::vector<size_t> order(examples.size());
   std::iota(order.begin(), order.end(), 0);
   shuffle(order, gen);
-  const size_t pool = static_cast<size_t>(batch_size) * 50;
   std::vector<Batch> batches;
-  for (size_t start = 0; start < order.size(); start += pool) {
-    const auto end = std::min(order.size(), start + pool);
+  for (size_t start = 0; start < order.size();) {
+    size_t end = start, pool_tokens = 0;  // a pool: 50 batches' rows, or 50 budgets' tokens
+    while (end < order.size() && (tokens > 0 ? pool_tokens < 50 * tokens : end - start < 50 * rows))
+      pool_tokens += padded_length(examples[order[end++]]);
     std::stable_sort(order.begin() + start, order.begin() + end, [&](size_t a, size_t b) {
       return examples[a].source.size() + examples[a].target.size() <
              examples[b].source.size() + examples[b].target.size();
     });
-    for (size_t i = start; i < end; i += batch_size) {
-      std::vector<const EncodedExample*> members;
-      for (size_t k = i; k < std::min(end, i + batch_size); ++k)
-        members.push_back(&examples[order[k]]);
-      batches.push_back(make_batch(members));
+    std::vector<const EncodedExample*> members;
+    size_t longest = 0;
+    for (size_t k = start; k < end; ++k) {
+      const EncodedExample& e = examples[order[k]];
+      const size_t grown = std::max(longest, padded_length(e));
+      if (!members.empty() &&
+          (members.size() == rows || (tokens > 0 && (members.size() + 1) * grown > tokens))) {
+        batches.push_back(make_batch(members));
+        members.clear();
+        longest = 0;
+      }
+      members.push_back(&e);
+      longest = std::max(longest, padded_length(e));
     }
+    if (!members.empty()) batches.push_back(make_batch(members));
+    start = end;
   }
   std::vector<size_t> batch_order(batches.size());
   std::iota(batch_order.begin(), batch_order.end(), 0);

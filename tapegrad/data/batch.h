@@ -35,9 +35,17 @@ std::vector<EncodedExample> encode_all(const std::vector<Example>& examples,
 // One batch of the given examples, in order.
 Batch make_batch(const std::vector<const EncodedExample*>& examples);
 
-// All examples in batches of at most batch_size: examples are sorted by length within shuffled
-// pools of 50 batches, cut into batches, and the batches shuffled.
-std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples, int64_t batch_size,
+// How large a batch may grow: at most `rows` examples and, when `tokens` is positive, at most
+// `tokens` tokens counted as fairseq's --max-tokens counts them, the examples times the longest
+// sequence among them (a source, or a target with its <eos>). A batch holds at least one example.
+struct BatchLimit {
+  int64_t rows = 64;
+  int64_t tokens = 0;
+};
+
+// All examples in batches within `limit`: examples are sorted by length within shuffled pools
+// of about 50 batches, cut into batches, and the batches shuffled.
+std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples, BatchLimit limit,
                                 Generator& gen);
 
 }  // namespace tapegrad::data

@@ -35,13 +35,23 @@ const RunFlags kLaterFlags = {{"vocab-size", "1000"},
                               {"beta2", "0.98"},
                               {"block-size", "64"},
                               {"eval-batches", "20"},
-                              {"valid-fraction", "0.1"}};
+                              {"valid-fraction", "0.1"},
+                              {"batch-tokens", "0"}};
 
 std::optional<std::string> saved_value(const RunFlags& saved, const std::string& name) {
   if (const auto it = saved.find(name); it != saved.end()) return it->second;
   if (const auto it = kLaterFlags.find(name); it != kLaterFlags.end()) return it->second;
   return std::nullopt;
 }
+
+}  // namespace
+
+RunFlags saved_flags(RunFlags saved) {
+  for (const auto& [name, value] : kLaterFlags) saved.try_emplace(name, value);
+  return saved;
+}
+
+namespace {
 
 // The conflict of one flag the run keeps, or nothing.
 std::optional<std::string> conflict(const RunFlags& saved, const std::string& name,

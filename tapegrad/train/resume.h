@@ -26,6 +26,10 @@ namespace tapegrad::train {
 // schedule), patience and processes.
 using RunFlags = std::map<std::string, std::string>;
 
+// A run's saved flags, with the value a run saved before a flag existed had for each flag added
+// since (a resume's defaults).
+RunFlags saved_flags(RunFlags saved);
+
 // The flags given to a resume conflict with the run: the caller's to correct (the train program
 // reports it as a usage error).
 class ResumeConflict : public RunError {

@@ -266,7 +266,7 @@ void Trainer::start(bool resuming) {
     if (eval_log_) read_eval_curves(eval_log_->path());
   }
   data_gen_ = epoch_start_;
-  epoch_ = data::make_batches(train_set_, options_.batch, data_gen_);
+  epoch_ = data::make_batches(train_set_, {options_.batch, options_.batch_tokens}, data_gen_);
   if (resumed_.state.epoch_index > static_cast<int64_t>(epoch_.size())) {
     throw RunError(
         fmt::format("{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
@@ -296,7 +296,7 @@ StepResult Trainer::step(int signal) {
   const int64_t step = step_count() + 1;
   if (epoch_index_ == static_cast<int64_t>(epoch_.size())) {
     epoch_start_ = data_gen_;
-    epoch_ = data::make_batches(train_set_, options_.batch, data_gen_);
+    epoch_ = data::make_batches(train_set_, {options_.batch, options_.batch_tokens}, data_gen_);
     epoch_index_ = 0;
   }
   const data::Batch& b = epoch_[epoch_index_++];

@@ -91,6 +91,9 @@ struct TrainerOptions {
   std::string title = "tapegrad";              // the report's
   int64_t steps = 3000;
   int64_t batch = 64;  // the global batch, split over the processes
+  // > 0: the Trainer's batches are as many pairs as fit this many tokens (data::BatchLimit), at
+  // most `batch`
+  int64_t batch_tokens = 0;
   double lr = 2e-3;
   std::string schedule = "cosine";
   int64_t warmup = 200;
@@ -222,6 +225,8 @@ class Trainer : public TrainerBase {
   const data::Vocabulary& src_vocab() const { return src_vocab_; }
   const data::Vocabulary& tgt_vocab() const { return tgt_vocab_; }
   const data::CorpusSplit& split() const { return split_; }
+  // The batches of the current epoch.
+  int64_t epoch_batches() const { return static_cast<int64_t>(epoch_.size()); }
 
  private:
   void start(bool resuming);

@@ -322,7 +322,7 @@ TEST_CASE("make_batches covers every example once, in length buckets", "[data]")
     examples.push_back({std::vector<int64_t>(1 + i % 37, 4), std::vector<int64_t>(1, i)});
   }
   Generator gen(3);
-  const auto batches = make_batches(examples, 32, gen);
+  const auto batches = make_batches(examples, {.rows = 32}, gen);
   std::multiset<int64_t> seen;
   int64_t padded = 0;
   for (const Batch& b : batches) {
@@ -335,8 +335,29 @@ TEST_CASE("make_batches covers every example once, in length buckets", "[data]")
   CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == 1000);
   CHECK(padded < 1000);  // without bucketing about 17,000 pads
   Generator again(3);
-  CHECK(make_batches(examples, 32, again)[0].src.to_vector<int64_t>() ==
+  CHECK(make_batches(examples, {.rows = 32}, again)[0].src.to_vector<int64_t>() ==
         batches[0].src.to_vector<int64_t>());
+}
+
+TEST_CASE("make_batches by tokens fills each batch up to the budget", "[data]") {
+  std::vector<EncodedExample> examples;  // sources of 1 to 40 tokens, one 300 long
+  for (int64_t i = 0; i < 2000; ++i)
+    examples.push_back({std::vector<int64_t>(i == 7 ? 300 : 1 + i % 40, 4), {i}});
+  Generator gen(5);
+  const auto batches = make_batches(examples, {.rows = 1000, .tokens = 256}, gen);
+  std::set<int64_t> seen;
+  int64_t used = 0;  // the batches' padded tokens
+  for (const Batch& b : batches) {
+    const int64_t rows = b.src.size(0), longest = std::max(b.src.size(1), b.tgt_out.size(1));
+    CHECK((rows * longest <= 256 || rows == 1));  // the long one alone, over the budget
+    used += rows * longest;
+    for (int64_t i = 0; i < rows; ++i) seen.insert(static_cast<int64_t>(b.tgt_out.at({i, 0})));
+  }
+  CHECK(seen.size() == 2000);
+  CHECK(used > 0.9 * 256 * static_cast<double>(batches.size()));  // batches nearly full
+  CHECK(make_batches(examples, {.rows = 10, .tokens = 256}, gen)[0].src.size(0) <= 10);
+  CHECK_THROWS_WITH(make_batches(examples, {.rows = 0}, gen),
+                    "make_batches: rows must be positive and tokens not negative, got 0 and 0");
 }
 
 TEST_CASE("built-in tasks are correct, deterministic and held out", "[data]") {

@@ -76,16 +76,17 @@ expect() {  # expect PROGRAM EXIT_CODE MESSAGE ARGS...
   [[ $got == "$code" && $out == *"$message"* ]] ||
     fail "$(basename "$program") $*: expected exit $code and '$message', got exit $got: $out"
 }
-expect "$train" 1 "$dir/pairs.tsv (source side): sentencepiece: Vocabulary size too high (5000)" \
+expect "$train" 1 "$dir/pairs.tsv (both sides): sentencepiece: Vocabulary size too high (5000)" \
   "${common[@]}" --level bpe --vocab-size 5000 --out "$dir/big"
 [[ -e $dir/big ]] && fail "a failed vocabulary left $dir/big behind"
-expect "$train" 2 "--vocab-size goes with --level bpe or unigram" "${common[@]}" --vocab-size 40
+expect "$train" 2 "--vocab-size goes with --level bpe or unigram" "${common[@]}" --level char \
+  --vocab-size 40
 # the default size on a corpus that cannot fill it: fitted down and said; given, it is refused
 # (above). The run resumes: its vocabularies hold fewer pieces than its --vocab-size.
 small=(--data "$dir/pairs.tsv" --level unigram --steps 20 --warmup 2 --eval-every 20 --d-model 16
        --heads 2 --d-ff 32 --threads 1)
 out=$("$train" "${small[@]}" --out "$dir/fitted" 2>&1) || fail "the default vocabulary size: $out"
-[[ $out == *"$dir/pairs.tsv (source side): 1000 subword pieces are more than it holds; using "* ]] ||
+[[ $out == *"$dir/pairs.tsv (both sides): 2000 subword pieces are more than it holds; using "* ]] ||
   fail "the fitted vocabulary size was not said: $out"
 out=$("$train" --out "$dir/fitted" --resume --steps 30 --reschedule 2>&1) || fail "resuming it: $out"
 expect "$train" 2 "--level: expected char, word, bpe or unigram, got 'pieces'" --level pieces

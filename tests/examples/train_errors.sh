@@ -70,6 +70,32 @@ out=$("$train" --task copy --train-size 128 --valid-size 10 --epochs 1.5 --d-mod
 [[ $out == *"--epochs 1.5: 3 steps of 64 of the 128 training pairs"* &&
    $(grep -c . "$dir/epochs/loss.tsv") == 3 ]] || { echo "--epochs 1.5 is not 3 steps: $out"; exit 1; }
 
+# --batch-tokens: batches by size in tokens, and --epochs counts their batches
+out=$("$train" --task copy --train-size 128 --valid-size 10 --epochs 2 --batch-tokens 200 \
+      --d-model 16 --heads 2 --d-ff 32 --out "$dir/tokens" 2>&1) || { echo "--batch-tokens: $out"; exit 1; }
+steps=$(grep -o -- '--epochs 2: [0-9]* steps of at most 200 tokens, [0-9]* a pass' <<< "$out")
+per_epoch=$(grep -o '[0-9]* a pass' <<< "$steps" | cut -d' ' -f1)
+[[ -n $steps && $(grep -c . "$dir/tokens/loss.tsv") == $((2 * per_epoch)) && $per_epoch -gt 2 ]] ||
+  { echo "--epochs 2 of 200-token batches: $out"; exit 1; }
+
+# --data: a real corpus's defaults (shared subwords fitted to the corpus, a pre-norm model of
+# width 128, batches of 4096 tokens); each a flag turns off or changes
+for i in $(seq 300); do printf 'das Haus %d\tthe house %d\n' "$i" "$i"; done > "$dir/own.tsv"
+out=$("$train" --data "$dir/own.tsv" --steps 2 --out "$dir/own" 2>&1) || { echo "own corpus: $out"; exit 1; }
+for setting in "level = bpe" "shared-vocab = true" "pre-norm = true" "d-model = 128" \
+    "batch-tokens = 4096"; do
+  grep -qx "$setting" "$dir/own/flags.conf" || { echo "own corpus: no '$setting': $(cat "$dir/own/flags.conf")"; exit 1; }
+done
+out=$("$train" --data "$dir/own.tsv" --steps 2 --pre-norm=false --shared-vocab=false --batch 8 \
+      --out "$dir/own2" 2>&1) || { echo "own corpus, flags off: $out"; exit 1; }
+for setting in "pre-norm = false" "shared-vocab = false" "batch-tokens = 0" "batch = 8"; do
+  grep -qx "$setting" "$dir/own2/flags.conf" || { echo "flags off: no '$setting': $(cat "$dir/own2/flags.conf")"; exit 1; }
+done
+out=$("$train" --out "$dir/own2" --resume --steps 3 --reschedule 2>&1) || { echo "resume: $out"; exit 1; }
+grep -qx "pre-norm = false" "$dir/own2/flags.conf" || { echo "a resume turned --pre-norm back on"; exit 1; }
+expect 2 "--pre-norm: takes no value, or =true or =false" -- --pre-norm=maybe
+expect 2 "--batch-tokens has no effect with --task lm" -- --task lm --data "$dir/own.tsv" --batch-tokens 9
+
 # --config: a file of settings, flags given overriding it; the run keeps its flags as such a
 # file, which gives the same run again
 printf '# a small run\ntask = copy\ntrain-size = 128\nvalid-size = 10\nsteps = 9\nwarmup = 2\nd-model = 16\nheads = 2\nd-ff = 32\npre-norm = true\n' > "$dir/small.conf"

@@ -25,12 +25,12 @@ expect 1 "$dir/one_line.tsv:1: line of 10000000 bytes exceeds the maximum of 409
   "$train" --data "$dir/one_line.tsv" --strict --out "$dir/r"
 { for i in $(seq 1 30); do printf 'ab%d\tba%d\n' "$i" "$i"; done; echo; printf '%0200d\tx\n' 0; } > "$dir/long.tsv"
 expect 1 "$dir/long.tsv:32: 200 source and 1 target tokens; --max-len 128 allows 128 and 127" -- \
-  "$train" --data "$dir/long.tsv" --strict --out "$dir/r"
+  "$train" --data "$dir/long.tsv" --level char --strict --out "$dir/r"
 expect 0 "$dir/long.tsv: 1 training pairs longer than --max-len 128 skipped; 27 kept" -- \
-  "$train" --data "$dir/long.tsv" --out "$dir/r" --steps 1 --d-model 8 --heads 1 --d-ff 8
+  "$train" --data "$dir/long.tsv" --level char --out "$dir/r" --steps 1 --d-model 8 --heads 1 --d-ff 8
 tail -n 1 "$dir/long.tsv" > "$dir/long_test.tsv"
 expect 1 "$dir/long_test.tsv: none of its 1 test pairs fits --max-len 128" -- \
-  "$train" --data "$dir/long.tsv" --test "$dir/long_test.tsv" --out "$dir/r2"
+  "$train" --data "$dir/long.tsv" --level char --test "$dir/long_test.tsv" --out "$dir/r2"
 
 # --- what train may write over ----------------------------------------------------------------
 mkdir -p "$dir/user"
