@@ -1,0 +1,43 @@
+// The bfloat16 matrix product of mixed-precision training: float32 operands rounded to
+// bfloat16 (8 bits of significand, float32's range) and multiplied with float32 sums, the
+// arithmetic of PyTorch's CPU autocast in bfloat16. A bfloat16 is a float32's upper 16 bits, so
+// the products of two are exact in float32 and only the operands' rounding and the sums' add
+// error: |C - C_exact| <= (2^-7 + K 2^-24 + 2^-16) sum_k |a_ik| |b_kj|, the bound the tests hold
+// it to.
+//
+// CPUs with AVX512_BF16 (AMD Zen 4 and later, Intel since Cooper Lake) do a pair of k steps a
+// vector lane an instruction (vdpbf16ps), at about twice the float32 multiply-add rate. One
+// build runs everywhere: the kernel is chosen when first used, by what the CPU reports, and a
+// CPU without the instruction runs an emulation in plain C++ that rounds and sums exactly as
+// the instruction is specified to (per pair of steps, k + 1's product is added, then k's), so
+// the two give the same bits on normal numbers (the instruction flushes subnormals to zero).
+#pragma once
+
+#include <cstdint>
+
+namespace tapegrad {
+
+// x rounded to the nearest bfloat16, ties to even, as its 16 bits; a NaN stays a NaN (quiet),
+// and a finite x past bfloat16's largest rounds to infinity, as round to nearest does.
+uint16_t to_bf16(float x);
+float from_bf16(uint16_t h);
+
+// The kernels bf16_gemm can run: the CPU's vdpbf16ps, or the emulation.
+enum class Bf16Kernel { Native, Emulated };
+
+// Whether this CPU has AVX512_BF16 (and this build is for x86-64).
+bool bf16_native_available();
+
+// The kernel in use: Native where available, unless set_bf16_kernel chose the emulation (the
+// tests run both). Choosing Native on a CPU without it throws an Error that says so.
+Bf16Kernel bf16_kernel();
+void set_bf16_kernel(Bf16Kernel kernel);
+
+// C (M,N) = bf16(op(A)) (M,K) @ bf16(op(B)) (K,N) + beta C, all row-major as sgemm takes them
+// (gemm.h): op(A) = A^T when ta, A then stored (K,M); lda, ldb, ldc the row strides. The sum
+// over k runs in a fixed order for each element, so a split by rows gives the same bits.
+// beta == 0 never reads C.
+void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+}  // namespace tapegrad

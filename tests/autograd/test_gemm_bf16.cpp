@@ -1,0 +1,130 @@
+// The bfloat16 product (tapegrad/autograd/fast/gemm_bf16.h): rounding to bfloat16 against
+// worked values; the product against a float64 sum of the rounded operands (so the operands
+// are rounded, and nothing else is lost but float32's sums) and within the stated bound of
+// the exact product, on shapes that cross the tile and block edges in all four layouts; the
+// CPU's kernel and the emulation giving the same bits; and the emulation forced.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/fast/gemm_bf16.h"
+
+using namespace tapegrad;
+
+namespace {
+
+float from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+float round_bf16(float x) { return from_bf16(to_bf16(x)); }
+
+struct Case {
+  bool ta, tb;
+  int64_t M, N, K;
+};
+
+// The product of `c` on uniform values in (-1, 1) with padded row strides, beta 0 or 0.5
+// (C's old values 1), checked element by element against float64 sums of the exact and of
+// the rounded operands.
+void check_product(const Case& c, float beta, std::mt19937& rng) {
+  const int64_t lda = (c.ta ? c.M : c.K) + 3, ldb = (c.tb ? c.K : c.N) + 5, ldc = c.N + 2;
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> A(static_cast<size_t>((c.ta ? c.K : c.M) * lda)),
+      B(static_cast<size_t>((c.tb ? c.N : c.K) * ldb)), C(static_cast<size_t>(c.M * ldc), 1.0f);
+  for (float& x : A) x = u(rng);
+  for (float& x : B) x = u(rng);
+  bf16_gemm(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  double worst_rounded = 0, worst_exact = 0;
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < c.N; ++j) {
+      double exact = beta, rounded = beta, magnitude = std::abs(beta);
+      for (int64_t k = 0; k < c.K; ++k) {
+        const float a = c.ta ? A[k * lda + i] : A[i * lda + k];
+        const float b = c.tb ? B[j * ldb + k] : B[k * ldb + j];
+        exact += double{a} * b;
+        rounded += double{round_bf16(a)} * round_bf16(b);
+        magnitude += std::abs(double{a} * b);
+      }
+      const double got = C[i * ldc + j];
+      const double sums = static_cast<double>(c.K + 1) * std::ldexp(1.0, -24);
+      worst_rounded = std::max(worst_rounded, std::abs(got - rounded) / (sums * magnitude * 1.01));
+      worst_exact = std::max(worst_exact,
+                             std::abs(got - exact) /
+                                 ((std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + sums) * magnitude));
+    }
+  }
+  INFO("ta " << c.ta << " tb " << c.tb << " M " << c.M << " N " << c.N << " K " << c.K << " beta "
+             << beta);
+  CHECK(worst_rounded <= 1);  // the rounded operands' product, to float32's sums
+  CHECK(worst_exact <= 1);    // the stated bound on the exact product
+}
+
+const std::vector<Case> kShapes = {
+    {false, false, 1, 1, 1},     {false, false, 13, 33, 3},   {true, false, 12, 32, 2},
+    {false, true, 25, 65, 7},    {true, true, 7, 5, 513},     {false, false, 150, 40, 1030},
+    {false, true, 145, 2049, 9}, {true, false, 30, 70, 1024},
+};
+
+}  // namespace
+
+TEST_CASE("to_bf16 rounds to nearest, ties to even", "[gemm_bf16]") {
+  CHECK(to_bf16(1.0f) == 0x3f80);
+  CHECK(to_bf16(-2.0f) == 0xc000);
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: to the even one, 1; 1 + 3 2^-8 lies halfway
+  // between 1 + 2^-7 (odd) and 1 + 2^-6: up
+  CHECK(to_bf16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);
+  CHECK(to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);
+  CHECK(to_bf16(from_bits(0x3f808001)) == 0x3f81);              // just past halfway: up
+  CHECK(to_bf16(from_bits(0x3f807fff)) == 0x3f80);              // just short of it: down
+  CHECK(to_bf16(std::numeric_limits<float>::max()) == 0x7f80);  // past the largest: infinity
+  CHECK(to_bf16(-std::numeric_limits<float>::infinity()) == 0xff80);
+  const uint16_t nan = to_bf16(from_bits(0x7f800001));  // a NaN whose payload rounds away
+  CHECK(std::isnan(from_bf16(nan)));
+  CHECK(from_bf16(0x3f81) == 1.0f + std::ldexp(1.0f, -7));
+  for (float x : {0.1f, -3.3f, 1e-30f, 65504.0f}) {  // within half a unit of the 8 bits kept
+    CHECK(std::abs(round_bf16(x) - x) <= std::ldexp(std::abs(x), -8));
+  }
+}
+
+TEST_CASE("bf16_gemm is the rounded operands' product, within the stated bound", "[gemm_bf16]") {
+  std::mt19937 rng(7);
+  for (const Bf16Kernel kernel : {Bf16Kernel::Emulated, Bf16Kernel::Native}) {
+    if (kernel == Bf16Kernel::Native && !bf16_native_available()) continue;
+    set_bf16_kernel(kernel);
+    for (const Case& c : kShapes) {
+      check_product(c, 0, rng);
+      check_product(c, 0.5f, rng);
+    }
+  }
+  set_bf16_kernel(bf16_native_available() ? Bf16Kernel::Native : Bf16Kernel::Emulated);
+}
+
+TEST_CASE("bf16_gemm's CPU kernel and its emulation give the same bits", "[gemm_bf16]") {
+  if (!bf16_native_available()) {
+    CHECK_THROWS_WITH(set_bf16_kernel(Bf16Kernel::Native),
+                      "set_bf16_kernel: this CPU has no AVX512_BF16; only the emulated kernel "
+                      "runs here");
+    return;
+  }
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0, 3);
+  const int64_t M = 37, N = 70, K = 515;
+  std::vector<float> A(M * K), B(K * N);
+  for (float& x : A) x = n(rng);
+  for (float& x : B) x = n(rng);
+  std::vector<float> native(M * N), emulated(M * N);
+  set_bf16_kernel(Bf16Kernel::Native);
+  bf16_gemm(false, false, M, N, K, A.data(), K, B.data(), N, 0, native.data(), N);
+  set_bf16_kernel(Bf16Kernel::Emulated);
+  bf16_gemm(false, false, M, N, K, A.data(), K, B.data(), N, 0, emulated.data(), N);
+  set_bf16_kernel(Bf16Kernel::Native);
+  CHECK(std::memcmp(native.data(), emulated.data(), sizeof(float) * native.size()) == 0);
+}
