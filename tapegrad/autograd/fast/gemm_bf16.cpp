@@ -31,20 +31,25 @@ uint32_t bits(float x) {
   return u;
 }
 
-// Values of op(A) (element (i, k)) and of op(B) (element (k, j)) as bfloat16 pairs: panels
-// of W lines (rows of op(A), columns of op(B)) over `pairs` pairs of steps from k0, each
-// panel pair-major: out[panel][p][r] = (line r at k0 + 2p, at k0 + 2p + 1); past a line's
-// count or K, zeros.
-template <int64_t W, class At>
-void pack_pairs(At at, int64_t lines, int64_t k0, int64_t K, int64_t pairs, uint32_t* out) {
+// Lines [0, lines) and steps [0, kc) of an operand as bfloat16 pairs in panels of W lines,
+// each pair-major: out[panel][p][r] = (line r at step 2p, at step 2p + 1), the line at step k
+// being src[line * l_step + k * k_step] (a line is a row of op(A) or a column of op(B)); past
+// the lines or the steps, zeros.
+template <int64_t W>
+void pack_pairs(const float* src, int64_t l_step, int64_t k_step, int64_t lines, int64_t kc,
+                uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
   for (int64_t l0 = 0; l0 < lines; l0 += W) {
     uint32_t* panel = out + l0 * pairs;
     for (int64_t p = 0; p < pairs; ++p) {
-      const int64_t k = k0 + 2 * p;
+      const int64_t k = 2 * p;
       for (int64_t r = 0; r < W; ++r) {
-        const int64_t l = l0 + r;
-        const uint32_t lo = l < lines ? to_bf16(at(l, k)) : 0;
-        const uint32_t hi = l < lines && k + 1 < K ? to_bf16(at(l, k + 1)) : 0;
+        uint32_t lo = 0, hi = 0;
+        if (l0 + r < lines) {
+          const float* at = src + (l0 + r) * l_step + k * k_step;
+          lo = to_bf16(at[0]);
+          hi = k + 1 < kc ? to_bf16(at[k_step]) : 0;
+        }
         panel[p * W + r] = lo | hi << 16;
       }
     }
@@ -88,6 +93,58 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
   for (int64_t i = 0; i < MR; ++i) {
     _mm512_storeu_ps(tile + i * NR, acc[i][0]);
     _mm512_storeu_ps(tile + i * NR + 16, acc[i][1]);
+  }
+}
+
+// The first n of 16 lanes.
+__mmask16 first(int64_t n) {
+  return static_cast<__mmask16>((1u << std::clamp<int64_t>(n, 0, 16)) - 1);
+}
+
+// x's 16 values rounded to bfloat16, each in the low half of a 32-bit lane.
+__attribute__((target("avx512f,avx512bf16"))) __m512i widen(__m512 x) {
+  return _mm512_maskz_cvtepu16_epi32(0xffff, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)));
+}
+
+// pack_pairs with the CPU's conversion (vcvtneps2bf16 rounds as to_bf16 does), 16 values an
+// instruction: where a step's lines are consecutive floats, 16 lines of two steps become 16
+// pairs by widening both halves; where a line's steps are, 32 steps of a line become its 16
+// pairs in order, stored a pair per panel row.
+template <int64_t W>
+__attribute__((target("avx512f,avx512bf16"))) void pack_pairs_native(const float* src,
+                                                                     int64_t l_step, int64_t k_step,
+                                                                     int64_t lines, int64_t kc,
+                                                                     uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t l0 = 0; l0 < lines; l0 += W) {
+    uint32_t* panel = out + l0 * pairs;
+    if (l_step == 1) {
+      for (int64_t r0 = 0; r0 < W; r0 += 16) {
+        const __mmask16 take = first(lines - l0 - r0), put = first(W - r0);
+        for (int64_t p = 0; p < pairs; ++p) {
+          const float* at = src + l0 + r0 + 2 * p * k_step;
+          const __m512 lo = _mm512_maskz_loadu_ps(take, at);
+          const __m512 hi =
+              2 * p + 1 < kc ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps();
+          _mm512_mask_storeu_epi32(
+              panel + p * W + r0, put,
+              _mm512_or_si512(widen(lo), _mm512_maskz_slli_epi32(0xffff, widen(hi), 16)));
+        }
+      }
+      continue;
+    }
+    for (int64_t r = 0; r < W; ++r) {
+      const float* line = src + (l0 + r) * l_step;
+      for (int64_t k0 = 0; k0 < kc; k0 += 32) {
+        const int64_t n = l0 + r < lines ? std::min<int64_t>(32, kc - k0) : 0;
+        const __m512 x0 = _mm512_maskz_loadu_ps(first(n), line + k0);
+        const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), line + k0 + 16);
+        alignas(64) uint32_t words[16];
+        _mm512_store_si512(words, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+        const int64_t count = std::min<int64_t>(16, pairs - k0 / 2);
+        for (int64_t q = 0; q < count; ++q) panel[(k0 / 2 + q) * W + r] = words[q];
+      }
+    }
   }
 }
 #endif
@@ -138,11 +195,15 @@ void set_bf16_kernel(Bf16Kernel kernel) {
 void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   auto tile_kernel = tile_emulated;
+  auto pack_a = pack_pairs<MR>;
+  auto pack_b = pack_pairs<NR>;
 #if defined(__x86_64__)
-  if (bf16_kernel() == Bf16Kernel::Native) tile_kernel = tile_native;
+  if (bf16_kernel() == Bf16Kernel::Native) {
+    tile_kernel = tile_native;
+    pack_a = pack_pairs_native<MR>;
+    pack_b = pack_pairs_native<NR>;
+  }
 #endif
-  const auto a_at = [&](int64_t i, int64_t k) { return ta ? A[k * lda + i] : A[i * lda + k]; };
-  const auto b_at = [&](int64_t j, int64_t k) { return tb ? B[j * ldb + k] : B[k * ldb + j]; };
   thread_local std::vector<uint32_t> a_pack, b_pack;
   a_pack.resize(static_cast<size_t>((MC + MR) * KC / 2));
   b_pack.resize(static_cast<size_t>((NC + NR) * KC / 2));
@@ -155,12 +216,12 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc), pairs = (kc + 1) / 2;
       const float block_beta = pc == 0 ? beta : 1;  // later k blocks add to the first's sum
-      pack_pairs<NR>([&](int64_t j, int64_t k) { return b_at(jc + j, k); }, nc, pc, K, pairs,
-                     b_pack.data());
+      pack_b(B + (tb ? jc * ldb + pc : pc * ldb + jc), tb ? ldb : 1, tb ? 1 : ldb, nc, kc,
+             b_pack.data());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        pack_pairs<MR>([&](int64_t i, int64_t k) { return a_at(ic + i, k); }, mc, pc, K, pairs,
-                       a_pack.data());
+        pack_a(A + (ta ? pc * lda + ic : ic * lda + pc), ta ? 1 : lda, ta ? lda : 1, mc, kc,
+               a_pack.data());
         for (int64_t jr = 0; jr < nc; jr += NR) {
           for (int64_t ir = 0; ir < mc; ir += MR) {
             tile_kernel(pairs, a_pack.data() + ir * pairs, b_pack.data() + jr * pairs, tile);
