@@ -24,6 +24,7 @@
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/autograd/fast/gemm_bf16.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/parallel/world.h"
@@ -191,9 +192,10 @@ Result lm_train(int64_t C, int64_t H, int64_t L, int64_t T, int64_t B, double dr
   return {s, B * T, 3 * forward};
 }
 
-// The machine's matmul rate on the shapes the workloads use, two ways: OpenBLAS sgemm alone on
-// its own `threads` threads (the roofline), and tapegrad's matmul (our gemm kernel,
-// split over our `threads` threads).
+// The machine's matmul rate on the shapes the workloads use, three ways: OpenBLAS sgemm alone
+// on its own `threads` threads (the roofline), tapegrad's matmul (our gemm kernel,
+// split over our `threads` threads), and the bfloat16 product of mixed precision (bf16_gemm,
+// split by rows the same way; the CPU's kernel where it has one: bf16_kernel= says which).
 // Decoding with generate(): `sources` random sources of length S, in batches of `batch`, each
 // generating exactly max_len tokens (<eos> is made impossible, so every workload does the same
 // work whatever the random weights say). Tokens per iteration: sources x max_len.
@@ -250,8 +252,18 @@ void sgemm_roofline(int threads) {
     });
     const Tensor ta = full({s.M, s.K}, 0.5), tb = full({s.K, s.N}, 0.25);
     const double ours = gflops([&] { matmul(ta, tb); });
-    fmt::print("sgemm shape=\"{}\" openblas_gflops={:.1f} tapegrad_gflops={:.1f}\n", s.what,
-               openblas, ours);
+    const double bf16 = gflops([&] {
+      parallel_for(s.M, static_cast<int64_t>(kGrainFlops / (2.0 * s.N * s.K)) + 1,
+                   [&](int64_t r0, int64_t r1) {
+                     bf16_gemm(false, false, r1 - r0, s.N, s.K, a.data() + r0 * s.K, s.K, b.data(),
+                               s.N, 0.0f, c.data() + r0 * s.N, s.N);
+                   });
+    });
+    fmt::print(
+        "sgemm shape=\"{}\" openblas_gflops={:.1f} tapegrad_gflops={:.1f} bf16_gflops={:.1f} "
+        "bf16_kernel={}\n",
+        s.what, openblas, ours, bf16,
+        bf16_kernel() == Bf16Kernel::Native ? "avx512bf16" : "emulated");
   }
 }
 

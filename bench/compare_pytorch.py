@@ -423,10 +423,11 @@ def main():
         return
 
     def sgemm_peaks():
-        """The best sgemm rate on the workloads' shapes now: (OpenBLAS's, tapegrad's)."""
+        """The best product rate on the workloads' shapes now: (OpenBLAS's sgemm, tapegrad's,
+        tapegrad's bfloat16 product)."""
         out = run([args.bench, "--workload", "sgemm"])
         return tuple(max(float(g) for g in re.findall(rf"{side}_gflops=([\d.]+)", out))
-                     for side in ("openblas", "tapegrad"))
+                     for side in ("openblas", "tapegrad", "bf16"))
 
     rows = []
     all_peaks = []
@@ -480,10 +481,10 @@ def main():
         lines = [f"{os.cpu_count()} vCPUs of {cpu_name()}, {time.strftime('%Y-%m-%d')}, commit "
                  f"{commit}: `bench/compare_pytorch.py --iterations {args.iterations} --rounds "
                  f"{args.rounds}`. sgemm on the workloads' shapes: tapegrad {span(1)}, OpenBLAS "
-                 f"{span(0)} GFLOP/s.", ""] + lines
+                 f"{span(0)} GFLOP/s; tapegrad's bfloat16 product {span(2)}.", ""] + lines
     else:
         lines = [f"\nsgemm peak on these shapes, measured before each round: OpenBLAS {span(0)} "
-                 f"GFLOP/s, tapegrad {span(1)}\n"] + lines
+                 f"GFLOP/s, tapegrad {span(1)}, tapegrad's bfloat16 product {span(2)}\n"] + lines
     if args.readme:
         write_between_markers(args.readme, lines)
     else:
