@@ -18,7 +18,7 @@ for i in $(seq 0 599); do
   printf '%s %s %s\t%s %s %s\n' "$a" "$b" "$c" "$c" "$b" "$a"
 done > "$dir/pairs.tsv"
 common=(--data "$dir/pairs.tsv" --steps 600 --warmup 30 --eval-every 600 --d-model 32 --d-ff 64
-        --threads 1)
+        --batch 64 --threads 1)
 
 out=$("$train" "${common[@]}" --level bpe --vocab-size 40 --out "$dir/bpe" 2>&1) ||
   fail "bpe run failed: $out"
@@ -33,7 +33,7 @@ head -n 500 "$dir/pairs.tsv" > "$dir/train.tsv"
 sed -n 501,550p "$dir/pairs.tsv" > "$dir/valid.tsv"
 sed -n 551,600p "$dir/pairs.tsv" > "$dir/test.tsv"
 own=(--data "$dir/train.tsv" --valid "$dir/valid.tsv" --test "$dir/test.tsv" --level word
-     --steps 40 --eval-every 40 --d-model 16 --d-ff 32 --threads 1 --out "$dir/own")
+     --steps 40 --eval-every 40 --d-model 16 --d-ff 32 --batch 64 --threads 1 --out "$dir/own")
 out=$("$train" "${own[@]}" 2>&1) || fail "own splits: $out"
 [[ $out == *"500 training and 50 held-out examples"* && $out == *"test (50 pairs, best checkpoint): loss "*"BLEU "* ]] ||
   fail "own splits: $out"
