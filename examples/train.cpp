@@ -196,7 +196,7 @@ int run_language_model(const examples::TrainSettings& s, const parallel::World& 
 // --epochs as steps. An epoch of --batch pairs is the training pairs over the batch; one of
 // --batch-tokens is counted by building a new run's first epoch, and a resumed run's comes from
 // its saved steps and epochs.
-void fit_epochs(examples::TrainSettings& s, const train::RunData* fresh) {
+void epochs_to_steps(examples::TrainSettings& s, const train::RunData* fresh) {
   const train::TrainerOptions& t = s.trainer;
   if (s.epochs == 0) return;
   if (t.batch_tokens == 0) {
@@ -239,7 +239,7 @@ int run(examples::TrainSettings s, const parallel::World& world) {
     fresh = train::make_run_data(s.data,
                                  [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   }
-  fit_epochs(s, s.trainer.start == train::Start::Resume ? nullptr : &fresh);
+  epochs_to_steps(s, s.trainer.start == train::Start::Resume ? nullptr : &fresh);
   say_notes(s, world);
   train::Trainer trainer(s.trainer, world);
   if (s.trainer.start == train::Start::Resume) {

@@ -2,8 +2,8 @@
 // bfloat16 (8 bits of significand, float32's range) and multiplied with float32 sums, the
 // arithmetic of PyTorch's CPU autocast in bfloat16. A bfloat16 is a float32's upper 16 bits, so
 // the products of two are exact in float32 and only the operands' rounding and the sums' add
-// error: |C - C_exact| <= (2^-7 + K 2^-24 + 2^-16) sum_k |a_ik| |b_kj|, the bound the tests hold
-// it to.
+// error: |C - C_exact| <= (2^-7 + 2^-16 + (K + 1) 2^-24) sum_k |a_ik| |b_kj|, the bound the
+// tests hold it to.
 //
 // CPUs with AVX512_BF16 (AMD Zen 4 and later, Intel since Cooper Lake) do a pair of k steps a
 // vector lane an instruction (vdpbf16ps), at about twice the float32 multiply-add rate. One
