@@ -259,15 +259,13 @@ int run(examples::TrainSettings s, const parallel::World& world) {
                trainer.model().num_parameters(), trainer.split().train.size(),
                trainer.split().valid.size(), trainer.src_vocab().size(),
                trainer.tgt_vocab().size());
-    if (world.size() > 1) {
-      fmt::print("{}; each takes its slice of the global batch of {}\n", world.describe(),
-                 s.trainer.batch);
-    }
-    const double passes =
-        static_cast<double>(s.trainer.steps) / static_cast<double>(trainer.epoch_batches());
     const std::string batch = s.trainer.batch_tokens == 0
                                   ? fmt::format("{} pairs", s.trainer.batch)
                                   : fmt::format("at most {} tokens", s.trainer.batch_tokens);
+    if (world.size() > 1)
+      fmt::print("{}; each takes its slice of the global batch of {}\n", world.describe(), batch);
+    const double passes =
+        static_cast<double>(s.trainer.steps) / static_cast<double>(trainer.epoch_batches());
     fmt::print("{} steps of {}: {:.3g} passes over the training pairs{}\n", s.trainer.steps, batch,
                passes, passes < 1 ? ", not one whole pass (raise --steps)" : "");
   }
