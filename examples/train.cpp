@@ -43,6 +43,7 @@
 #include "examples/train_flags.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/io/files.h"
+#include "tapegrad/metrics/translation.h"
 
 using namespace tapegrad;
 
@@ -193,6 +194,19 @@ int run_language_model(const examples::TrainSettings& s, const parallel::World& 
   return train_steps(s, world, trainer);
 }
 
+// What copying each held-out source as its translation scores: the baseline a model of the
+// user's corpus must beat (on short entries full of cognates, a high one).
+void say_copy_baseline(const data::CorpusSplit& split) {
+  std::vector<std::string> sources, targets;
+  for (const data::Example& e : split.valid) {
+    sources.push_back(e.source);
+    targets.push_back(e.target);
+  }
+  fmt::print("copying the source scores BLEU {:.2f}, chrF {:.2f} on the held-out pairs\n",
+             metrics::corpus_bleu(sources, {targets}).score,
+             metrics::corpus_chrf(sources, {targets}));
+}
+
 // --epochs as steps. An epoch of --batch pairs is the training pairs over the batch; one of
 // --batch-tokens is counted by building a new run's first epoch, and a resumed run's comes from
 // its saved steps and epochs.
@@ -259,6 +273,7 @@ int run(examples::TrainSettings s, const parallel::World& world) {
                trainer.model().num_parameters(), trainer.split().train.size(),
                trainer.split().valid.size(), trainer.src_vocab().size(),
                trainer.tgt_vocab().size());
+    if (!s.data.corpus.empty()) say_copy_baseline(trainer.split());
     const std::string batch = s.trainer.batch_tokens == 0
                                   ? fmt::format("{} pairs", s.trainer.batch)
                                   : fmt::format("at most {} tokens", s.trainer.batch_tokens);

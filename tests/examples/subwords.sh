@@ -39,6 +39,13 @@ out=$("$train" "${own[@]}" 2>&1) || fail "own splits: $out"
   fail "own splits: $out"
 cmp -s "$dir/valid.tsv" "$dir/own/valid.tsv" && cmp -s "$dir/test.tsv" "$dir/own/test.tsv" ||
   fail "own splits: the run does not keep the files given"
+# the baseline it says: copying the held-out sources, as score scores them
+cut -f1 "$dir/valid.tsv" > "$dir/valid.src"
+cut -f2 "$dir/valid.tsv" > "$dir/valid.ref"
+copy=$("$(dirname "$train")/score" --ref "$dir/valid.ref" "$dir/valid.src")
+said="copying the source scores BLEU $(grep -o '^BLEU [0-9.]*' <<< "$copy" | cut -d' ' -f2), chrF \
+$(grep -o 'chrF [0-9.]*' <<< "$copy" | cut -d' ' -f2) on the held-out pairs"
+[[ $out == *"$said"* ]] || fail "own splits: expected '$said' ($copy): $out"
 out=$("$train" --out "$dir/own" --resume --steps 60 --reschedule 2>&1) || fail "own resume: $out"
 [[ $out == *"test (50 pairs, best checkpoint): "* ]] || fail "own splits: no test after the resume: $out"
 # translate reads any checkpoint the run keeps, or a checkpoint folder itself
