@@ -79,7 +79,7 @@ per_epoch=$(grep -o '[0-9]* a pass' <<< "$steps" | cut -d' ' -f1)
   { echo "--epochs 2 of 200-token batches: $out"; exit 1; }
 
 # --data: a real corpus's defaults (shared subwords fitted to the corpus, a pre-norm model of
-# width 128, batches of 4096 tokens); each a flag turns off or changes
+# width 128, batches of 4096 tokens), each of which a flag turns off or changes
 for i in $(seq 300); do printf 'das Haus %d\tthe house %d\n' "$i" "$i"; done > "$dir/own.tsv"
 out=$("$train" --data "$dir/own.tsv" --steps 2 --out "$dir/own" 2>&1) || { echo "own corpus: $out"; exit 1; }
 for setting in "level = bpe" "shared-vocab = true" "pre-norm = true" "d-model = 128" \
