@@ -192,10 +192,6 @@ Result lm_train(int64_t C, int64_t H, int64_t L, int64_t T, int64_t B, double dr
   return {s, B * T, 3 * forward};
 }
 
-// The machine's matmul rate on the shapes the workloads use, three ways: OpenBLAS sgemm alone
-// on its own `threads` threads (the roofline), tapegrad's matmul (our gemm kernel,
-// split over our `threads` threads), and the bfloat16 product of mixed precision (bf16_gemm,
-// split by rows the same way; the CPU's kernel where it has one: bf16_kernel= says which).
 // Decoding with generate(): `sources` random sources of length S, in batches of `batch`, each
 // generating exactly max_len tokens (<eos> is made impossible, so every workload does the same
 // work whatever the random weights say). Tokens per iteration: sources x max_len.
@@ -222,6 +218,10 @@ Result decode(const nn::MiniTransformerConfig& cfg, int64_t sources, int64_t bat
   return {s, sources * options.max_len, 0};
 }
 
+// The machine's matmul rate on the shapes the workloads use, three ways: OpenBLAS sgemm alone
+// on its own `threads` threads (the roofline), tapegrad's matmul (our gemm kernel,
+// split over our `threads` threads), and the bfloat16 product of mixed precision (bf16_gemm,
+// split by rows the same way; the CPU's kernel where it has one: bf16_kernel= says which).
 void sgemm_roofline(int threads) {
   openblas_set_num_threads(threads);
   struct Shape3 {

@@ -77,15 +77,16 @@ std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples, Bat
     size_t longest = 0;
     for (size_t k = start; k < end; ++k) {
       const EncodedExample& e = examples[order[k]];
-      const size_t grown = std::max(longest, padded_length(e));
+      const size_t length = padded_length(e);
       if (!members.empty() &&
-          (members.size() == rows || (tokens > 0 && (members.size() + 1) * grown > tokens))) {
+          (members.size() == rows ||
+           (tokens > 0 && (members.size() + 1) * std::max(longest, length) > tokens))) {
         batches.push_back(make_batch(members));
         members.clear();
         longest = 0;
       }
       members.push_back(&e);
-      longest = std::max(longest, padded_length(e));
+      longest = std::max(longest, length);
     }
     if (!members.empty()) batches.push_back(make_batch(members));
     start = end;
