@@ -40,6 +40,7 @@ thread_local bool t_grad_enabled = true;
 thread_local bool t_anomaly = false;
 thread_local bool t_details = false;
 thread_local bool t_reference = false;
+thread_local Precision t_autocast = Precision::Float32;
 
 enum class Finite { Yes, HasNaN, HasInf };
 
@@ -181,11 +182,16 @@ bool& detail::grad_mode() { return t_grad_enabled; }
 bool& detail::anomaly_mode() { return t_anomaly; }
 bool& detail::details_mode() { return t_details; }
 bool& detail::reference_mode() { return t_reference; }
+Precision& detail::autocast_mode() { return t_autocast; }
 bool grad_enabled() { return t_grad_enabled; }
 bool anomaly_enabled() { return t_anomaly; }
 bool tape_details() { return t_details || t_anomaly; }
 bool reference_mode() { return t_reference; }
 const FastOps* fast_ops() { return t_reference ? nullptr : installed_fast_ops(); }
+bool autocasting() { return t_autocast != Precision::Float32; }
+Precision product_precision(DType dtype) {
+  return dtype == DType::Float32 ? t_autocast : Precision::Float32;
+}
 
 bool recording(const std::vector<Tensor>& inputs) {
   return grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
@@ -311,6 +317,7 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
   }
   entry->op = op;
   entry->seq = t_tape.next_seq++;
+  entry->precision = t_autocast;
   if (profile::t_current) [[unlikely]]
     entry->module = profile::t_current->module();
   entry->tape = &t_tape;
@@ -501,6 +508,7 @@ class Walker {
     Grads grads(*e, walk_, douts);
     const profile::Scope profile_scope(e->op, true, &e->module);
     const Derivative& d = e->derivative;
+    const AutocastGuard precision(e->precision);
     if (d.fast && !walk_.create_graph && fast_ops()) {
       d.fast(douts[0], grads);
     } else if (d.backward) {

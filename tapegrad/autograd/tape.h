@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "tapegrad/autograd/bfloat16.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
@@ -152,6 +153,7 @@ struct TapeEntry {
   std::vector<std::weak_ptr<GradNode>> outputs;
   Derivative derivative;
   bool released = false;
+  Precision precision = Precision::Float32;  // autocast's when recorded; backward runs in it
   std::string module;  // while profiling: the module path that recorded it (profile.h)
   // Kept only in details mode (TapeDetailsGuard, or anomaly mode): every input's shape (for the
   // anomaly messages and the drawing) and what the entry saved (note_saved).
@@ -171,20 +173,22 @@ bool& grad_mode();
 bool& anomaly_mode();
 bool& details_mode();
 bool& reference_mode();
+Precision& autocast_mode();
 }  // namespace detail
 
-// Sets a per-thread mode for its scope (to kValue, or the value given) and restores the
-// previous value on exit.
-template <bool& (*kMode)(), bool kValue>
+// Sets a per-thread mode (kMode() names it) for its scope, to kValue or the value given, and
+// restores the previous value on exit.
+template <auto kMode, auto kValue>
 class ScopedMode {
  public:
-  explicit ScopedMode(bool value = kValue) : previous_(kMode()) { kMode() = value; }
+  using Value = decltype(kValue);
+  explicit ScopedMode(Value value = kValue) : previous_(kMode()) { kMode() = value; }
   ~ScopedMode() { kMode() = previous_; }
   ScopedMode(const ScopedMode&) = delete;
   ScopedMode& operator=(const ScopedMode&) = delete;
 
  private:
-  bool previous_;
+  Value previous_;
 };
 
 // Grad mode: NoGradGuard turns recording off for its scope (inference, optimizer updates);
@@ -209,6 +213,19 @@ using TapeDetailsGuard = ScopedMode<detail::details_mode, true>;
 // references and no fast kernel runs. What the fast room is tested equal to.
 bool reference_mode();
 using ReferenceModeGuard = ScopedMode<detail::reference_mode, true>;
+
+// Autocast, like PyTorch's torch.autocast("cpu", dtype=torch.bfloat16): while an AutocastGuard
+// lives, the matrix products of float32 ops (matmul, and so linear and attention) take their
+// operands rounded to bfloat16 (bfloat16.h) and sum in float32; everything else (softmax,
+// layer norm, losses, sums, the parameters, the optimizer) stays float32. An entry keeps the
+// precision it was recorded in, and its backward runs in that precision, inside the guard or
+// not: the gradient's products are bfloat16 products too.
+bool autocasting();
+using AutocastGuard = ScopedMode<detail::autocast_mode, Precision::BFloat16>;
+
+// The precision a matrix product of `dtype` operands runs in here: the autocast's for float32,
+// float64 always in full (gradcheck's products stay exact).
+Precision product_precision(DType dtype);
 
 // True when an op on these inputs must be recorded: grad mode is on and one requires grad.
 template <class... Ts>

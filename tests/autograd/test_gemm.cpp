@@ -53,6 +53,13 @@ std::vector<double> reference(const Case& c, const Stored& a, const Stored& b, c
 using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                       int64_t, float, float*, int64_t, const tapegrad::Epilogue<float>&);
 
+void float32_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  const tapegrad::Epilogue<float>& epilogue) {
+  tapegrad::gemm<float>(tapegrad::Precision::Float32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc,
+                        epilogue);
+}
+
 // An epilogue that notes each element it is given (how often, and its value then, the bias
 // added) and adds 1 to it, so the product's elements must each be seen once, final, and the 1
 // kept.
@@ -151,7 +158,7 @@ TEST_CASE("the small kernel agrees with a float64 product", "[autograd]") {
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
         for (const float beta : {0.0f, 1.0f, 0.5f}) {
-          check({ta, tb, s.M, s.N, s.K}, beta, rng, gemm<float>);
+          check({ta, tb, s.M, s.N, s.K}, beta, rng, float32_gemm);
         }
       }
     }
@@ -177,10 +184,11 @@ TEST_CASE("gemm of a transposed B split by rows gives the same bits as the whole
     const int64_t M = 200;
     const Stored a(M, K, 0, rng), b(N, K, 0, rng), c(M, N, 0, rng);
     std::vector<float> whole = c.v, split = c.v;
-    gemm<float>(false, true, M, N, K, a.v.data(), K, b.v.data(), K, 1, whole.data(), N);
+    gemm<float>(tapegrad::Precision::Float32, false, true, M, N, K, a.v.data(), K, b.v.data(), K, 1,
+                whole.data(), N);
     for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 3}, {3, 40}, {40, M}}) {
-      gemm<float>(false, true, r1 - r0, N, K, a.v.data() + r0 * K, K, b.v.data(), K, 1,
-                  split.data() + r0 * N, N);
+      gemm<float>(tapegrad::Precision::Float32, false, true, r1 - r0, N, K, a.v.data() + r0 * K, K,
+                  b.v.data(), K, 1, split.data() + r0 * N, N);
     }
     REQUIRE(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
   }

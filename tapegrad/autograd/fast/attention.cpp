@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd/fast/fast_room.h"
@@ -167,16 +168,33 @@ void transpose_head(F* out, const F* in, const Heads& x) {
   }
 }
 
+// row[0, n) as a product in `precision` reads it: itself, or (floats in Precision::BFloat16)
+// its values rounded to bfloat16, copied into `rounded`.
+template <class F>
+const F* operand(Precision precision, const F* row, int64_t n, std::vector<F>& rounded) {
+  if constexpr (std::is_same_v<F, float>) {
+    if (precision == Precision::BFloat16) {
+      rounded.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) rounded[i] = round_to_bf16(row[i]);
+      return rounded.data();
+    }
+  }
+  return row;
+}
+
 // scores (1, S) of a single query row (a decoding step): q . k_j for the S keys, rows C apart.
 // gemm would first copy k transposed, as long as the products themselves; here each key is
 // read once, a D-long dot product in vectors of 64 bytes.
 template <class F>
-void one_query_scores(const F* q, const F* k, int64_t C, int64_t S, int64_t D, F* scores) {
+void one_query_scores(Precision precision, const F* q_in, const F* k, int64_t C, int64_t S,
+                      int64_t D, F* scores) {
   constexpr int64_t W = 64 / sizeof(F);
   typedef F Vec __attribute__((vector_size(W * sizeof(F))));
   const int64_t whole = D / W * W;
+  std::vector<F> q_rounded, key_rounded;
+  const F* q = operand(precision, q_in, D, q_rounded);
   for (int64_t j = 0; j < S; ++j) {
-    const F* key = k + j * C;
+    const F* key = operand(precision, k + j * C, D, key_rounded);
     Vec acc{};
     for (int64_t d = 0; d < whole; d += W) {
       Vec a, b;
@@ -221,6 +239,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   const double product_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(T) *
                                static_cast<double>(S) * static_cast<double>(x.D);
   profile::note_flops(2 * product_flops);
+  const Precision precision = product_precision(q.dtype());
 
   Tensor out = empty({B, T, C}, q.dtype());
   // The softmax weights, [B, H, S, TP] (each tile transposed), which backward keeps; when
@@ -245,13 +264,14 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
         F* p = keep_weights ? pw + n * tile : scratch.data();
         // scores^T (S, T) = k_bh (S, D) q_bh^T, then p = softmax(scale * scores | blocked)^T
         if (T == 1) {
-          one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
+          one_query_scores<F>(precision, pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
           static constexpr uint8_t kNothingBlocked = 0;
           detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
                                             &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
         } else {
           transpose_head<F>(transposed.data(), pq + x.q_at(n), x);
-          gemm<F>(false, false, S, TP, x.D, pk + x.kv_at(n), C, transposed.data(), TP, F{0}, p, TP);
+          gemm<F>(precision, false, false, S, TP, x.D, pk + x.kv_at(n), C, transposed.data(), TP,
+                  F{0}, p, TP);
           if (pm && x.mask_at(n) != bias_of) {
             mask_tile<F>(bias.data(), x, n, pm);
             bias_of = x.mask_at(n);
@@ -263,8 +283,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
           for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
         }
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
-        gemm<F>(true, false, T, x.D, S, drop ? dropped.data() : p, TP, pv + x.kv_at(n), C, F{0},
-                po + x.q_at(n), C);
+        gemm<F>(precision, true, false, T, x.D, S, drop ? dropped.data() : p, TP, pv + x.kv_at(n),
+                C, F{0}, po + x.q_at(n), C);
       }
     });
   });
@@ -274,7 +294,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
     record("attention", {q, k, v}, out,
            {.fast =
                 [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout,
-                 product_flops](const Tensor& dout, Grads& g) {
+                 product_flops, precision](const Tensor& dout, Grads& g) {
                   // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
                   //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
                   //   dP = dP' * keep * dropout_scale
@@ -313,8 +333,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                           // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
                           // softmax
                           transpose_head<F>(transposed.data(), dout_bh, x);
-                          gemm<F>(false, false, S, TP, D, pv + x.kv_at(n), C, transposed.data(), TP,
-                                  F{0}, ds.data(), TP);
+                          gemm<F>(precision, false, false, S, TP, D, pv + x.kv_at(n), C,
+                                  transposed.data(), TP, F{0}, ds.data(), TP);
                           if (dropout > 0) {
                             for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
                           }
@@ -327,12 +347,12 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                           }
                         }
                         if (dgrad[0]) {
-                          gemm<F>(true, false, T, D, S, ds.data(), TP, pk + x.kv_at(n), C, beta[0],
-                                  dgrad[0] + x.q_at(n), C);
+                          gemm<F>(precision, true, false, T, D, S, ds.data(), TP, pk + x.kv_at(n),
+                                  C, beta[0], dgrad[0] + x.q_at(n), C);
                         }
                         if (dgrad[1]) {
-                          gemm<F>(false, false, S, D, T, ds.data(), TP, pq + x.q_at(n), C, beta[1],
-                                  dgrad[1] + x.kv_at(n), C);
+                          gemm<F>(precision, false, false, S, D, T, ds.data(), TP, pq + x.q_at(n),
+                                  C, beta[1], dgrad[1] + x.kv_at(n), C);
                         }
                         if (dgrad[2]) {
                           const F* pdrop = p;
@@ -340,7 +360,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                             for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
                             pdrop = dropped.data();
                           }
-                          gemm<F>(false, false, S, D, T, pdrop, TP, dout_bh, C, beta[2],
+                          gemm<F>(precision, false, false, S, D, T, pdrop, TP, dout_bh, C, beta[2],
                                   dgrad[2] + x.kv_at(n), C);
                         }
                       }

@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include "tapegrad/autograd/fast/gemm_bf16.h"
+
 namespace tapegrad {
 
 namespace {
@@ -62,14 +64,6 @@ Vec load(const float* p) {
 
 void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
-// A row piece c[0, n) of C, final: the bias's columns added (null: none), then max(c, 0) with
-// relu; what the kernel does to whole vectors as it stores them, for ragged tiles and whole Cs.
-template <class T>
-void bias_relu(T* c, int64_t n, const T* bias, bool relu) {
-  for (int64_t j = 0; j < n && bias; ++j) c[j] += bias[j];
-  for (int64_t j = 0; j < n && relu; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
-}
-
 // The epilogue of a tile of C, at (row, col) from C's corner: applied to the tile's m rows of n
 // once they are final, that is after the last block of k (`last`), else nothing. The kernel
 // adds the bias and applies the relu as it stores (a call a row for the bias costs as much as a
@@ -91,11 +85,8 @@ struct Finish {
 // product, whose C is in cache anyway; float64).
 template <class T>
 void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64_t N) {
-  for (int64_t i = 0; i < M && (epilogue.bias || epilogue.relu); ++i) {
-    bias_relu(C + i * ldc, N, epilogue.bias, epilogue.relu);
-  }
-  if (epilogue.fn == nullptr) return;
-  for (int64_t i = 0; i < M; ++i) epilogue(C + i * ldc, i, 0, N);
+  if (!epilogue.bias && !epilogue.relu && !epilogue.fn) return;
+  for (int64_t i = 0; i < M; ++i) epilogue.finish(C + i * ldc, i, 0, N);
 }
 
 // c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= MR rows and n <= NR
@@ -463,10 +454,45 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
   }
 }
 
+namespace {
+
+// The stored rows x cols operand X (row stride ld) rounded to bfloat16 into `out` (row stride
+// cols), the steps of k (its rows when k_rows, else its columns) swapped in pairs: the register
+// kernel, summing over k in order, then adds k + 1's product before k's, as vdpbf16ps does
+// (gemm_bf16.h), and the products are exact, so both give the same bits. An odd K's last step
+// keeps its place (vdpbf16ps pairs it with a zero, added first).
+void rounded_copy(const float* X, int64_t ld, int64_t rows, int64_t cols, bool k_rows, int64_t K,
+                  std::vector<float>& out) {
+  const auto from = [K](int64_t k) { return (k ^ 1) < K ? k ^ 1 : k; };
+  out.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      out[r * cols + c] = round_to_bf16(X[(k_rows ? from(r) : r) * ld + (k_rows ? c : from(c))]);
+    }
+  }
+}
+
+}  // namespace
+
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc, const Epilogue<T>& epilogue) {
-  if (is_small(tb, M, N, K)) {
+void gemm(Precision precision, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
+          const Epilogue<T>& epilogue) {
+  const bool small = is_small(tb, M, N, K);
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision == Precision::BFloat16 && !small) {
+      bf16_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+      return;
+    }
+    if (precision == Precision::BFloat16) {
+      thread_local std::vector<float> a_rounded, b_rounded;
+      rounded_copy(A, lda, ta ? K : M, ta ? M : K, ta, K, a_rounded);
+      rounded_copy(B, ldb, tb ? N : K, tb ? K : N, !tb, K, b_rounded);
+      A = a_rounded.data(), lda = ta ? M : K;
+      B = b_rounded.data(), ldb = tb ? K : N;
+    }
+  }
+  if (small) {
     small_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     finish_all(epilogue, C, ldc, M, N);
     return;
@@ -480,9 +506,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
   }
 }
 
-template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+template void gemm<float>(Precision, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t, const Epilogue<float>&);
-template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+template void gemm<double>(Precision, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t,
                            const Epilogue<double>&);
 

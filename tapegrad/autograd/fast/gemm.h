@@ -11,7 +11,17 @@
 
 #include <cstdint>
 
+#include "tapegrad/autograd/bfloat16.h"
+
 namespace tapegrad {
+
+// A row piece c[0, n) of C, final: the bias's columns added (null: none), then max(c, 0) with
+// relu; what the kernel does to whole vectors as it stores them, for ragged tiles and whole Cs.
+template <class T>
+void bias_relu(T* c, int64_t n, const T* bias, bool relu) {
+  for (int64_t j = 0; j < n && bias; ++j) c[j] += bias[j];
+  for (int64_t j = 0; j < n && relu; ++j) c[j] = c[j] > 0 ? c[j] : T{0};
+}
 
 // Work done on C's elements once they are final, in the kernel's output pass while they are
 // still in cache, instead of in a loop of its own over C. As the kernel stores its registers:
@@ -26,6 +36,11 @@ struct Epilogue {
   const T* bias = nullptr;  // [N]
   bool relu = false;
   void operator()(T* c, int64_t row, int64_t col, int64_t n) const { fn(ctx, c, row, col, n); }
+  // All of it on the row piece c[0, n) = C[row, col : col + n), final.
+  void finish(T* c, int64_t row, int64_t col, int64_t n) const {
+    bias_relu(c, n, bias ? bias + col : nullptr, relu);
+    if (fn) fn(ctx, c, row, col, n);
+  }
 };
 
 // C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, all row-major; op(A) = A^T when ta (A is then
@@ -36,13 +51,17 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
            const Epilogue<float>& epilogue = {});
 
-// The same product for T = float or double, by size: tiny products (a small model's attention
-// heads) and products of a few rows over a small or row-major B on a register kernel without
-// packing, other floats on sgemm, doubles on OpenBLAS. beta == 0 never reads C. Every float path
-// sums each element in sgemm's order, so a split by rows gives the same bits. What matmul, linear
-// and attention run for each matrix.
+// The same product for T = float or double, by size and precision: tiny products (a small
+// model's attention heads) and products of a few rows over a small or row-major B on a register
+// kernel without packing, other floats on sgemm, doubles on OpenBLAS. beta == 0 never reads C.
+// Every float path sums each element in sgemm's order, so a split by rows gives the same bits.
+// In Precision::BFloat16 (floats only) the operands are read rounded to bfloat16: bf16_gemm
+// (gemm_bf16.h) takes the products sgemm would, the register kernel the others from rounded
+// copies, each element summed in bf16_gemm's order (a split still gives the same bits). What
+// matmul, linear and attention run for each matrix.
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc, const Epilogue<T>& epilogue = {});
+void gemm(Precision precision, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
+          const Epilogue<T>& epilogue = {});
 
 }  // namespace tapegrad

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -24,12 +23,6 @@ namespace {
 
 constexpr int64_t MR = 12, NR = 32;  // NR: two vectors of 16 float32 lanes
 constexpr int64_t KC = 512, MC = MR * 12, NC = NR * 64;
-
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
 
 // Lines [0, lines) and steps [0, kc) of an operand as bfloat16 pairs in panels of W lines,
 // each pair-major: out[panel][p][r] = (line r at step 2p, at step 2p + 1), the line at step k
@@ -154,21 +147,6 @@ std::atomic<int> g_kernel{-1};
 
 }  // namespace
 
-uint16_t to_bf16(float x) {
-  const uint32_t u = bits(x);
-  if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>(u >> 16 | 0x40);  // NaN
-  // to nearest: add half a unit of the kept bits, less one unless the kept part is odd (ties
-  // to even); a carry runs on into the exponent, and past the largest to infinity
-  return static_cast<uint16_t>((u + 0x7fff + (u >> 16 & 1)) >> 16);
-}
-
-float from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t{h} << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 bool bf16_native_available() {
 #if defined(__x86_64__)
   return __builtin_cpu_supports("avx512bf16");
@@ -193,7 +171,8 @@ void set_bf16_kernel(Bf16Kernel kernel) {
 }
 
 void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const Epilogue<float>& epilogue) {
   auto tile_kernel = tile_emulated;
   auto pack_a = pack_pairs<MR>;
   auto pack_b = pack_pairs<NR>;
@@ -210,6 +189,7 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
   float tile[MR * NR];
   for (int64_t i = 0; i < M && K == 0; ++i) {  // no steps: C = beta C
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
+    epilogue.finish(C + i * ldc, i, 0, N);
   }
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
@@ -231,6 +211,7 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
               for (int64_t j = 0; j < n; ++j) {
                 c[j] = block_beta == 0 ? tile[i * NR + j] : block_beta * c[j] + tile[i * NR + j];
               }
+              if (pc + kc == K) epilogue.finish(c, ic + ir + i, jc + jr, n);
             }
           }
         }

@@ -15,12 +15,9 @@
 
 #include <cstdint>
 
-namespace tapegrad {
+#include "tapegrad/autograd/fast/gemm.h"
 
-// x rounded to the nearest bfloat16, ties to even, as its 16 bits; a NaN stays a NaN (quiet),
-// and a finite x past bfloat16's largest rounds to infinity, as round to nearest does.
-uint16_t to_bf16(float x);
-float from_bf16(uint16_t h);
+namespace tapegrad {
 
 // The kernels bf16_gemm can run: the CPU's vdpbf16ps, or the emulation.
 enum class Bf16Kernel { Native, Emulated };
@@ -36,8 +33,9 @@ void set_bf16_kernel(Bf16Kernel kernel);
 // C (M,N) = bf16(op(A)) (M,K) @ bf16(op(B)) (K,N) + beta C, all row-major as sgemm takes them
 // (gemm.h): op(A) = A^T when ta, A then stored (K,M); lda, ldb, ldc the row strides. The sum
 // over k runs in a fixed order for each element, so a split by rows gives the same bits.
-// beta == 0 never reads C.
+// beta == 0 never reads C. The epilogue runs on each tile of C once it is final.
 void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const Epilogue<float>& epilogue = {});
 
 }  // namespace tapegrad

@@ -55,9 +55,9 @@ Shape batch_strides(const Shape& shape, const Shape& strides, const Shape& batch
 // item has its own C, else the rows of C (every thread then walks the whole batch over its
 // rows, which keeps a sum over a broadcast batch in one thread per row and in order).
 template <class T>
-void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
-                  const T* A, Layout la, const Shape& sa,               //
-                  const T* B, Layout lb, const Shape& sb,               //
+void batched_gemm(Precision precision, const Shape& batch, int64_t M, int64_t N, int64_t K,  //
+                  const T* A, Layout la, const Shape& sa,                                    //
+                  const T* B, Layout lb, const Shape& sb,                                    //
                   T beta, T* C, int64_t ldc, const Shape& sc) {
   profile::note_flops(2.0 * static_cast<double>(numel(batch)) * static_cast<double>(M) *
                       static_cast<double>(N) * static_cast<double>(K));
@@ -73,8 +73,8 @@ void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
                  [&](int64_t b, int64_t e) {
                    for (int64_t i = b; i < e; ++i) {
                      const auto& o = items[i];
-                     gemm<T>(la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1], lb.ld, beta,
-                             C + o[2], ldc);
+                     gemm<T>(precision, la.trans, lb.trans, M, N, K, A + o[0], la.ld, B + o[1],
+                             lb.ld, beta, C + o[2], ldc);
                    }
                  });
     return;
@@ -91,8 +91,8 @@ void batched_gemm(const Shape& batch, int64_t M, int64_t N, int64_t K,  //
     // Rows r0..r1 of op(A): rows of A, or columns of A when it is stored transposed.
     const int64_t a_step = la.trans ? r0 : r0 * la.ld;
     for (const auto& o : items) {
-      gemm<T>(la.trans, lb.trans, r1 - r0, N, K, A + o[0] + a_step, la.ld, B + o[1], lb.ld, beta,
-              C + o[2] + r0 * ldc, ldc);
+      gemm<T>(precision, la.trans, lb.trans, r1 - r0, N, K, A + o[0] + a_step, la.ld, B + o[1],
+              lb.ld, beta, C + o[2] + r0 * ldc, ldc);
     }
   });
 }
@@ -130,12 +130,13 @@ Tensor fast_matmul(const Tensor& a_in, const Tensor& b_in) {
   const Shape sa = strides_of(a, a.strides());
   const Shape sb = strides_of(b, b.strides());
   const Shape sc = strides_of(out, out.strides());
+  const Precision precision = product_precision(a.dtype());
 
   dispatch_floating("matmul", a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if (K == 0) return;  // the product of empty inner dims is the zero matrix
-    batched_gemm<T>(batch, M, N, K, a.data<T>(), la, sa, b.data<T>(), lb, sb, T{0}, out.data<T>(),
-                    N, sc);
+    batched_gemm<T>(precision, batch, M, N, K, a.data<T>(), la, sa, b.data<T>(), lb, sb, T{0},
+                    out.data<T>(), N, sc);
   });
 
   if (recording(a, b)) {
@@ -145,7 +146,7 @@ Tensor fast_matmul(const Tensor& a_in, const Tensor& b_in) {
            {.backward = matmul_backward(a, b),
             .fast =
                 [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
-                 b_grad_strides](const Tensor& dout, Grads& g) {
+                 b_grad_strides, precision](const Tensor& dout, Grads& g) {
                   if (K == 0) return;
                   dispatch_floating("matmul", dout.dtype(), [&](auto tag) {
                     using T = decltype(tag);
@@ -154,14 +155,16 @@ Tensor fast_matmul(const Tensor& a_in, const Tensor& b_in) {
                     // dA [M, K] += dC [M, N] @ op(B)^T ; op(B)^T reads B with the flag flipped
                     if (g.wants(0)) {
                       const auto [da, first] = g.write(0, Writes::Every);
-                      batched_gemm<T>(batch, M, K, N, dc, ldc, sc, b.data<T>(), {!lb.trans, lb.ld},
-                                      sb, first ? T{0} : T{1}, da.data<T>(), K, a_grad_strides);
+                      batched_gemm<T>(precision, batch, M, K, N, dc, ldc, sc, b.data<T>(),
+                                      {!lb.trans, lb.ld}, sb, first ? T{0} : T{1}, da.data<T>(), K,
+                                      a_grad_strides);
                     }
                     // dB [K, N] += op(A)^T @ dC [M, N]
                     if (g.wants(1)) {
                       const auto [db, first] = g.write(1, Writes::Every);
-                      batched_gemm<T>(batch, K, N, M, a.data<T>(), {!la.trans, la.ld}, sa, dc, ldc,
-                                      sc, first ? T{0} : T{1}, db.data<T>(), N, b_grad_strides);
+                      batched_gemm<T>(precision, batch, K, N, M, a.data<T>(), {!la.trans, la.ld},
+                                      sa, dc, ldc, sc, first ? T{0} : T{1}, db.data<T>(), N,
+                                      b_grad_strides);
                     }
                   });
                 }},
@@ -294,6 +297,7 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   Tensor slope = keep_slope ? empty(out_shape, x.dtype()) : Tensor();
   const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(C) * OC;
   profile::note_flops(flops);
+  const Precision precision = product_precision(x.dtype());
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T *px = x.data<T>(), *pw = w.data<T>(), *pb = b.defined() ? b.data<T>() : nullptr;
@@ -320,7 +324,7 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
         const Epilogue<T> finish{gelu || drop ? &LinearTail<T>::apply : nullptr, &tail_of_share,
                                  pb ? pb + c0 : nullptr, relu};
         // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
-        gemm<T>(false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
+        gemm<T>(precision, false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
                 po + n0 * OC + c0, OC, finish);
       }
     });
@@ -329,8 +333,8 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
     record("linear", inputs, out,
            {.fast =
                 [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), slope,
-                 activation, mask, scale, drop, tail, with_bias = b.defined(), N, C, OC,
-                 flops](const Tensor& dout_in, Grads& g) {
+                 activation, mask, scale, drop, tail, with_bias = b.defined(), N, C, OC, flops,
+                 precision](const Tensor& dout_in, Grads& g) {
                   if (N == 0 || OC == 0) return;
                   profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
                   dispatch_floating("linear", dout_in.dtype(), [&](auto tag) {
@@ -365,13 +369,13 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                       for (int64_t p = p0; p < p1; ++p) {
                         // dx [N, C] += dh [N, OC] @ w [OC, C]
                         if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
-                          gemm<T>(false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C, beta_x,
-                                  dx + n0 * C, C);
+                          gemm<T>(precision, false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C,
+                                  beta_x, dx + n0 * C, C);
                         }
                         const auto [c0, c1] = share(OC, p, shares);
                         // dw [OC, C] += dh^T @ x [N, C]: rows c0..c1 of dh^T are its columns
                         if (dw && c1 > c0) {
-                          gemm<T>(true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w,
+                          gemm<T>(precision, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w,
                                   dw + c0 * C, C);
                         }
                         // dbias [OC] += sum over rows of dh

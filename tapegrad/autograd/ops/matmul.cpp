@@ -1,8 +1,11 @@
 // Matrix products. matmul is a primitive: a plain triple loop per batch item, and its one
-// backward, da = dout b^T and db = a^T dout. linear is a composite, defined by linear_reference
+// backward, da = dout b^T and db = a^T dout, itself two products in the precision the forward
+// ran in (under an AutocastGuard, bfloat16 operands: tape.h). linear is a composite, defined by linear_reference
 // (x @ w^T + b, then its epilogue). The fast room computes both on its own gemm
 // (fast/matmul.cpp).
 #include "tapegrad/autograd/ops/matmul.h"
+
+#include <type_traits>
 
 #include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/dropout.h"
@@ -18,8 +21,9 @@ namespace tapegrad {
 namespace {
 
 // a [..., M, K] @ b [..., K, N], any layouts: out[.., i, j] = sum_k a[.., i, k] b[.., k, j], each
-// sum in double precision, stored in a's dtype. Not recorded.
-Tensor plain_matmul(const char* op, const Tensor& a, const Tensor& b) {
+// sum in double precision, stored in a's dtype; in Precision::BFloat16 each a and b read rounded
+// to bfloat16. Not recorded.
+Tensor plain_matmul(const char* op, const Tensor& a, const Tensor& b, Precision precision) {
   const auto batch_of = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
   const Shape batch = broadcast_shapes(op, batch_of(a.shape()), batch_of(b.shape()));
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
@@ -36,6 +40,10 @@ Tensor plain_matmul(const char* op, const Tensor& a, const Tensor& b) {
   const int64_t br = b.strides()[b.dim() - 2], bc = b.strides()[b.dim() - 1];
   dispatch_floating(op, a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    const auto read = [bf16 = precision == Precision::BFloat16](T x) -> double {
+      if constexpr (std::is_same_v<T, float>) return bf16 ? round_to_bf16(x) : x;
+      return x;
+    };
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* pc = out.data<T>();
     for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) {
@@ -43,7 +51,7 @@ Tensor plain_matmul(const char* op, const Tensor& a, const Tensor& b) {
         for (int64_t j = 0; j < N; ++j) {
           double acc = 0;
           for (int64_t k = 0; k < K; ++k) {
-            acc += static_cast<double>(pa[o[0] + i * ar + k * ac]) * pb[o[1] + k * br + j * bc];
+            acc += read(pa[o[0] + i * ar + k * ac]) * read(pb[o[1] + k * br + j * bc]);
           }
           pc[o[2] + i * N + j] = static_cast<T>(acc);
         }
@@ -72,7 +80,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   TG_CHECK(a_in.size(-1) == b_in.size(-2), "matmul: inner dimensions differ: {} and {}",
            a_in.shape(), b_in.shape());
   if (const FastOps* fast = fast_ops()) return fast->matmul(a_in, b_in);
-  Tensor out = plain_matmul("matmul", a_in, b_in);
+  Tensor out = plain_matmul("matmul", a_in, b_in, product_precision(a_in.dtype()));
   profile::note_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a_in.size(-1)));
   if (recording(a_in, b_in)) {
     record("matmul", {a_in, b_in}, out, {.backward = matmul_backward(a_in, b_in)},
@@ -120,10 +128,10 @@ Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bia
   return dropout(h, p, key);
 }
 
-Tensor matmul_reference(const Tensor& a, const Tensor& b) {
+Tensor matmul_reference(const Tensor& a, const Tensor& b, Precision precision) {
   TG_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2),
            "matmul_reference: cannot multiply shapes {} and {}", a.shape(), b.shape());
-  return plain_matmul("matmul_reference", a, b);
+  return plain_matmul("matmul_reference", a, b, precision);
 }
 
 }  // namespace tapegrad

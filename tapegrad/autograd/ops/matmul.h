@@ -3,13 +3,15 @@
 // between the pool's threads; linear there is one fused op.
 #pragma once
 
+#include "tapegrad/autograd/bfloat16.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
 
 // a [..., M, K] @ b [..., K, N] -> [..., M, N]. Both operands have rank >= 2; the batch dims
-// (all but the last two) broadcast. In the fast room a transposed view (transpose(k, -2, -1))
+// (all but the last two) broadcast. Under an AutocastGuard a float32 product reads its operands
+// rounded to bfloat16 and sums in float32 (tape.h), forward and backward. In the fast room a transposed view (transpose(k, -2, -1))
 // goes to the gemm as a transpose flag, not a copy; when b is a plain matrix and a is
 // contiguous the batch is folded into one large gemm ([B*T, C] @ [C, OC]).
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -44,9 +46,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         Activation activation, double p, uint64_t key);
 
-// The plain kernel: the triple loop per batch item, summed in double precision, in a's dtype;
+// The plain kernel: the triple loop per batch item, summed in double precision, in a's dtype,
+// the operands read in `precision` (float32 ones rounded to bfloat16 in Precision::BFloat16);
 // forward only (matmul records its backward). What the learner's edition runs and what the
 // fast room's gemm paths are tested against.
-Tensor matmul_reference(const Tensor& a, const Tensor& b);
+Tensor matmul_reference(const Tensor& a, const Tensor& b,
+                        Precision precision = Precision::Float32);
 
 }  // namespace tapegrad
