@@ -1,6 +1,6 @@
 // bfloat16, the number format of mixed-precision training: a float32's upper 16 bits (its sign,
 // its 8 exponent bits and the top 7 of its 23 significand bits). It keeps float32's range with
-// 8 bits of precision, a relative rounding error of at most 2^-9, and the product of two is
+// 8 bits of precision, a relative rounding error of at most 2^-8, and the product of two is
 // exact in float32: so CPUs multiply bfloat16 pairs and sum the products in float32, at twice
 // the float32 rate or more. tapegrad keeps its tensors in float32; under an AutocastGuard
 // (tape.h) a matrix product reads its operands rounded to bfloat16, as round_to_bf16 rounds.

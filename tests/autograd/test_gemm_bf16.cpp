@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/autograd.h"
 #include "tapegrad/autograd/fast/gemm_bf16.h"
 
 using namespace tapegrad;
@@ -133,4 +133,37 @@ TEST_CASE("bf16_gemm's CPU kernel and its emulation give the same bits", "[gemm_
     }
   }
   set_bf16_kernel(Bf16Kernel::Native);
+}
+
+namespace {
+
+// A linear layer and self-attention on its output under autocast: the output's and the
+// gradients' values.
+std::vector<double> autocast_step() {
+  Generator gen(4);
+  Tensor x = uniform({2, 24, 64}, -1, 1, gen), w = uniform({64, 64}, -0.2, 0.2, gen);
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  const AutocastGuard bf16;
+  const Tensor h = linear(x, w, Tensor());
+  const Tensor y = attention(h, h, h, 4, {});
+  const auto grads = grad({y}, {x, w}, {uniform(y.shape(), -1, 1, gen)});
+  std::vector<double> all = y.to_vector<double>();
+  for (const Tensor& g : grads) {
+    const std::vector<double> v = g.to_vector<double>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+}  // namespace
+
+// The fallback forced: a CPU without AVX512_BF16 trains as this one does.
+TEST_CASE("autocast on the emulated kernel gives the CPU kernel's bits", "[gemm_bf16]") {
+  set_bf16_kernel(Bf16Kernel::Emulated);
+  const std::vector<double> emulated = autocast_step();
+  REQUIRE(emulated.size() == 2 * 24 * 64 * 2 + 64 * 64);
+  if (!bf16_native_available()) return;
+  set_bf16_kernel(Bf16Kernel::Native);
+  REQUIRE(autocast_step() == emulated);
 }
