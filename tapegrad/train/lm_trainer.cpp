@@ -114,6 +114,7 @@ StepResult LanguageModelTrainer::step(int signal) {
     }
     seed_dropout(step_count() + 1);
   }
+  const AutocastGuard autocast(options_.precision);
   Tensor loss = next_token_loss(*model_, slice(b.inputs, 0, lo, hi).contiguous(),
                                 slice(b.targets, 0, lo, hi).contiguous());
   if (world_.size() > 1) loss = mul(loss, share);
@@ -124,6 +125,7 @@ TextMetrics LanguageModelTrainer::evaluate() {
   TextMetrics m;
   if (world_.is_root()) {
     NoGradGuard no_grad;
+    const AutocastGuard autocast(options_.precision);
     model_->eval();
     Generator blocks(options_.seed + 2);  // the same held-out blocks at every validation
     double sum = 0;
@@ -145,6 +147,7 @@ TextMetrics LanguageModelTrainer::evaluate() {
 
 std::string LanguageModelTrainer::sample(const std::string& prompt,
                                          const nn::ContinueOptions& options) {
+  const AutocastGuard autocast(options_.precision);
   const std::vector<int64_t> ids =
       nn::continue_text(*model_, data::encode_text(text_.vocab, prompt), options);
   return data::decode_text(text_.vocab, ids);

@@ -36,7 +36,8 @@ const RunFlags kLaterFlags = {{"vocab-size", "1000"},
                               {"block-size", "64"},
                               {"eval-batches", "20"},
                               {"valid-fraction", "0.1"},
-                              {"batch-tokens", "0"}};
+                              {"batch-tokens", "0"},
+                              {"precision", "fp32"}};
 
 std::optional<std::string> saved_value(const RunFlags& saved, const std::string& name) {
   if (const auto it = saved.find(name); it != saved.end()) return it->second;

@@ -302,6 +302,7 @@ StepResult Trainer::step(int signal) {
   const data::Batch& b = epoch_[epoch_index_++];
   const Slice part = slice_of(b, world_);
   if (world_.size() > 1) seed_dropout(step);
+  const AutocastGuard autocast(options_.precision);
   const Tensor logits = nn::call(*model_, part.src, part.tgt_in);
   Tensor loss = cross_entropy(
       reshape(logits, {-1, logits.size(2)}), reshape(part.tgt_out, {-1}),
@@ -404,6 +405,7 @@ Metrics Trainer::test() {
 Metrics Trainer::score(nn::MiniTransformer& model, const std::vector<data::Example>& examples,
                        const std::vector<data::EncodedExample>& encoded,
                        std::vector<std::string>* texts) {
+  const AutocastGuard autocast(options_.precision);
   std::vector<std::vector<int64_t>> outputs;
   Metrics m = train::evaluate(model, encoded, 100, &outputs, options_.label_smoothing);
   std::vector<std::string> hypotheses, references;

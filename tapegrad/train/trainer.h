@@ -110,6 +110,9 @@ struct TrainerOptions {
   uint64_t seed = 0;             // the data order; the model's is in its config
   bool check_finite = true;      // a NaN or Inf loss or gradient throws TrainingError
   int64_t bucket_kb = 1024;      // under mpirun: gradients summed in buckets of this many KiB
+  // The model's matrix products in steps, validation and samples: BFloat16 is mixed-precision
+  // training (an AutocastGuard around each forward; the weights and the optimizer stay float32).
+  Precision precision = Precision::Float32;
 };
 
 struct StepResult {

@@ -20,6 +20,7 @@ expect() {  # expect EXIT_CODE MESSAGE -- ARGS...
 expect 2 "--steps: expected an integer, got 'many'" -- --steps many
 expect 2 "--lr: must be in [0, 10], got -1" -- --lr -1
 expect 2 "--task: unknown task 'poems'" -- --task poems
+expect 2 "--precision: fp32 or bf16, got 'fp16'" -- --precision fp16
 expect 2 "--bogus: unknown flag; the flags are --config --resume --replace --out" -- --bogus 1
 expect 2 "--d-model 30 is not divisible by --heads 4" -- --d-model 30
 printf 'a\tb\nno tab\n' > "$dir/bad.tsv"

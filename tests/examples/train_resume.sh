@@ -21,6 +21,18 @@ done
 [[ $(grep '<path' "$dir/straight/loss.svg") == $(grep '<path' "$dir/resumed/loss.svg") ]]
 [[ $(wc -l < "$dir/resumed/eval.tsv") == 3 ]]  # validations at steps 20, 40 and 60
 echo "resume: bit-identical after 30 + 30 steps, the loss and validation curves whole"
+# in mixed precision too, which the resume takes from the run's flags (width 64: the products
+# of the linear layers go to the packed bfloat16 kernel)
+mixed=(--task copy --train-size 500 --valid-size 50 --eval-every 20 --d-model 64 --d-ff 128
+       --seed 3 --warmup 10 --precision bf16)
+"$train" "${mixed[@]}" --steps 60 --out "$dir/bf16" > /dev/null 2>&1
+"$train" "${mixed[@]}" --steps 60 --stop-after 30 --out "$dir/bf16-resumed" > /dev/null 2>&1
+"$train" --out "$dir/bf16-resumed" --resume --eval-every 20 > /dev/null 2>&1
+for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors loss.tsv eval.tsv; do
+  cmp "$dir/bf16/$f" "$dir/bf16-resumed/$f"
+done
+grep -q '^precision = bf16$' "$dir/bf16-resumed/flags.conf"
+echo "resume in bfloat16: bit-identical"
 # determinism: the same run again gives the same loss sequence and checkpoint
 "$train" "${args[@]}" --steps 60 --out "$dir/again" > /dev/null 2>&1
 for f in $ckpt/model.safetensors $ckpt/optimizer.safetensors loss.tsv; do
