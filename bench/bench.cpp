@@ -293,7 +293,13 @@ int main(int argc, char** argv) {
                           "costs a little time of its own)");
     g_norm_first = f.boolean("norm-first",
                              "encoder and mini-train workloads: pre-norm layers (and final norms)");
+    const std::string precision =
+        f.text("precision", "fp32",
+               "the models' matrix products: fp32, or bf16 (mixed precision, train's --precision)");
+    if (precision != "fp32" && precision != "bf16")
+      throw examples::FlagError(fmt::format("--precision: fp32 or bf16, got '{}'", precision));
     if (!f.finish()) return 0;
+    const AutocastGuard autocast(precision == "bf16" ? Precision::BFloat16 : Precision::Float32);
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {
       sgemm_roofline(static_cast<int>(threads));
@@ -342,9 +348,11 @@ int main(int argc, char** argv) {
     getrusage(RUSAGE_SELF, &usage);
     if (!world.is_root()) return 0;
     if (world.size() > 1) fmt::print("processes={} bucket_kb={} ", world.size(), bucket_kb);
-    fmt::print("workload={} seconds={:.6f} tokens_per_s={:.0f} gflops={:.1f} peak_rss_mb={:.0f}\n",
-               w, r.seconds, static_cast<double>(r.tokens) / r.seconds, r.flops / r.seconds / 1e9,
-               static_cast<double>(usage.ru_maxrss) / 1024);
+    fmt::print(
+        "workload={} precision={} seconds={:.6f} tokens_per_s={:.0f} gflops={:.1f} "
+        "peak_rss_mb={:.0f}\n",
+        w, precision, r.seconds, static_cast<double>(r.tokens) / r.seconds,
+        r.flops / r.seconds / 1e9, static_cast<double>(usage.ru_maxrss) / 1024);
     return 0;
   });
 }

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """Runs the benchmark workloads in tapegrad (build/bench/bench) and in PyTorch eager (Debian's
 python3-torch) on this machine and prints one table; with --decode, the four decoding
-workloads instead (tokens per second, tapegrad with and without its cache). The training
+workloads instead (tokens per second, tapegrad with and without its cache); with --bf16, the
+training workloads in mixed precision (PyTorch's side in torch.autocast("cpu",
+dtype=torch.bfloat16), the floor at tapegrad's bfloat16 product rate). The training
 workloads: the encoder and the MiniTransformer of the performance issue, and the language
 models of nanoGPT's shakespeare_char (lm-recipe, its CPU recipe; lm-large, its config), whose
 PyTorch side is nanoGPT's model and train.py step.
 
     /usr/bin/python3 bench/compare_pytorch.py [--iterations 5] [--bench build/bench/bench]
                                               [--workloads mini-train-small,encoder-forward]
-                                              [--rounds 1] [--decode]
+                                              [--rounds 1] [--decode | --bf16]
                                               [--markdown | --readme README.md]
 
 PyTorch gets its best setting: each workload runs in a fresh process once with torch's own
@@ -37,6 +39,7 @@ the rounds' ratios, each against its own round's rate: a rate measured in a fast
 workload timed in a slow one would make a ratio the code does not have.
 """
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -125,6 +128,12 @@ def torch_worker(workload, iterations):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
+
+    def amp():
+        """The forward's precision: CPU autocast in bfloat16 (TORCH_PRECISION=bf16), or float32."""
+        if os.environ.get("TORCH_PRECISION") == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     class MHA(nn.Module):
         def __init__(self, C, H, p):
@@ -306,7 +315,9 @@ def torch_worker(workload, iterations):
             ix = torch.randint(len(data) - T, (B,))
             x = torch.stack([data[i:i + T] for i in ix])
             y = torch.stack([data[i + 1:i + 1 + T] for i in ix])
-            F.cross_entropy(model(x).view(-1, 65), y.view(-1)).backward()
+            with amp():
+                loss = F.cross_entropy(model(x).view(-1, 65), y.view(-1))
+            loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -324,13 +335,15 @@ def torch_worker(workload, iterations):
             enc.eval()
 
             def step():
-                with torch.no_grad():
+                with torch.no_grad(), amp():
                     enc(x)
         else:
             opt = torch.optim.Adam(enc.parameters())
 
             def step():
-                enc(x).mean().backward()
+                with amp():
+                    loss = enc(x).mean()
+                loss.backward()
                 opt.step()
                 opt.zero_grad()
         return timed(step, 1, iterations)
@@ -341,7 +354,9 @@ def torch_worker(workload, iterations):
     tgt = torch.randint(1, V, (32, n))
 
     def step():
-        F.cross_entropy(model(src, tgt).reshape(-1, V), tgt.reshape(-1)).backward()
+        with amp():
+            loss = F.cross_entropy(model(src, tgt).reshape(-1, V), tgt.reshape(-1))
+        loss.backward()
         opt.step()
         opt.zero_grad()
     return timed(step, 3, iterations)
@@ -351,12 +366,13 @@ def run(cmd, env=None):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
 
 
-def torch_best(workload, iterations, avx512):
+def torch_best(workload, iterations, avx512, precision="fp32"):
     """PyTorch's fastest run of the workload over torch threads 1 and 2."""
     best = None
     for torch_threads in (1, 2):
         env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS=str(torch_threads),
-                   TORCH_THREADS=str(torch_threads), TORCH_VARIANT="written")
+                   TORCH_THREADS=str(torch_threads), TORCH_VARIANT="written",
+                   TORCH_PRECISION=precision)
         if avx512:
             env["OPENBLAS_CORETYPE"] = "SKYLAKEX"
         out = run([sys.executable, __file__, "--worker", workload, str(iterations)], env)
@@ -393,6 +409,36 @@ def decode_table(args, avx512):
               f"{step:.2f} / {ustep:.2f} | {rss} / {trss} |")
 
 
+def bf16_table(args, avx512, peaks):
+    """The training workloads in mixed precision: tapegrad's --precision bf16 against its own
+    float32 and against PyTorch's CPU autocast in bfloat16 (its best torch threads), and against
+    the bfloat16 floor: the workload's matmul flops at tapegrad's bfloat16 product rate."""
+    rows = []
+    for w in ("encoder-train", "mini-train-small", "mini-train-base", "lm-recipe", "lm-large"):
+        rounds = []
+        for _ in range(max(1, args.rounds)):
+            rate = peaks()[2]
+            ours = {p: dict(kv.split("=") for kv in run(
+                [args.bench, "--workload", w, "--iterations", str(args.iterations),
+                 "--precision", p]).split()[1:]) for p in ("bf16", "fp32")}
+            rounds.append((rate, ours, torch_best(w, args.iterations, avx512, "bf16")))
+        flops = float(rounds[0][1]["bf16"]["gflops"]) * float(rounds[0][1]["bf16"]["seconds"])
+        med = lambda f: statistics.median(f(*r) for r in rounds)
+        rows.append((w, med(lambda r, o, t: float(o["bf16"]["seconds"])),
+                     med(lambda r, o, t: float(o["fp32"]["seconds"]) / float(o["bf16"]["seconds"])),
+                     med(lambda r, o, t: float(t["seconds"])),
+                     statistics.mode(t["setting"] for _, _, t in rounds),
+                     med(lambda r, o, t: float(t["seconds"]) / float(o["bf16"]["seconds"])),
+                     med(lambda r, o, t: float(o["bf16"]["seconds"]) * r / flops)))
+        print(f"done {w} (bf16)", file=sys.stderr)
+    lines = ["| workload, bf16 | tapegrad s/iter | gain over its fp32 | PyTorch autocast s/iter (torch threads) | speedup | tapegrad / bf16 floor |",
+             "|---|---|---|---|---|---|"]
+    for w, ours, gain, theirs, th, speedup, floor in rows:
+        lines.append(f"| {w} | {ours:.4f} | {gain:.2f}x | {theirs:.4f} ({th}) | {speedup:.2f}x | "
+                     f"{floor:.2f} |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default="build/bench/bench")
@@ -402,6 +448,8 @@ def main():
                     help="alternate the two sides this many times; report medians")
     ap.add_argument("--decode", action="store_true",
                     help="the decoding workloads instead (tokens per second, cached and not)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="the training workloads in mixed precision instead (bfloat16 products)")
     ap.add_argument("--markdown", action="store_true",
                     help="print the README's block: the machine, the date, the commit, the table")
     ap.add_argument("--readme", metavar="FILE",
@@ -429,6 +477,10 @@ def main():
         return tuple(max(float(g) for g in re.findall(rf"{side}_gflops=([\d.]+)", out))
                      for side in ("openblas", "tapegrad", "bf16"))
 
+    if args.bf16:
+        print(f"{os.cpu_count()} vCPUs of {cpu_name()}, {time.strftime('%Y-%m-%d')}\n")
+        print("\n".join(bf16_table(args, avx512, sgemm_peaks)))
+        return
     rows = []
     all_peaks = []
     for w in args.workloads.split(","):
