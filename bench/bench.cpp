@@ -46,6 +46,9 @@ struct Result {
 bool g_profile = false;
 // --norm-first: the encoder and mini-train workloads with pre-norm layers (and final norms).
 bool g_norm_first = false;
+// --precision bf16: every workload in mixed precision (the trainers' own option, and an
+// AutocastGuard around the rest)
+Precision g_precision = Precision::Float32;
 
 // The median time of `iterations` runs of `iteration`, after `warmup` runs and at least
 // kWarmupSeconds of them: a step of a few milliseconds (mini-train-small) timed after three
@@ -139,7 +142,8 @@ Result mini_train(int64_t V, int64_t C, int64_t F, int64_t L, int64_t len, int64
                           .label_smoothing = 0,
                           .clip = 0,
                           .check_finite = false,
-                          .bucket_kb = bucket_kb},
+                          .bucket_kb = bucket_kb,
+                          .precision = g_precision},
                          world);
   trainer.begin(split, vocab, vocab,
                 {.d_model = C,
@@ -182,7 +186,8 @@ Result lm_train(int64_t C, int64_t H, int64_t L, int64_t T, int64_t B, double dr
                                        .eps = 1e-8,
                                        .label_smoothing = 0,
                                        .best_metric = "loss",
-                                       .check_finite = false},
+                                       .check_finite = false,
+                                       .precision = g_precision},
                                       1, world);
   trainer.begin(
       std::move(split),
@@ -299,7 +304,8 @@ int main(int argc, char** argv) {
     if (precision != "fp32" && precision != "bf16")
       throw examples::FlagError(fmt::format("--precision: fp32 or bf16, got '{}'", precision));
     if (!f.finish()) return 0;
-    const AutocastGuard autocast(precision == "bf16" ? Precision::BFloat16 : Precision::Float32);
+    g_precision = precision == "bf16" ? Precision::BFloat16 : Precision::Float32;
+    const AutocastGuard autocast(g_precision);
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {
       sgemm_roofline(static_cast<int>(threads));

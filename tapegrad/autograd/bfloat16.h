@@ -14,19 +14,14 @@ namespace tapegrad {
 // The precision of a matrix product: float32 operands as they are, or rounded to bfloat16.
 enum class Precision : uint8_t { Float32, BFloat16 };
 
-// x rounded to the nearest bfloat16, ties to even, as its 16 bits; a NaN stays a NaN (quiet),
-// and a finite x past bfloat16's largest rounds to infinity, as round to nearest does.
-inline uint16_t to_bf16(float x) {
+// x rounded to the nearest bfloat16, ties to even: a float32 whose low 16 bits are zero. A NaN
+// stays a NaN (quiet), and a finite x past bfloat16's largest rounds to infinity.
+inline float round_to_bf16(float x) {
   const auto u = std::bit_cast<uint32_t>(x);
-  if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>(u >> 16 | 0x40);  // NaN
+  if ((u & 0x7fffffff) > 0x7f800000) return std::bit_cast<float>((u | 0x400000) & 0xffff0000);
   // to nearest: add half a unit of the kept bits, less one unless the kept part is odd (ties
   // to even); a carry runs on into the exponent, and past the largest to infinity
-  return static_cast<uint16_t>((u + 0x7fff + (u >> 16 & 1)) >> 16);
+  return std::bit_cast<float>((u + 0x7fff + (u >> 16 & 1)) & 0xffff0000);
 }
-
-inline float from_bf16(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
-
-// x rounded to the nearest bfloat16, as a float32.
-inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
 
 }  // namespace tapegrad

@@ -13,11 +13,18 @@
 // the two give the same bits on normal numbers (the instruction flushes subnormals to zero).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "tapegrad/autograd/fast/gemm.h"
 
 namespace tapegrad {
+
+// x rounded to bfloat16 (round_to_bf16) as its 16 bits, and a bfloat16's value.
+inline uint16_t to_bf16(float x) {
+  return static_cast<uint16_t>(std::bit_cast<uint32_t>(round_to_bf16(x)) >> 16);
+}
+inline float from_bf16(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 
 // The kernels bf16_gemm can run: the CPU's vdpbf16ps, or the emulation.
 enum class Bf16Kernel { Native, Emulated };
