@@ -314,9 +314,9 @@ std::vector<OpCase> packed_product_cases() {
        },
        [](const Inputs& in) {
          Generator gen(kDropSeed);
-         return R{linear(in[0], in[1], in[2],
-                         {.activation = Activation::GELU, .dropout = 0.1, .training = true,
-                          .gen = &gen})};
+         return R{linear(
+             in[0], in[1], in[2],
+             {.activation = Activation::GELU, .dropout = 0.1, .training = true, .gen = &gen})};
        }},
       {"attention", "T = S = 40, C = 64, 2 heads, causal, dropout 0.1",
        [] {

@@ -1,7 +1,7 @@
 // Matrix products. matmul is a primitive: a plain triple loop per batch item, and its one
 // backward, da = dout b^T and db = a^T dout, itself two products in the precision the forward
-// ran in (under an AutocastGuard, bfloat16 operands: tape.h). linear is a composite, defined by linear_reference
-// (x @ w^T + b, then its epilogue). The fast room computes both on its own gemm
+// ran in (under an AutocastGuard, bfloat16 operands: tape.h). linear is a composite, defined by
+// linear_reference (x @ w^T + b, then its epilogue). The fast room computes both on its own gemm
 // (fast/matmul.cpp).
 #include "tapegrad/autograd/ops/matmul.h"
 
