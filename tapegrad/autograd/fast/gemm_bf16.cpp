@@ -23,6 +23,7 @@ namespace {
 
 constexpr int64_t MR = 12, NR = 32;  // NR: two vectors of 16 float32 lanes
 constexpr int64_t KC = 512, MC = MR * 12, NC = NR * 64;
+constexpr int64_t KP = KC / 2;  // a row-major A panel's row stride, in pairs
 
 // Lines [0, lines) and steps [0, kc) of an operand as bfloat16 pairs in panels of W lines,
 // each pair-major: out[panel][p][r] = (line r at step 2p, at step 2p + 1), the line at step k
@@ -68,16 +69,20 @@ void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* t
 }
 
 #if defined(__x86_64__)
+// tile_emulated's sums on the CPU, A's pair (i, p) at a[i * kRow + p * kPair]: a pair-major
+// panel (kRow 1, kPair MR) or a row-major one (kRow KP, kPair 1; pack_rows_native), each
+// broadcast from a constant offset.
+template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, const uint32_t* a,
                                                                const uint32_t* b, float* tile) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int64_t i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < pairs; ++p, a += MR, b += NR) {
+  for (int64_t p = 0; p < pairs; ++p, a += kPair, b += NR) {
     const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
 #pragma GCC unroll 12
     for (int64_t i = 0; i < MR; ++i) {
-      const __m512i ai = _mm512_set1_epi32(static_cast<int>(a[i]));
+      const __m512i ai = _mm512_set1_epi32(static_cast<int>(a[i * kRow]));
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], (__m512bh)ai, (__m512bh)b0);
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)ai, (__m512bh)b1);
     }
@@ -140,6 +145,29 @@ __attribute__((target("avx512f,avx512bf16"))) void pack_pairs_native(const float
     }
   }
 }
+
+// Lines [0, lines) of a row-major op(A) (line r at src + r * l_step, its steps consecutive),
+// steps [0, kc), as row-major panels of MR lines: out[panel][r][p] = (line r at step 2p, at
+// step 2p + 1), rows KP pairs apart; past the steps, zeros. 32 steps of a line become its 16
+// pairs with one conversion and one store, where the pair-major layout takes 16 stores.
+__attribute__((target("avx512f,avx512bf16"))) void pack_rows_native(const float* src,
+                                                                    int64_t l_step, int64_t kc,
+                                                                    int64_t lines, uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t l0 = 0; l0 < lines; l0 += MR) {
+    for (int64_t r = 0; r < MR; ++r) {
+      const float* line = src + (l0 + r) * l_step;
+      uint32_t* row = out + (l0 + r) * KP;
+      for (int64_t k0 = 0; k0 < kc; k0 += 32) {
+        const int64_t n = l0 + r < lines ? std::min<int64_t>(32, kc - k0) : 0;
+        const __m512 x0 = _mm512_maskz_loadu_ps(first(n), line + k0);
+        const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), line + k0 + 16);
+        _mm512_mask_storeu_epi32(row + k0 / 2, first(pairs - k0 / 2),
+                                 reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+      }
+    }
+  }
+}
 #endif
 
 // -1: not chosen yet; else a Bf16Kernel
@@ -176,15 +204,17 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
   auto tile_kernel = tile_emulated;
   auto pack_a = pack_pairs<MR>;
   auto pack_b = pack_pairs<NR>;
+  bool rows_a = false;  // A in row-major panels (pack_rows_native)
 #if defined(__x86_64__)
   if (bf16_kernel() == Bf16Kernel::Native) {
-    tile_kernel = tile_native;
+    rows_a = !ta;
+    tile_kernel = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
     pack_a = pack_pairs_native<MR>;
     pack_b = pack_pairs_native<NR>;
   }
 #endif
   thread_local std::vector<uint32_t> a_pack, b_pack;
-  a_pack.resize(static_cast<size_t>((MC + MR) * KC / 2));
+  a_pack.resize(static_cast<size_t>((MC + MR) * KP));
   b_pack.resize(static_cast<size_t>((NC + NR) * KC / 2));
   float tile[MR * NR];
   for (int64_t i = 0; i < M && K == 0; ++i) {  // no steps: C = beta C
@@ -200,11 +230,15 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
              b_pack.data());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        pack_a(A + (ta ? pc * lda + ic : ic * lda + pc), ta ? 1 : lda, ta ? lda : 1, mc, kc,
-               a_pack.data());
+        const float* a = A + (ta ? pc * lda + ic : ic * lda + pc);
+#if defined(__x86_64__)
+        if (rows_a) pack_rows_native(a, lda, kc, mc, a_pack.data());
+#endif
+        if (!rows_a) pack_a(a, ta ? 1 : lda, ta ? lda : 1, mc, kc, a_pack.data());
         for (int64_t jr = 0; jr < nc; jr += NR) {
           for (int64_t ir = 0; ir < mc; ir += MR) {
-            tile_kernel(pairs, a_pack.data() + ir * pairs, b_pack.data() + jr * pairs, tile);
+            tile_kernel(pairs, a_pack.data() + ir * (rows_a ? KP : pairs),
+                        b_pack.data() + jr * pairs, tile);
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             for (int64_t i = 0; i < m; ++i) {
               float* c = C + (ic + ir + i) * ldc + jc + jr;
