@@ -463,12 +463,20 @@ namespace {
 // keeps its place (vdpbf16ps pairs it with a zero, added first).
 void rounded_copy(const float* X, int64_t ld, int64_t rows, int64_t cols, bool k_rows, int64_t K,
                   std::vector<float>& out) {
-  const auto from = [K](int64_t k) { return (k ^ 1) < K ? k ^ 1 : k; };
   out.resize(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      out[r * cols + c] = round_to_bf16(X[(k_rows ? from(r) : r) * ld + (k_rows ? c : from(c))]);
+    const float* src = X + (k_rows && (r ^ 1) < K ? r ^ 1 : r) * ld;
+    float* dst = out.data() + r * cols;
+    if (k_rows) {
+      for (int64_t c = 0; c < cols; ++c) dst[c] = round_to_bf16(src[c]);
+      continue;
     }
+    int64_t c = 0;
+    for (; c + 1 < cols; c += 2) {
+      dst[c] = round_to_bf16(src[c + 1]);
+      dst[c + 1] = round_to_bf16(src[c]);
+    }
+    if (c < cols) dst[c] = round_to_bf16(src[c]);
   }
 }
 
