@@ -99,20 +99,21 @@ __mmask16 first(int64_t n) {
   return static_cast<__mmask16>((1u << std::clamp<int64_t>(n, 0, 16)) - 1);
 }
 
-// x's 16 values rounded to bfloat16, each in the low half of a 32-bit lane.
-__attribute__((target("avx512f,avx512bf16"))) __m512i widen(__m512 x) {
-  return _mm512_maskz_cvtepu16_epi32(0xffff, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)));
+// 16 lines' values at two steps as 16 pairs: lo's rounded to bfloat16 in the low half of each
+// 32-bit lane, hi's in the high half (one conversion of both, then the halves interleaved).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) __m512i pairs_of(__m512 lo, __m512 hi) {
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(order, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
 // pack_pairs with the CPU's conversion (vcvtneps2bf16 rounds as to_bf16 does), 16 values an
 // instruction: where a step's lines are consecutive floats, 16 lines of two steps become 16
-// pairs by widening both halves; where a line's steps are, 32 steps of a line become its 16
+// pairs (pairs_of); where a line's steps are, 32 steps of a line become its 16
 // pairs in order, stored a pair per panel row.
 template <int64_t W>
-__attribute__((target("avx512f,avx512bf16"))) void pack_pairs_native(const float* src,
-                                                                     int64_t l_step, int64_t k_step,
-                                                                     int64_t lines, int64_t kc,
-                                                                     uint32_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_pairs_native(
+    const float* src, int64_t l_step, int64_t k_step, int64_t lines, int64_t kc, uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t l0 = 0; l0 < lines; l0 += W) {
     uint32_t* panel = out + l0 * pairs;
@@ -124,9 +125,7 @@ __attribute__((target("avx512f,avx512bf16"))) void pack_pairs_native(const float
           const __m512 lo = _mm512_maskz_loadu_ps(take, at);
           const __m512 hi =
               2 * p + 1 < kc ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps();
-          _mm512_mask_storeu_epi32(
-              panel + p * W + r0, put,
-              _mm512_or_si512(widen(lo), _mm512_maskz_slli_epi32(0xffff, widen(hi), 16)));
+          _mm512_mask_storeu_epi32(panel + p * W + r0, put, pairs_of(lo, hi));
         }
       }
       continue;
@@ -177,7 +176,7 @@ std::atomic<int> g_kernel{-1};
 
 bool bf16_native_available() {
 #if defined(__x86_64__)
-  return __builtin_cpu_supports("avx512bf16");
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
 #else
   return false;
 #endif
