@@ -107,39 +107,87 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) __m512i pairs_of(__m512 l
   return _mm512_permutexvar_epi16(order, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
-// pack_pairs with the CPU's conversion (vcvtneps2bf16 rounds as to_bf16 does), 16 values an
-// instruction: where a step's lines are consecutive floats, 16 lines of two steps become 16
-// pairs (pairs_of); where a line's steps are, 32 steps of a line become its 16
-// pairs in order, stored a pair per panel row.
+// pack_pairs with the CPU's conversion (vcvtneps2bf16 rounds as to_bf16 does) where a step's
+// lines are consecutive floats (l_step 1: B of a plain product, a transposed A): 16 lines of two
+// steps become 16 pairs (pairs_of).
 template <int64_t W>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_pairs_native(
-    const float* src, int64_t l_step, int64_t k_step, int64_t lines, int64_t kc, uint32_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
+    const float* src, int64_t, int64_t k_step, int64_t lines, int64_t kc, uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t l0 = 0; l0 < lines; l0 += W) {
     uint32_t* panel = out + l0 * pairs;
-    if (l_step == 1) {
-      for (int64_t r0 = 0; r0 < W; r0 += 16) {
-        const __mmask16 take = first(lines - l0 - r0), put = first(W - r0);
-        for (int64_t p = 0; p < pairs; ++p) {
-          const float* at = src + l0 + r0 + 2 * p * k_step;
-          const __m512 lo = _mm512_maskz_loadu_ps(take, at);
-          const __m512 hi =
-              2 * p + 1 < kc ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps();
-          _mm512_mask_storeu_epi32(panel + p * W + r0, put, pairs_of(lo, hi));
-        }
+    for (int64_t r0 = 0; r0 < W; r0 += 16) {
+      const __mmask16 take = first(lines - l0 - r0), put = first(W - r0);
+      for (int64_t p = 0; p < pairs; ++p) {
+        const float* at = src + l0 + r0 + 2 * p * k_step;
+        const __m512 lo = _mm512_maskz_loadu_ps(take, at);
+        const __m512 hi =
+            2 * p + 1 < kc ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps();
+        _mm512_mask_storeu_epi32(panel + p * W + r0, put, pairs_of(lo, hi));
       }
-      continue;
     }
-    for (int64_t r = 0; r < W; ++r) {
-      const float* line = src + (l0 + r) * l_step;
+  }
+}
+
+// The permutes of a 16 x 16 transpose, stage s (blocks of b = 8 >> s): row i (bit b clear) and
+// row i + b exchange their off-diagonal b x b blocks, as gemm.cpp's transpose16 does.
+struct TransposeIndex {
+  int32_t low[4][16], high[4][16];
+};
+constexpr TransposeIndex kTranspose = [] {
+  TransposeIndex t{};
+  for (int s = 0; s < 4; ++s) {
+    const int b = 8 >> s;
+    for (int j = 0; j < 16; ++j) {
+      t.low[s][j] = (j & b) ? 16 + (j ^ b) : j;
+      t.high[s][j] = (j & b) ? 16 + j : (j ^ b);
+    }
+  }
+  return t;
+}();
+
+__attribute__((target("avx512f"))) void transpose16(__m512i (&rows)[16]) {
+#pragma GCC unroll 4
+  for (int s = 0; s < 4; ++s) {
+    const int b = 8 >> s;
+    const __m512i low = _mm512_loadu_si512(kTranspose.low[s]);
+    const __m512i high = _mm512_loadu_si512(kTranspose.high[s]);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      if (i & b) continue;
+      const __m512i x = rows[i], y = rows[i + b];
+      rows[i] = _mm512_permutex2var_epi32(x, low, y);
+      rows[i + b] = _mm512_permutex2var_epi32(x, high, y);
+    }
+  }
+}
+
+// The same where a line's steps are consecutive floats (a transposed B: a linear layer's
+// weights), into panels of NR lines: 32 steps of each of 16 lines become their 16 pairs in
+// order (one conversion a line), and a transpose in registers turns those into 16 rows of a
+// panel, a pair of each line.
+__attribute__((target("avx512f,avx512bf16"))) void pack_lines_native(const float* src,
+                                                                     int64_t l_step, int64_t,
+                                                                     int64_t lines, int64_t kc,
+                                                                     uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t l0 = 0; l0 < lines; l0 += NR) {
+    uint32_t* panel = out + l0 * pairs;
+    for (int64_t r0 = 0; r0 < NR; r0 += 16) {
       for (int64_t k0 = 0; k0 < kc; k0 += 32) {
-        const int64_t n = l0 + r < lines ? std::min<int64_t>(32, kc - k0) : 0;
-        const __m512 x0 = _mm512_maskz_loadu_ps(first(n), line + k0);
-        const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), line + k0 + 16);
-        alignas(64) uint32_t words[16];
-        _mm512_store_si512(words, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+        __m512i rows[16];
+        for (int64_t r = 0; r < 16; ++r) {
+          const float* line = src + (l0 + r0 + r) * l_step + k0;
+          const int64_t n = l0 + r0 + r < lines ? std::min<int64_t>(32, kc - k0) : 0;
+          const __m512 x0 = _mm512_maskz_loadu_ps(first(n), line);
+          const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), line + 16);
+          rows[r] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+        }
+        transpose16(rows);
         const int64_t count = std::min<int64_t>(16, pairs - k0 / 2);
-        for (int64_t q = 0; q < count; ++q) panel[(k0 / 2 + q) * W + r] = words[q];
+        for (int64_t q = 0; q < count; ++q) {
+          _mm512_storeu_si512(panel + (k0 / 2 + q) * NR + r0, rows[q]);
+        }
       }
     }
   }
@@ -208,8 +256,8 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
   if (bf16_kernel() == Bf16Kernel::Native) {
     rows_a = !ta;
     tile_kernel = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
-    pack_a = pack_pairs_native<MR>;
-    pack_b = pack_pairs_native<NR>;
+    pack_a = pack_steps_native<MR>;  // a transposed A; a row-major one: pack_rows_native
+    pack_b = tb ? pack_lines_native : pack_steps_native<NR>;
   }
 #endif
   thread_local std::vector<uint32_t> a_pack, b_pack;
