@@ -56,6 +56,9 @@ WARMUP_SECONDS = 0.25
 MALLOC = "glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456"
 # The README's generated block lies between these (--readme).
 BEGIN, END = "<!-- benchmark table: bench/compare_pytorch.py --readme README.md -->", "<!-- end of the benchmark table -->"
+# The same for the mixed-precision table (--bf16 --readme bench/README.md).
+BF16_BEGIN = "<!-- bf16 table: bench/compare_pytorch.py --bf16 --readme bench/README.md -->"
+BF16_END = "<!-- end of the bf16 table -->"
 WORKLOADS = ["encoder-forward", "encoder-train", "mini-train-small", "mini-train-base",
              "lm-recipe", "lm-large"]
 # The language models (nanoGPT's shakespeare_char: its CPU recipe, and its config): width,
@@ -449,7 +452,8 @@ def main():
     ap.add_argument("--decode", action="store_true",
                     help="the decoding workloads instead (tokens per second, cached and not)")
     ap.add_argument("--bf16", action="store_true",
-                    help="the training workloads in mixed precision instead (bfloat16 products)")
+                    help="the training workloads in mixed precision instead (bfloat16 products); "
+                         "with --readme, into bench/README.md's bf16 block")
     ap.add_argument("--markdown", action="store_true",
                     help="print the README's block: the machine, the date, the commit, the table")
     ap.add_argument("--readme", metavar="FILE",
@@ -478,8 +482,13 @@ def main():
                      for side in ("openblas", "tapegrad", "bf16"))
 
     if args.bf16:
-        print(f"{os.cpu_count()} vCPUs of {cpu_name()}, {time.strftime('%Y-%m-%d')}\n")
-        print("\n".join(bf16_table(args, avx512, sgemm_peaks)))
+        lines = [f"{os.cpu_count()} vCPUs of {cpu_name()}, {time.strftime('%Y-%m-%d')}, commit "
+                 f"{commit()}: `bench/compare_pytorch.py --bf16 --iterations {args.iterations} "
+                 f"--rounds {args.rounds}`.", ""] + bf16_table(args, avx512, sgemm_peaks)
+        if args.readme:
+            write_between_markers(args.readme, lines, BF16_BEGIN, BF16_END)
+        else:
+            print("\n".join(lines))
         return
     rows = []
     all_peaks = []
@@ -528,19 +537,23 @@ def main():
         lines.append(f"| {w} | {ours:.4f} | {theirs:.4f} ({th}) | {speedup:.2f}x | {floor:.4f} | "
                      f"{ratio:.2f} | {their_ratio:.2f} | {own_ratio:.2f} | {rss_ours} / {rss_theirs} |")
     if args.markdown or args.readme:
-        commit = run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse",
-                      "--short", "HEAD"]).strip()
         lines = [f"{os.cpu_count()} vCPUs of {cpu_name()}, {time.strftime('%Y-%m-%d')}, commit "
-                 f"{commit}: `bench/compare_pytorch.py --iterations {args.iterations} --rounds "
+                 f"{commit()}: `bench/compare_pytorch.py --iterations {args.iterations} --rounds "
                  f"{args.rounds}`. sgemm on the workloads' shapes: tapegrad {span(1)}, OpenBLAS "
                  f"{span(0)} GFLOP/s; tapegrad's bfloat16 product {span(2)}.", ""] + lines
     else:
         lines = [f"\nsgemm peak on these shapes, measured before each round: OpenBLAS {span(0)} "
                  f"GFLOP/s, tapegrad {span(1)}, tapegrad's bfloat16 product {span(2)}\n"] + lines
     if args.readme:
-        write_between_markers(args.readme, lines)
+        write_between_markers(args.readme, lines, BEGIN, END)
     else:
         print("\n".join(lines))
+
+
+def commit():
+    """The repository's HEAD, short."""
+    return run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short",
+                "HEAD"]).strip()
 
 
 def cpu_name():
@@ -555,14 +568,14 @@ def cpu_name():
     return f"{info.get('model name', 'an unnamed CPU')} (family {info.get('cpu family', '?')}, {avx512})"
 
 
-def write_between_markers(path, lines):
-    """Replaces what lies between the README's two benchmark markers with `lines`."""
+def write_between_markers(path, lines, begin_marker, end_marker):
+    """Replaces what lies between the file's two markers with `lines`."""
     with open(path) as f:
         text = f.read()
-    begin, end = text.find(BEGIN), text.find(END)
+    begin, end = text.find(begin_marker), text.find(end_marker)
     if begin < 0 or end < begin:
-        sys.exit(f"--readme: {path} has no {BEGIN} ... {END} block")
-    text = text[:begin + len(BEGIN)] + "\n" + "\n".join(lines) + "\n" + text[end:]
+        sys.exit(f"--readme: {path} has no {begin_marker} ... {end_marker} block")
+    text = text[:begin + len(begin_marker)] + "\n" + "\n".join(lines) + "\n" + text[end:]
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
