@@ -12,9 +12,8 @@ namespace tapegrad {
 // a [..., M, K] @ b [..., K, N] -> [..., M, N]. Both operands have rank >= 2; the batch dims
 // (all but the last two) broadcast. Under an AutocastGuard a float32 product reads its operands
 // rounded to bfloat16 and sums in float32 (tape.h), forward and backward. In the fast room a
-// transposed view (transpose(k, -2, -1)) goes to the gemm as a transpose flag, not a copy; when b
-// is a plain matrix and a is contiguous the batch is folded into one large gemm ([B*T, C] @ [C,
-// OC]).
+// transposed view (transpose(k, -2, -1)) goes to the gemm as a transpose flag, not a copy; when
+// b is a plain matrix and a is contiguous the batch is folded into one gemm, [B*T, C] @ [C, OC].
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // The activations of the library, one enum for the op and the modules (a feed-forward block's
