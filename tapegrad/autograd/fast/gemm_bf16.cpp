@@ -205,7 +205,14 @@ __attribute__((target("avx512f,avx512bf16"))) void pack_rows_native(const float*
     for (int64_t r = 0; r < MR; ++r) {
       const float* line = src + (l0 + r) * l_step;
       uint32_t* row = out + (l0 + r) * KP;
-      for (int64_t k0 = 0; k0 < kc; k0 += 32) {
+      int64_t k0 = 0;
+      if (l0 + r < lines) {  // whole 32s of a real line, unmasked
+        for (; k0 + 32 <= kc; k0 += 32) {
+          const __m512 x0 = _mm512_loadu_ps(line + k0), x1 = _mm512_loadu_ps(line + k0 + 16);
+          _mm512_storeu_si512(row + k0 / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+        }
+      }
+      for (; k0 < kc; k0 += 32) {
         const int64_t n = l0 + r < lines ? std::min<int64_t>(32, kc - k0) : 0;
         const __m512 x0 = _mm512_maskz_loadu_ps(first(n), line + k0);
         const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), line + k0 + 16);
