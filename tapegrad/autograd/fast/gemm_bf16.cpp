@@ -118,7 +118,15 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
     uint32_t* panel = out + l0 * pairs;
     for (int64_t r0 = 0; r0 < W; r0 += 16) {
       const __mmask16 take = first(lines - l0 - r0), put = first(W - r0);
-      for (int64_t p = 0; p < pairs; ++p) {
+      int64_t p = 0;
+      if (take == 0xffff && put == 0xffff) {  // 16 real lines: whole pairs unmasked
+        for (; 2 * p + 1 < kc; ++p) {
+          const float* at = src + l0 + r0 + 2 * p * k_step;
+          _mm512_storeu_si512(panel + p * W + r0,
+                              pairs_of(_mm512_loadu_ps(at), _mm512_loadu_ps(at + k_step)));
+        }
+      }
+      for (; p < pairs; ++p) {
         const float* at = src + l0 + r0 + 2 * p * k_step;
         const __m512 lo = _mm512_maskz_loadu_ps(take, at);
         const __m512 hi =
