@@ -168,33 +168,44 @@ void transpose_head(F* out, const F* in, const Heads& x) {
   }
 }
 
-// row[0, n) as a product in `precision` reads it: itself, or (floats in Precision::BFloat16)
-// its values rounded to bfloat16, copied into `rounded`.
+// Note [attention under autocast]: a product under an AutocastGuard reads bfloat16 operands
+// and sums exact products in float32. Attention's operands are rounded once, not per head:
+// q, k and v (and dout in backward) by rounded(), each head's dropped weights and the
+// gradient of its scores in place; its products then run in float32, whose sums of exact
+// products are the same products (in another order than bf16_gemm's, which only a product
+// split between threads would have to match, and a head is never split).
+
+// t contiguous, its values rounded to bfloat16 when bf16 (t float32).
+Tensor rounded(const Tensor& t, bool bf16) {
+  if (!bf16) return t.contiguous();
+  const Tensor c = t.contiguous();
+  Tensor r = empty(c.shape(), c.dtype());
+  const float* src = c.data<float>();
+  float* dst = r.data<float>();
+  parallel_for(c.numel(), kGrainElements, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = round_to_bf16(src[i]);
+  });
+  return r;
+}
+
+// x[0, n) rounded to bfloat16 in place when bf16 (F float).
 template <class F>
-const F* operand(Precision precision, const F* row, int64_t n, std::vector<F>& rounded) {
+void round_in_place(F* x, int64_t n, bool bf16) {
   if constexpr (std::is_same_v<F, float>) {
-    if (precision == Precision::BFloat16) {
-      rounded.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) rounded[i] = round_to_bf16(row[i]);
-      return rounded.data();
-    }
+    for (int64_t i = 0; i < n && bf16; ++i) x[i] = round_to_bf16(x[i]);
   }
-  return row;
 }
 
 // scores (1, S) of a single query row (a decoding step): q . k_j for the S keys, rows C apart.
 // gemm would first copy k transposed, as long as the products themselves; here each key is
 // read once, a D-long dot product in vectors of 64 bytes.
 template <class F>
-void one_query_scores(Precision precision, const F* q_in, const F* k, int64_t C, int64_t S,
-                      int64_t D, F* scores) {
+void one_query_scores(const F* q, const F* k, int64_t C, int64_t S, int64_t D, F* scores) {
   constexpr int64_t W = 64 / sizeof(F);
   typedef F Vec __attribute__((vector_size(W * sizeof(F))));
   const int64_t whole = D / W * W;
-  std::vector<F> q_rounded, key_rounded;
-  const F* q = operand(precision, q_in, D, q_rounded);
   for (int64_t j = 0; j < S; ++j) {
-    const F* key = operand(precision, k + j * C, D, key_rounded);
+    const F* key = k + j * C;
     Vec acc{};
     for (int64_t d = 0; d < whole; d += W) {
       Vec a, b;
@@ -227,8 +238,10 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   // k and v rows packed at stride C with the same batch stride can be read where they are
   const Shape& ks = k_in.strides();
   const bool graph = recording(q_in, k_in, v_in);
-  const bool in_place = !graph && ks == v_in.strides() && ks[2] == 1 && (S == 1 || ks[1] == C) &&
-                        (B == 1 || ks[0] >= S * C);
+  // the products' operands rounded once (Note [attention under autocast])
+  const bool bf16 = product_precision(q_in.dtype()) == Precision::BFloat16;
+  const bool in_place = !graph && !bf16 && ks == v_in.strides() && ks[2] == 1 &&
+                        (S == 1 || ks[1] == C) && (B == 1 || ks[0] >= S * C);
   const Tensor q = q_in.contiguous();
   const Tensor k = in_place ? k_in : k_in.contiguous(), v = in_place ? v_in : v_in.contiguous();
   if (in_place && B > 1) x.kv_batch = ks[0];
@@ -239,7 +252,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   const double product_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(T) *
                                static_cast<double>(S) * static_cast<double>(x.D);
   profile::note_flops(2 * product_flops);
-  const Precision precision = product_precision(q.dtype());
+  const Tensor qr = rounded(q, bf16), kr = in_place ? k : rounded(k, bf16),
+               vr = in_place ? v : rounded(v, bf16);
 
   Tensor out = empty({B, T, C}, q.dtype());
   // The softmax weights, [B, H, S, TP] (each tile transposed), which backward keeps; when
@@ -251,11 +265,11 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   dispatch_floating("attention", q.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-    const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
+    const F *pq = qr.data<F>(), *pk = kr.data<F>(), *pv = vr.data<F>();
     F* pw = keep_weights ? weights.data<F>() : nullptr;
     F* po = out.data<F>();
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
-      std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop ? tile : 0);
+      std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
       std::vector<F> factor(drop ? tile : 0), transposed(x.D * TP);
       std::vector<F> bias(pm ? tile : 0);
       int64_t bias_of = -1;  // the mask offset bias was made for
@@ -264,14 +278,14 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
         F* p = keep_weights ? pw + n * tile : scratch.data();
         // scores^T (S, T) = k_bh (S, D) q_bh^T, then p = softmax(scale * scores | blocked)^T
         if (T == 1) {
-          one_query_scores<F>(precision, pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
+          one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
           static constexpr uint8_t kNothingBlocked = 0;
           detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
                                             &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
         } else {
           transpose_head<F>(transposed.data(), pq + x.q_at(n), x);
-          gemm<F>(precision, false, false, S, TP, x.D, pk + x.kv_at(n), C, transposed.data(), TP,
-                  F{0}, p, TP);
+          gemm<F>(Precision::Float32, false, false, S, TP, x.D, pk + x.kv_at(n), C,
+                  transposed.data(), TP, F{0}, p, TP);
           if (pm && x.mask_at(n) != bias_of) {
             mask_tile<F>(bias.data(), x, n, pm);
             bias_of = x.mask_at(n);
@@ -282,9 +296,13 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
           dropout_factors<F>(factor.data(), x, n, mask, dropout);
           for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
         }
+        if (bf16) {
+          if (!drop) std::copy(p, p + tile, dropped.data());
+          round_in_place(dropped.data(), tile, bf16);
+        }
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
-        gemm<F>(precision, true, false, T, x.D, S, drop ? dropped.data() : p, TP, pv + x.kv_at(n),
-                C, F{0}, po + x.q_at(n), C);
+        gemm<F>(Precision::Float32, true, false, T, x.D, S, drop || bf16 ? dropped.data() : p, TP,
+                pv + x.kv_at(n), C, F{0}, po + x.q_at(n), C);
       }
     });
   });
@@ -293,8 +311,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   if (graph) {
     record("attention", {q, k, v}, out,
            {.fast =
-                [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout,
-                 product_flops, precision](const Tensor& dout, Grads& g) {
+                [q = qr.detach(), k = kr.detach(), v = vr.detach(), weights, x, mask, dropout,
+                 product_flops, bf16](const Tensor& dout_in, Grads& g) {
                   // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
                   //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
                   //   dP = dP' * keep * dropout_scale
@@ -306,6 +324,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                   profile::note_flops(
                       product_flops *
                       (1 + (g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0) + (g.wants(2) ? 1 : 0)));
+                  const Tensor dout = rounded(dout_in, bf16);
                   dispatch_floating("attention", dout.dtype(), [&](auto tag) {
                     using F = decltype(tag);
                     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
@@ -323,7 +342,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                     const auto assign = [](F& dst, F value) { dst = value; };
                     parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
                       const int64_t TP = x.TP, tile = S * TP;
-                      std::vector<F> ds(tile), dropped(dropout > 0 ? tile : 0);
+                      std::vector<F> ds(tile), dropped(dropout > 0 || bf16 ? tile : 0);
                       std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
                       for (int64_t n = n0; n < n1; ++n) {
                         const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
@@ -333,7 +352,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                           // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
                           // softmax
                           transpose_head<F>(transposed.data(), dout_bh, x);
-                          gemm<F>(precision, false, false, S, TP, D, pv + x.kv_at(n), C,
+                          gemm<F>(Precision::Float32, false, false, S, TP, D, pv + x.kv_at(n), C,
                                   transposed.data(), TP, F{0}, ds.data(), TP);
                           if (dropout > 0) {
                             for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
@@ -345,23 +364,27 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                           } else {
                             softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
                           }
+                          round_in_place(ds.data(), tile, bf16);
                         }
                         if (dgrad[0]) {
-                          gemm<F>(precision, true, false, T, D, S, ds.data(), TP, pk + x.kv_at(n),
-                                  C, beta[0], dgrad[0] + x.q_at(n), C);
+                          gemm<F>(Precision::Float32, true, false, T, D, S, ds.data(), TP,
+                                  pk + x.kv_at(n), C, beta[0], dgrad[0] + x.q_at(n), C);
                         }
                         if (dgrad[1]) {
-                          gemm<F>(precision, false, false, S, D, T, ds.data(), TP, pq + x.q_at(n),
-                                  C, beta[1], dgrad[1] + x.kv_at(n), C);
+                          gemm<F>(Precision::Float32, false, false, S, D, T, ds.data(), TP,
+                                  pq + x.q_at(n), C, beta[1], dgrad[1] + x.kv_at(n), C);
                         }
                         if (dgrad[2]) {
                           const F* pdrop = p;
-                          if (dropout > 0) {
-                            for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
+                          if (dropout > 0 || bf16) {
+                            for (int64_t e = 0; e < tile; ++e) {
+                              dropped[e] = dropout > 0 ? p[e] * factor[e] : p[e];
+                            }
+                            round_in_place(dropped.data(), tile, bf16);
                             pdrop = dropped.data();
                           }
-                          gemm<F>(precision, false, false, S, D, T, pdrop, TP, dout_bh, C, beta[2],
-                                  dgrad[2] + x.kv_at(n), C);
+                          gemm<F>(Precision::Float32, false, false, S, D, T, pdrop, TP, dout_bh, C,
+                                  beta[2], dgrad[2] + x.kv_at(n), C);
                         }
                       }
                     });
