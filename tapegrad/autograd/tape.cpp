@@ -188,7 +188,6 @@ bool anomaly_enabled() { return t_anomaly; }
 bool tape_details() { return t_details || t_anomaly; }
 bool reference_mode() { return t_reference; }
 const FastOps* fast_ops() { return t_reference ? nullptr : installed_fast_ops(); }
-bool autocasting() { return t_autocast != Precision::Float32; }
 Precision product_precision(DType dtype) {
   return dtype == DType::Float32 ? t_autocast : Precision::Float32;
 }

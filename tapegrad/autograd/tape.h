@@ -220,7 +220,6 @@ using ReferenceModeGuard = ScopedMode<detail::reference_mode, true>;
 // layer norm, losses, sums, the parameters, the optimizer) stays float32. An entry keeps the
 // precision it was recorded in, and its backward runs in that precision, inside the guard or
 // not: the gradient's products are bfloat16 products too.
-bool autocasting();
 using AutocastGuard = ScopedMode<detail::autocast_mode, Precision::BFloat16>;
 
 // The precision a matrix product of `dtype` operands runs in here: the autocast's for float32,

@@ -65,10 +65,10 @@ TEST_CASE("autocast rounds a product's operands to bfloat16, forward and backwar
     Tensor out;
     {
       const AutocastGuard bf16;
-      REQUIRE(autocasting());
+      REQUIRE(product_precision(DType::Float32) == Precision::BFloat16);
       out = matmul(a, b);
     }
-    REQUIRE_FALSE(autocasting());
+    REQUIRE(product_precision(DType::Float32) == Precision::Float32);
     require_values(out, {kUpRounded}, 0);
     // recorded in bfloat16, differentiated outside the guard: da = dout b, db = a dout, rounded
     const auto grads = grad({out}, {a, b}, {dout});

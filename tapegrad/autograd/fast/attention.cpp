@@ -192,8 +192,20 @@ Tensor rounded(const Tensor& t, bool bf16) {
 template <class F>
 void round_in_place(F* x, int64_t n, bool bf16) {
   if constexpr (std::is_same_v<F, float>) {
-    for (int64_t i = 0; i < n && bf16; ++i) x[i] = round_to_bf16(x[i]);
+    if (!bf16) return;
+    for (int64_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
   }
+}
+
+// The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
+// (drop) and rounded to bfloat16 (bf16), written to `dropped`.
+template <class F>
+const F* product_weights(const F* p, const F* factor, bool drop, bool bf16, int64_t tile,
+                         F* dropped) {
+  if (!drop && !bf16) return p;
+  for (int64_t e = 0; e < tile; ++e) dropped[e] = drop ? p[e] * factor[e] : p[e];
+  round_in_place(dropped, tile, bf16);
+  return dropped;
 }
 
 // scores (1, S) of a single query row (a decoding step): q . k_j for the S keys, rows C apart.
@@ -292,16 +304,10 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
           }
           softmax_columns<F>(p, x, pm ? bias.data() : nullptr, scale);
         }
-        if (drop) {
-          dropout_factors<F>(factor.data(), x, n, mask, dropout);
-          for (int64_t e = 0; e < tile; ++e) dropped[e] = p[e] * factor[e];
-        }
-        if (bf16) {
-          if (!drop) std::copy(p, p + tile, dropped.data());
-          round_in_place(dropped.data(), tile, bf16);
-        }
+        if (drop) dropout_factors<F>(factor.data(), x, n, mask, dropout);
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
-        gemm<F>(Precision::Float32, true, false, T, x.D, S, drop || bf16 ? dropped.data() : p, TP,
+        gemm<F>(Precision::Float32, true, false, T, x.D, S,
+                product_weights<F>(p, factor.data(), drop, bf16, tile, dropped.data()), TP,
                 pv + x.kv_at(n), C, F{0}, po + x.q_at(n), C);
       }
     });
@@ -375,14 +381,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                                   pq + x.q_at(n), C, beta[1], dgrad[1] + x.kv_at(n), C);
                         }
                         if (dgrad[2]) {
-                          const F* pdrop = p;
-                          if (dropout > 0 || bf16) {
-                            for (int64_t e = 0; e < tile; ++e) {
-                              dropped[e] = dropout > 0 ? p[e] * factor[e] : p[e];
-                            }
-                            round_in_place(dropped.data(), tile, bf16);
-                            pdrop = dropped.data();
-                          }
+                          const F* pdrop = product_weights<F>(p, factor.data(), dropout > 0, bf16,
+                                                              tile, dropped.data());
                           gemm<F>(Precision::Float32, false, false, S, D, T, pdrop, TP, dout_bh, C,
                                   beta[2], dgrad[2] + x.kv_at(n), C);
                         }

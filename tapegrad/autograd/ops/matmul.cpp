@@ -128,10 +128,10 @@ Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bia
   return dropout(h, p, key);
 }
 
-Tensor matmul_reference(const Tensor& a, const Tensor& b, Precision precision) {
+Tensor matmul_reference(const Tensor& a, const Tensor& b) {
   TG_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2),
            "matmul_reference: cannot multiply shapes {} and {}", a.shape(), b.shape());
-  return plain_matmul("matmul_reference", a, b, precision);
+  return plain_matmul("matmul_reference", a, b, Precision::Float32);
 }
 
 }  // namespace tapegrad
