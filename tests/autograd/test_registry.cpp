@@ -298,8 +298,8 @@ std::vector<OpCase> registry() {
 
 std::string name_of(const OpCase& c) { return c.what.empty() ? c.op : c.op + ", " + c.what; }
 
-// Products large enough for the packed kernels (gemm.h), which the cases above, sized for
-// gradgradcheck, never reach: under autocast, bf16_gemm's.
+// Products large enough for the packed kernels (gemm.h) and to be split between threads, which
+// the cases above, sized for gradgradcheck, never reach: under autocast, bf16_gemm's.
 std::vector<OpCase> packed_product_cases() {
   using R = std::vector<Tensor>;
   return {
@@ -352,8 +352,15 @@ std::vector<Tensor> outputs_and_gradients(const OpCase& c, DType dtype = DType::
 
 }  // namespace
 
+// The registry's cases and the packed products'.
+std::vector<OpCase> registry_and_packed_products() {
+  std::vector<OpCase> cases = registry();
+  for (const OpCase& c : packed_product_cases()) cases.push_back(c);
+  return cases;
+}
+
 TEST_CASE("every op's fast kernels equal its backward or reference", "[autograd][registry]") {
-  for (const OpCase& c : registry()) {
+  for (const OpCase& c : registry_and_packed_products()) {
     INFO(name_of(c));
     const std::vector<Tensor> fast = outputs_and_gradients(c);
     std::vector<Tensor> reference;
@@ -445,9 +452,7 @@ TEST_CASE("every op of the library has a case in the registry", "[autograd][regi
 
 TEST_CASE("under autocast, every op's fast kernels equal its backward or reference",
           "[autograd][registry]") {
-  std::vector<OpCase> cases = registry();
-  for (const OpCase& c : packed_product_cases()) cases.push_back(c);
-  for (const OpCase& c : cases) {
+  for (const OpCase& c : registry_and_packed_products()) {
     INFO(name_of(c));
     std::vector<Tensor> fast, reference;
     {

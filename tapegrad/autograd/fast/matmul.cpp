@@ -373,10 +373,15 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                                   beta_x, dx + n0 * C, C);
                         }
                         const auto [c0, c1] = share(OC, p, shares);
-                        // dw [OC, C] += dh^T @ x [N, C]: rows c0..c1 of dh^T are its columns
-                        if (dw && c1 > c0) {
+                        // dw [OC, C] += dh^T @ x [N, C], split along its longer side: each share
+                        // packs all of the shorter operand and its part of the longer one
+                        if (dw && OC >= C && c1 > c0) {  // rows c0..c1 of dh^T: its columns
                           gemm<T>(precision, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w,
                                   dw + c0 * C, C);
+                        }
+                        if (const auto [j0, j1] = share(C, p, shares); dw && OC < C && j1 > j0) {
+                          gemm<T>(precision, true, false, OC, j1 - j0, N, dy, OC, px + j0, C,
+                                  beta_w, dw + j0, C);
                         }
                         // dbias [OC] += sum over rows of dh
                         if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
