@@ -308,9 +308,9 @@ std::vector<OpCase> packed_product_cases() {
          return Inputs{leaf({2, 40, 70}, 40), leaf({70, 50}, 41)};
        },
        [](const Inputs& in) { return R{matmul(in[0], in[1])}; }},
-      {"linear", "[3, 30, 96] x [80, 96], GELU and dropout 0.1",
+      {"linear", "[3, 30, 160] x [144, 160], GELU and dropout 0.1",
        [] {
-         return Inputs{leaf({3, 30, 96}, 42), leaf({80, 96}, 43), leaf({80}, 44)};
+         return Inputs{leaf({3, 30, 160}, 42), leaf({144, 160}, 43), leaf({144}, 44)};
        },
        [](const Inputs& in) {
          Generator gen(kDropSeed);
@@ -318,6 +318,11 @@ std::vector<OpCase> packed_product_cases() {
              in[0], in[1], in[2],
              {.activation = Activation::GELU, .dropout = 0.1, .training = true, .gen = &gen})};
        }},
+      {"linear", "[2, 20, 16] x [600, 16]: the bias gradient summed in blocks of columns",
+       [] {
+         return Inputs{leaf({2, 20, 16}, 48), leaf({600, 16}, 49), leaf({600}, 50)};
+       },
+       [](const Inputs& in) { return R{linear(in[0], in[1], in[2])}; }},
       {"attention", "T = S = 40, C = 64, 2 heads, causal, dropout 0.1",
        [] {
          return Inputs{leaf({2, 40, 64}, 45), leaf({2, 40, 64}, 46), leaf({2, 40, 64}, 47)};

@@ -188,21 +188,19 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
 // dbias[c] += sum_n dout[n, c] for the columns c0..c1, each summed over the rows in order.
 template <class T>
 void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, int64_t c1) {
-  // A vector of columns at a time, its sums kept in registers down all N rows (summed into
-  // dbias row by row, each row's add would wait on the store before it), in the same order.
-  constexpr int64_t W = 64 / sizeof(T);
-  int64_t c = c0;
-  for (; c + W <= c1; c += W) {
-    T acc[W];
-    std::copy(dbias + c, dbias + c + W, acc);
+  // A block of columns at a time down all N rows, its sums in a local array: each row's part is
+  // a kilobyte the prefetcher streams in. A vector of columns at a time read one line a row,
+  // each row a page or more from the one before, and every load waited on memory.
+  constexpr int64_t kBlock = 1024 / sizeof(T);
+  for (int64_t b = c0; b < c1; b += kBlock) {
+    const int64_t w = std::min(kBlock, c1 - b);
+    T acc[kBlock];
+    std::copy(dbias + b, dbias + b + w, acc);
     for (int64_t n = 0; n < N; ++n) {
-      const T* row = dout + n * OC + c;
-      for (int64_t l = 0; l < W; ++l) acc[l] += row[l];
+      const T* row = dout + n * OC + b;
+      for (int64_t l = 0; l < w; ++l) acc[l] += row[l];
     }
-    std::copy(acc, acc + W, dbias + c);
-  }
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t j = c; j < c1; ++j) dbias[j] += dout[n * OC + j];
+    std::copy(acc, acc + w, dbias + b);
   }
 }
 
