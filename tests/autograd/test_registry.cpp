@@ -323,14 +323,14 @@ std::vector<OpCase> packed_product_cases() {
          return Inputs{leaf({2, 20, 16}, 48), leaf({600, 16}, 49), leaf({600}, 50)};
        },
        [](const Inputs& in) { return R{linear(in[0], in[1], in[2])}; }},
-      {"attention", "T = S = 40, C = 64, 2 heads, causal, dropout 0.1",
+      {"attention", "T = S = 70 (tiles 80 wide), C = 64, 2 heads, causal, dropout 0.1",
        [] {
-         return Inputs{leaf({2, 40, 64}, 45), leaf({2, 40, 64}, 46), leaf({2, 40, 64}, 47)};
+         return Inputs{leaf({2, 70, 64}, 45), leaf({2, 70, 64}, 46), leaf({2, 70, 64}, 47)};
        },
        [](const Inputs& in) {
-         Tensor blocked = zeros({1, 1, 40, 40}, DType::Bool);
-         for (int64_t i = 0; i < 40; ++i) {
-           for (int64_t j = i + 1; j < 40; ++j) blocked.data<bool>()[i * 40 + j] = true;
+         Tensor blocked = zeros({1, 1, 70, 70}, DType::Bool);
+         for (int64_t i = 0; i < 70; ++i) {
+           for (int64_t j = i + 1; j < 70; ++j) blocked.data<bool>()[i * 70 + j] = true;
          }
          Generator gen(kDropSeed);
          return R{attention(in[0], in[1], in[2], 2,

@@ -120,21 +120,39 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
   }
 }
 
-// ds (S, TP) = the gradient of item n's scores from the weights' gradient dp (S, TP), in
-// place, with p (S, TP) the weights: scale * p * (dp - the column's sum of dp * p), kTileLanes
-// columns at a time. A fully blocked column has p all zero, so its gradient is zero.
-template <class F>
-void softmax_columns_backward(F* ds, const F* p, int64_t S, int64_t TP, F scale) {
+// Columns [c, c + G kTileLanes) of softmax_columns_backward: G column sums down the rows at
+// once, so an add does not wait on the one before it (one sum at a time, each waited the add's
+// latency a row).
+template <int64_t G, class F>
+void softmax_columns_backward_strip(F* ds, const F* p, int64_t S, int64_t TP, F scale, int64_t c) {
   using V = Lanes<F>;
-  for (int64_t c = 0; c < TP; c += kTileLanes) {
-    typename V::Vec dot{};
-    for (int64_t j = 0; j < S; ++j) dot += V::load(ds + j * TP + c) * V::load(p + j * TP + c);
-    for (int64_t j = 0; j < S; ++j) {
-      F* d = ds + j * TP + c;
-      const auto y = V::load(p + j * TP + c);
-      V::store(d, scale * y * (V::load(d) - dot));
+  typename V::Vec dot[G] = {};
+  for (int64_t j = 0; j < S; ++j) {
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t at = j * TP + c + g * kTileLanes;
+      dot[g] += V::load(ds + at) * V::load(p + at);
     }
   }
+  for (int64_t j = 0; j < S; ++j) {
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t at = j * TP + c + g * kTileLanes;
+      V::store(ds + at, scale * V::load(p + at) * (V::load(ds + at) - dot[g]));
+    }
+  }
+}
+
+// ds (S, TP) = the gradient of item n's scores from the weights' gradient dp (S, TP), in
+// place, with p (S, TP) the weights: scale * p * (dp - the column's sum of dp * p), each
+// column's sum down its rows in order. A fully blocked column has p all zero, so its gradient
+// is zero.
+template <class F>
+void softmax_columns_backward(F* ds, const F* p, int64_t S, int64_t TP, F scale) {
+  constexpr int64_t G = 4;
+  int64_t c = 0;
+  for (; c + G * kTileLanes <= TP; c += G * kTileLanes) {
+    softmax_columns_backward_strip<G>(ds, p, S, TP, scale, c);
+  }
+  for (; c < TP; c += kTileLanes) softmax_columns_backward_strip<1>(ds, p, S, TP, scale, c);
 }
 
 // factor (S, TP) = what dropout multiplies item n's weights by: dropout_scale where the mask
@@ -154,46 +172,58 @@ void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& ma
   }
 }
 
-// out (D, TP) = the transpose of a head's block in (T, D) (rows C apart): the right operand of
-// the tile's products with a head's rows, whole vectors of queries wide. Its pad columns are
-// never written: the caller's buffer starts as zeros, so products with it give zero pad lanes.
-// kTileLanes queries at a time, so the rows written stay few while their lines fill.
-template <class F>
-void transpose_head(F* out, const F* in, const Heads& x) {
-  for (int64_t i0 = 0; i0 < x.T; i0 += kTileLanes) {
-    const int64_t i1 = std::min(x.T, i0 + kTileLanes);
-    for (int64_t d = 0; d < x.D; ++d) {
-      for (int64_t i = i0; i < i1; ++i) out[d * x.TP + i] = in[i * x.C + d];
-    }
-  }
-}
-
 // Note [attention under autocast]: a product under an AutocastGuard reads bfloat16 operands
-// and sums exact products in float32. Attention's operands are rounded once, not per head:
-// q, k and v (and dout in backward) by rounded(), each head's dropped weights and the
-// gradient of its scores in place; its products then run in float32, whose sums of exact
-// products are the same products (in another order than bf16_gemm's, which only a product
-// split between threads would have to match, and a head is never split).
+// and sums exact products in float32. Attention rounds each head's operands as it copies them
+// into the thread's buffers (q, k, v, and dout in backward: a head's block is read from memory
+// once, and nothing the size of the inputs is written), the weights and the gradient of the
+// scores in place; its products then run in float32, whose sums of exact products are the same
+// products (in another order than bf16_gemm's, which only a product split between threads
+// would have to match, and a head is never split).
 
-// t contiguous, its values rounded to bfloat16 when bf16 (t float32).
-Tensor rounded(const Tensor& t, bool bf16) {
-  if (!bf16) return t.contiguous();
-  const Tensor c = t.contiguous();
-  Tensor r = empty(c.shape(), c.dtype());
-  const float* src = c.data<float>();
-  float* dst = r.data<float>();
-  parallel_for(c.numel(), kGrainElements, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dst[i] = round_to_bf16(src[i]);
-  });
-  return r;
+// x as a product reads it: rounded to bfloat16 when bf16 (F float).
+template <class F>
+F operand(F x, bool bf16) {
+  if constexpr (std::is_same_v<F, float>) return bf16 ? round_to_bf16(x) : x;
+  return x;
 }
 
 // x[0, n) rounded to bfloat16 in place when bf16 (F float).
 template <class F>
 void round_in_place(F* x, int64_t n, bool bf16) {
-  if constexpr (std::is_same_v<F, float>) {
-    if (!bf16) return;
-    for (int64_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
+  if (!bf16) return;
+  for (int64_t i = 0; i < n; ++i) x[i] = operand(x[i], bf16);
+}
+
+// A head's block of rows, D wide and `ld` apart, as a product reads it.
+template <class F>
+struct Block {
+  const F* data;
+  int64_t ld;
+};
+
+// The `rows` x D block at `in` (rows ld apart) as a product reads it: in place, or rounded to
+// bfloat16 into buf (rows x D, packed) when bf16.
+template <class F>
+Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16, F* buf) {
+  if (!bf16) return {in, ld};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t d = 0; d < D; ++d) buf[r * D + d] = operand(in[r * ld + d], bf16);
+  }
+  return {buf, D};
+}
+
+// out (D, TP) = the transpose of a head's block in (T, D) (rows C apart), rounded when bf16:
+// the right operand of the tile's products with a head's rows, whole vectors of queries wide.
+// Its pad columns are never written: the caller's buffer starts as zeros, so products with it
+// give zero pad lanes. kTileLanes queries at a time, so the rows written stay few while their
+// lines fill.
+template <class F>
+void transpose_head(F* out, const F* in, const Heads& x, bool bf16) {
+  for (int64_t i0 = 0; i0 < x.T; i0 += kTileLanes) {
+    const int64_t i1 = std::min(x.T, i0 + kTileLanes);
+    for (int64_t d = 0; d < x.D; ++d) {
+      for (int64_t i = i0; i < i1; ++i) out[d * x.TP + i] = operand(in[i * x.C + d], bf16);
+    }
   }
 }
 
@@ -250,10 +280,10 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   // k and v rows packed at stride C with the same batch stride can be read where they are
   const Shape& ks = k_in.strides();
   const bool graph = recording(q_in, k_in, v_in);
-  // the products' operands rounded once (Note [attention under autocast])
+  // the products' operands rounded a head at a time (Note [attention under autocast])
   const bool bf16 = product_precision(q_in.dtype()) == Precision::BFloat16;
-  const bool in_place = !graph && !bf16 && ks == v_in.strides() && ks[2] == 1 &&
-                        (S == 1 || ks[1] == C) && (B == 1 || ks[0] >= S * C);
+  const bool in_place = !graph && ks == v_in.strides() && ks[2] == 1 && (S == 1 || ks[1] == C) &&
+                        (B == 1 || ks[0] >= S * C);
   const Tensor q = q_in.contiguous();
   const Tensor k = in_place ? k_in : k_in.contiguous(), v = in_place ? v_in : v_in.contiguous();
   if (in_place && B > 1) x.kv_batch = ks[0];
@@ -264,9 +294,6 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   const double product_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(T) *
                                static_cast<double>(S) * static_cast<double>(x.D);
   profile::note_flops(2 * product_flops);
-  const Tensor qr = rounded(q, bf16), kr = in_place ? k : rounded(k, bf16),
-               vr = in_place ? v : rounded(v, bf16);
-
   Tensor out = empty({B, T, C}, q.dtype());
   // The softmax weights, [B, H, S, TP] (each tile transposed), which backward keeps; when
   // nothing keeps them (no graph, no caller asking), each thread's tile is scratch that stays
@@ -277,27 +304,31 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   dispatch_floating("attention", q.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-    const F *pq = qr.data<F>(), *pk = kr.data<F>(), *pv = vr.data<F>();
+    const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
     F* pw = keep_weights ? weights.data<F>() : nullptr;
     F* po = out.data<F>();
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
       std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
       std::vector<F> factor(drop ? tile : 0), transposed(x.D * TP);
       std::vector<F> bias(pm ? tile : 0);
+      // a head's rounded blocks of q (one query), k and v under autocast
+      std::vector<F> q_head(bf16 ? x.D : 0), k_head(bf16 ? S * x.D : 0), v_head(k_head.size());
       int64_t bias_of = -1;  // the mask offset bias was made for
       const int64_t row_zero = 0;
       for (int64_t n = n0; n < n1; ++n) {
         F* p = keep_weights ? pw + n * tile : scratch.data();
+        const Block<F> kb = head_block<F>(pk + x.kv_at(n), S, C, x.D, bf16, k_head.data());
         // scores^T (S, T) = k_bh (S, D) q_bh^T, then p = softmax(scale * scores | blocked)^T
         if (T == 1) {
-          one_query_scores<F>(pq + x.q_at(n), pk + x.kv_at(n), C, S, x.D, p);
+          const Block<F> qb = head_block<F>(pq + x.q_at(n), 1, C, x.D, bf16, q_head.data());
+          one_query_scores<F>(qb.data, kb.data, kb.ld, S, x.D, p);
           static constexpr uint8_t kNothingBlocked = 0;
           detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
                                             &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
         } else {
-          transpose_head<F>(transposed.data(), pq + x.q_at(n), x);
-          gemm<F>(Precision::Float32, false, false, S, TP, x.D, pk + x.kv_at(n), C,
-                  transposed.data(), TP, F{0}, p, TP);
+          transpose_head<F>(transposed.data(), pq + x.q_at(n), x, bf16);
+          gemm<F>(Precision::Float32, false, false, S, TP, x.D, kb.data, kb.ld, transposed.data(),
+                  TP, F{0}, p, TP);
           if (pm && x.mask_at(n) != bias_of) {
             mask_tile<F>(bias.data(), x, n, pm);
             bias_of = x.mask_at(n);
@@ -306,97 +337,108 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
         }
         if (drop) dropout_factors<F>(factor.data(), x, n, mask, dropout);
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
+        const Block<F> vb = head_block<F>(pv + x.kv_at(n), S, C, x.D, bf16, v_head.data());
         gemm<F>(Precision::Float32, true, false, T, x.D, S,
-                product_weights<F>(p, factor.data(), drop, bf16, tile, dropped.data()), TP,
-                pv + x.kv_at(n), C, F{0}, po + x.q_at(n), C);
+                product_weights<F>(p, factor.data(), drop, bf16, tile, dropped.data()), TP, vb.data,
+                vb.ld, F{0}, po + x.q_at(n), C);
       }
     });
   });
   if (weights_out) *weights_out = transpose(slice(weights, 3, 0, T), 2, 3);
 
   if (graph) {
-    record("attention", {q, k, v}, out,
-           {.fast =
-                [q = qr.detach(), k = kr.detach(), v = vr.detach(), weights, x, mask, dropout,
-                 product_flops, bf16](const Tensor& dout_in, Grads& g) {
-                  // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
-                  //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
-                  //   dP = dP' * keep * dropout_scale
-                  //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward_rows)
-                  //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
-                  // The buffers are taken in the order q, k, v and each item writes its slices in
-                  // that order, so when two of q, k, v are one tensor its first writer goes first.
-                  // dP' always, then one product for each of dq, dk, dv wanted
-                  profile::note_flops(
-                      product_flops *
-                      (1 + (g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0) + (g.wants(2) ? 1 : 0)));
-                  const Tensor dout = rounded(dout_in, bf16);
-                  dispatch_floating("attention", dout.dtype(), [&](auto tag) {
-                    using F = decltype(tag);
-                    const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-                    F* dgrad[3] = {nullptr, nullptr, nullptr};
-                    F beta[3] = {F{1}, F{1}, F{1}};
-                    for (size_t i = 0; i < 3; ++i) {
-                      if (!g.wants(i)) continue;
-                      const auto [grad, first] = g.write(i, Writes::Every);
-                      dgrad[i] = grad.data<F>();
-                      beta[i] = first ? F{0} : F{1};
-                    }
-                    const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
-                    const F *pw = weights.data<F>(), *pd = dout.data<F>();
-                    const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
-                    const auto assign = [](F& dst, F value) { dst = value; };
-                    parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
-                      const int64_t TP = x.TP, tile = S * TP;
-                      std::vector<F> ds(tile), dropped(dropout > 0 || bf16 ? tile : 0);
-                      std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
-                      for (int64_t n = n0; n < n1; ++n) {
-                        const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
-                        const F* dout_bh = pd + x.q_at(n);
-                        if (dropout > 0) dropout_factors<F>(factor.data(), x, n, mask, dropout);
-                        if (dgrad[0] || dgrad[1]) {
-                          // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
-                          // softmax
-                          transpose_head<F>(transposed.data(), dout_bh, x);
-                          gemm<F>(Precision::Float32, false, false, S, TP, D, pv + x.kv_at(n), C,
-                                  transposed.data(), TP, F{0}, ds.data(), TP);
-                          if (dropout > 0) {
-                            for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
-                          }
-                          if (T == 1) {  // one row of S, as the forward's softmax ran
-                            detail::softmax_backward_rows<F>(assign, ds.data(), ds.data(), p,
-                                                             detail::Rows{1, S, 1}, false, 0, 1,
-                                                             scale);
-                          } else {
-                            softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
-                          }
-                          round_in_place(ds.data(), tile, bf16);
-                        }
-                        if (dgrad[0]) {
-                          gemm<F>(Precision::Float32, true, false, T, D, S, ds.data(), TP,
-                                  pk + x.kv_at(n), C, beta[0], dgrad[0] + x.q_at(n), C);
-                        }
-                        if (dgrad[1]) {
-                          gemm<F>(Precision::Float32, false, false, S, D, T, ds.data(), TP,
-                                  pq + x.q_at(n), C, beta[1], dgrad[1] + x.kv_at(n), C);
-                        }
-                        if (dgrad[2]) {
-                          const F* pdrop = product_weights<F>(p, factor.data(), dropout > 0, bf16,
-                                                              tile, dropped.data());
-                          gemm<F>(Precision::Float32, false, false, S, D, T, pdrop, TP, dout_bh, C,
-                                  beta[2], dgrad[2] + x.kv_at(n), C);
-                        }
-                      }
-                    });
-                  });
-                },
-            .reference =
-                [q = q.detach(), k = k.detach(), v = v.detach(), heads, blocked, dropout,
-                 key = mask.key](Grads& g) {
-                  return std::vector{attention_reference(
-                      g.input(0, q), g.input(1, k), g.input(2, v), heads, blocked, dropout, key)};
-                }},
-           {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
+    record(
+        "attention", {q, k, v}, out,
+        {.fast =
+             [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout,
+              product_flops, bf16](const Tensor& dout_in, Grads& g) {
+               // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
+               //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
+               //   dP = dP' * keep * dropout_scale
+               //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward_rows)
+               //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
+               // The buffers are taken in the order q, k, v and each item writes its slices in
+               // that order, so when two of q, k, v are one tensor its first writer goes first.
+               // dP' always, then one product for each of dq, dk, dv wanted
+               profile::note_flops(product_flops * (1 + (g.wants(0) ? 1 : 0) +
+                                                    (g.wants(1) ? 1 : 0) + (g.wants(2) ? 1 : 0)));
+               const Tensor dout = dout_in.contiguous();
+               dispatch_floating("attention", dout.dtype(), [&](auto tag) {
+                 using F = decltype(tag);
+                 const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
+                 F* dgrad[3] = {nullptr, nullptr, nullptr};
+                 F beta[3] = {F{1}, F{1}, F{1}};
+                 for (size_t i = 0; i < 3; ++i) {
+                   if (!g.wants(i)) continue;
+                   const auto [grad, first] = g.write(i, Writes::Every);
+                   dgrad[i] = grad.data<F>();
+                   beta[i] = first ? F{0} : F{1};
+                 }
+                 const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
+                 const F *pw = weights.data<F>(), *pd = dout.data<F>();
+                 const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
+                 const auto assign = [](F& dst, F value) { dst = value; };
+                 parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
+                   const int64_t TP = x.TP, tile = S * TP;
+                   std::vector<F> ds(tile), dropped(dropout > 0 || bf16 ? tile : 0);
+                   std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
+                   // a head's rounded blocks under autocast
+                   std::vector<F> q_head(bf16 ? T * D : 0), k_head(bf16 ? S * D : 0),
+                       v_head(k_head.size()), dout_head(q_head.size());
+                   for (int64_t n = n0; n < n1; ++n) {
+                     const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
+                     const F* dout_bh = pd + x.q_at(n);
+                     if (dropout > 0) dropout_factors<F>(factor.data(), x, n, mask, dropout);
+                     if (dgrad[0] || dgrad[1]) {
+                       // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
+                       // softmax
+                       transpose_head<F>(transposed.data(), dout_bh, x, bf16);
+                       const Block<F> vb =
+                           head_block<F>(pv + x.kv_at(n), S, C, D, bf16, v_head.data());
+                       gemm<F>(Precision::Float32, false, false, S, TP, D, vb.data, vb.ld,
+                               transposed.data(), TP, F{0}, ds.data(), TP);
+                       if (dropout > 0) {
+                         for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
+                       }
+                       if (T == 1) {  // one row of S, as the forward's softmax ran
+                         detail::softmax_backward_rows<F>(assign, ds.data(), ds.data(), p,
+                                                          detail::Rows{1, S, 1}, false, 0, 1,
+                                                          scale);
+                       } else {
+                         softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
+                       }
+                       round_in_place(ds.data(), tile, bf16);
+                     }
+                     if (dgrad[0]) {
+                       const Block<F> kb =
+                           head_block<F>(pk + x.kv_at(n), S, C, D, bf16, k_head.data());
+                       gemm<F>(Precision::Float32, true, false, T, D, S, ds.data(), TP, kb.data,
+                               kb.ld, beta[0], dgrad[0] + x.q_at(n), C);
+                     }
+                     if (dgrad[1]) {
+                       const Block<F> qb =
+                           head_block<F>(pq + x.q_at(n), T, C, D, bf16, q_head.data());
+                       gemm<F>(Precision::Float32, false, false, S, D, T, ds.data(), TP, qb.data,
+                               qb.ld, beta[1], dgrad[1] + x.kv_at(n), C);
+                     }
+                     if (dgrad[2]) {
+                       const F* pdrop = product_weights<F>(p, factor.data(), dropout > 0, bf16,
+                                                           tile, dropped.data());
+                       const Block<F> db = head_block<F>(dout_bh, T, C, D, bf16, dout_head.data());
+                       gemm<F>(Precision::Float32, false, false, S, D, T, pdrop, TP, db.data, db.ld,
+                               beta[2], dgrad[2] + x.kv_at(n), C);
+                     }
+                   }
+                 });
+               });
+             },
+         .reference =
+             [q = q.detach(), k = k.detach(), v = v.detach(), heads, blocked, dropout,
+              key = mask.key](Grads& g) {
+               return std::vector{attention_reference(g.input(0, q), g.input(1, k), g.input(2, v),
+                                                      heads, blocked, dropout, key)};
+             }},
+        {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
   }
   return out;
 }
