@@ -12,6 +12,7 @@
 #include "tapegrad/autograd/fast/fast_room.h"
 #include "tapegrad/autograd/fast/gemm.h"
 #include "tapegrad/autograd/fast/softmax_kernels.h"
+#include "tapegrad/autograd/fast/transpose16.h"
 #include "tapegrad/autograd/fast/vmath.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
@@ -216,12 +217,26 @@ Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16,
 // the right operand of the tile's products with a head's rows, whole vectors of queries wide.
 // Its pad columns are never written: the caller's buffer starts as zeros, so products with it
 // give zero pad lanes. kTileLanes queries at a time, so the rows written stay few while their
-// lines fill.
+// lines fill; in floats, a whole 16 x 16 block at a time through a transpose in registers.
 template <class F>
 void transpose_head(F* out, const F* in, const Heads& x, bool bf16) {
+  using V = Lanes<F>;
   for (int64_t i0 = 0; i0 < x.T; i0 += kTileLanes) {
     const int64_t i1 = std::min(x.T, i0 + kTileLanes);
-    for (int64_t d = 0; d < x.D; ++d) {
+    int64_t d0 = 0;
+    if constexpr (detail::kTranspose16InRegisters && std::is_same_v<F, float>) {
+      for (; i1 - i0 == kTileLanes && d0 + kTileLanes <= x.D; d0 += kTileLanes) {
+        typename V::Vec rows[kTileLanes];
+        for (int64_t r = 0; r < kTileLanes; ++r) rows[r] = V::load(in + (i0 + r) * x.C + d0);
+        detail::transpose16(rows);
+        for (int64_t d = 0; d < kTileLanes; ++d) {
+          F* row = out + (d0 + d) * x.TP + i0;
+          V::store(row, rows[d]);
+          round_in_place(row, kTileLanes, bf16);
+        }
+      }
+    }
+    for (int64_t d = d0; d < x.D; ++d) {
       for (int64_t i = i0; i < i1; ++i) out[d * x.TP + i] = operand(in[i * x.C + d], bf16);
     }
   }

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/fast/gemm_bf16.h"
+#include "tapegrad/autograd/fast/transpose16.h"
 
 namespace tapegrad {
 
@@ -160,43 +161,6 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
   finish.rows(c, ldc, m, n);
 }
 
-// A 16 x 16 block transposed in registers: rows[i][j] -> rows[j][i], in four stages, one per
-// bit of the index: stage b exchanges, between rows i and i + b (i without bit b), the
-// elements whose column has bit b in row i with those that have it not in row i + b, two
-// two-source shuffles a pair of rows (vpermt2ps); after the four stages every element has
-// had its row's and its column's bits exchanged. The shuffle indices are constants: 16 + j picks
-// lane j of the second row. GCC takes them as a vector (__builtin_shuffle; GCC 12's
-// __builtin_shufflevector moves some stages' lanes one by one), Clang (the fuzz build) as
-// arguments.
-typedef int32_t Index __attribute__((vector_size(16 * sizeof(int32_t))));
-
-template <int b, class V, int... j>
-void transpose_stage(V (&rows)[16], std::integer_sequence<int, j...>) {
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) {
-    if (i & b) continue;
-    const V x = rows[i], y = rows[i + b];
-#if defined(__clang__)
-    rows[i] = __builtin_shufflevector(x, y, ((j & b) ? 16 + (j ^ b) : j)...);
-    rows[i + b] = __builtin_shufflevector(x, y, ((j & b) ? 16 + j : (j ^ b))...);
-#else
-    constexpr Index low{((j & b) ? 16 + (j ^ b) : j)...}, high{((j & b) ? 16 + j : (j ^ b))...};
-    rows[i] = __builtin_shuffle(x, y, low);
-    rows[i + b] = __builtin_shuffle(x, y, high);
-#endif
-  }
-}
-
-template <class V>  // Vec with 16 lanes: instantiated only where kLanes is 16
-void transpose16(V (&rows)[16]) {
-  static_assert(sizeof(V) == 16 * sizeof(float));
-  constexpr auto lanes = std::make_integer_sequence<int, 16>{};
-  transpose_stage<8>(rows, lanes);
-  transpose_stage<4>(rows, lanes);
-  transpose_stage<2>(rows, lanes);
-  transpose_stage<1>(rows, lanes);
-}
-
 // Lines [0, count) and steps [0, kc) of an operand into panels of W lines, each kc x W in
 // k-major order: panel p holds out[p * W * kc + k * W + r] = line p * W + r at step k, which is
 // src[line * l_step + k * k_step]; lines past count are zeros. A line is a row of op(A) or a
@@ -225,7 +189,7 @@ void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count
             const int64_t lines = std::min<int64_t>(16, W - r0);
             Vec block[16] = {};
             for (int64_t r = 0; r < lines; ++r) block[r] = load(src + (l0 + r0 + r) * l_step + k0);
-            transpose16(block);
+            detail::transpose16(block);
             for (int64_t k = 0; k < 16; ++k) {
               std::memcpy(panel + (k0 + k) * W + r0, &block[k], sizeof(float) * lines);
             }

@@ -1,0 +1,55 @@
+// A 16 x 16 block of floats transposed in vector registers, for the fast room's packing and
+// attention's head transposes. It pays where a 16-float vector is one register (AVX-512).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+namespace tapegrad::detail {
+
+// Whether a vector of 16 floats is one register, as transpose16 needs to pay.
+#if defined(__AVX512F__)
+inline constexpr bool kTranspose16InRegisters = true;
+#else
+inline constexpr bool kTranspose16InRegisters = false;
+#endif
+
+// A 16 x 16 block transposed in registers: rows[i][j] -> rows[j][i], in four stages, one per
+// bit of the index: stage b exchanges, between rows i and i + b (i without bit b), the
+// elements whose column has bit b in row i with those that have it not in row i + b, two
+// two-source shuffles a pair of rows (vpermt2ps); after the four stages every element has
+// had its row's and its column's bits exchanged. The shuffle indices are constants: 16 + j picks
+// lane j of the second row. GCC takes them as a vector (__builtin_shuffle; GCC 12's
+// __builtin_shufflevector moves some stages' lanes one by one), Clang (the fuzz build) as
+// arguments.
+typedef int32_t ShuffleIndex __attribute__((vector_size(16 * sizeof(int32_t))));
+
+template <int b, class V, int... j>
+void transpose_stage(V (&rows)[16], std::integer_sequence<int, j...>) {
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    if (i & b) continue;
+    const V x = rows[i], y = rows[i + b];
+#if defined(__clang__)
+    rows[i] = __builtin_shufflevector(x, y, ((j & b) ? 16 + (j ^ b) : j)...);
+    rows[i + b] = __builtin_shufflevector(x, y, ((j & b) ? 16 + j : (j ^ b))...);
+#else
+    constexpr ShuffleIndex low{((j & b) ? 16 + (j ^ b) : j)...},
+        high{((j & b) ? 16 + j : (j ^ b))...};
+    rows[i] = __builtin_shuffle(x, y, low);
+    rows[i + b] = __builtin_shuffle(x, y, high);
+#endif
+  }
+}
+
+template <class V>  // a vector of 16 floats
+void transpose16(V (&rows)[16]) {
+  static_assert(sizeof(V) == 16 * sizeof(float));
+  constexpr auto lanes = std::make_integer_sequence<int, 16>{};
+  transpose_stage<8>(rows, lanes);
+  transpose_stage<4>(rows, lanes);
+  transpose_stage<2>(rows, lanes);
+  transpose_stage<1>(rows, lanes);
+}
+
+}  // namespace tapegrad::detail
