@@ -122,8 +122,8 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
 }
 
 // Columns [c, c + G kTileLanes) of softmax_columns_backward: G column sums down the rows at
-// once, so an add does not wait on the one before it (one sum at a time, each waited the add's
-// latency a row).
+// once, so an add does not wait on the one before it (one sum at a time waited an add's
+// latency every row).
 template <int64_t G, class F>
 void softmax_columns_backward_strip(F* ds, const F* p, int64_t S, int64_t TP, F scale, int64_t c) {
   using V = Lanes<F>;
@@ -176,10 +176,10 @@ void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& ma
 // Note [attention under autocast]: a product under an AutocastGuard reads bfloat16 operands
 // and sums exact products in float32. Attention rounds each head's operands as it copies them
 // into the thread's buffers (q, k, v, and dout in backward: a head's block is read from memory
-// once, and nothing the size of the inputs is written), the weights and the gradient of the
-// scores in place; its products then run in float32, whose sums of exact products are the same
-// products (in another order than bf16_gemm's, which only a product split between threads
-// would have to match, and a head is never split).
+// once, and nothing the size of the inputs is written), its weights as product_weights copies
+// them and the gradient of its scores in place; its products then run in float32, whose sums of
+// exact products are the same products (in another order than bf16_gemm's, which only a product
+// split between threads would have to match, and a head is never split).
 
 // x as a product reads it: rounded to bfloat16 when bf16 (F float).
 template <class F>
