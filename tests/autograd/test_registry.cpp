@@ -355,14 +355,14 @@ std::vector<Tensor> outputs_and_gradients(const OpCase& c, DType dtype = DType::
   return result;
 }
 
-}  // namespace
-
 // The registry's cases and the packed products'.
 std::vector<OpCase> registry_and_packed_products() {
   std::vector<OpCase> cases = registry();
   for (const OpCase& c : packed_product_cases()) cases.push_back(c);
   return cases;
 }
+
+}  // namespace
 
 TEST_CASE("every op's fast kernels equal its backward or reference", "[autograd][registry]") {
   for (const OpCase& c : registry_and_packed_products()) {
