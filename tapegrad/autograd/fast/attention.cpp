@@ -122,7 +122,7 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
 }
 
 // Columns [c, c + G kTileLanes) of softmax_columns_backward: G column sums down the rows at
-// once, so an add does not wait on the one before it (one sum at a time waited an add's
+// once, so an add does not wait on the one before it (one sum at a time would wait an add's
 // latency every row).
 template <int64_t G, class F>
 void softmax_columns_backward_strip(F* ds, const F* p, int64_t S, int64_t TP, F scale, int64_t c) {

@@ -189,8 +189,8 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
 template <class T>
 void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, int64_t c1) {
   // A block of columns at a time down all N rows, its sums in a local array: each row's part is
-  // a kilobyte the prefetcher streams in. A vector of columns at a time read one line a row,
-  // each row a page or more from the one before, and every load waited on memory.
+  // a kilobyte the prefetcher streams in, where a single vector of columns would be one line a
+  // row, a page or more from the last, each load waiting on memory.
   constexpr int64_t kBlock = 1024 / sizeof(T);
   for (int64_t b = c0; b < c1; b += kBlock) {
     const int64_t w = std::min(kBlock, c1 - b);
