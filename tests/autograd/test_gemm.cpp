@@ -3,11 +3,13 @@
 // layouts, each operand both packed and read in place, padded leading dimensions and each kind
 // of beta; and the small kernel under gemm<float> the same way, on the tiny shapes it takes.
 #include <algorithm>
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "tapegrad/autograd/fast/gemm.h"
@@ -210,4 +212,30 @@ TEST_CASE("sgemm split by rows gives the same bits as the whole product", "[auto
   sgemm(false, false, M - r, N, K, a.v.data() + r * K, K, b.v.data(), N, 0, split.data() + r * N,
         N);
   REQUIRE(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
+}
+
+// A NaN whose payload is all in the bits bfloat16 drops (0x7f800001) must not round to
+// infinity: in bfloat16, every operand path (the small kernel's rounded copies of A and of B,
+// in 16, 8 and 4 lanes and one by one; bf16_gemm's packing) keeps it a NaN, in its row of C
+// (in A) or its column (in B), and leaves the other elements finite.
+TEST_CASE("a bfloat16 product keeps a low-payload NaN a NaN in every operand path", "[autograd]") {
+  std::mt19937 rng(9);
+  const float nan = std::bit_cast<float>(0x7f800001u);
+  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{4, 8, 31}, {40, 70, 31}}) {
+    for (const int64_t k : {0, 17, 25, 29, 30}) {  // in the 16s, the 8, the 4, the 2, the last
+      for (const bool in_a : {true, false}) {
+        INFO("M " << M << " N " << N << " step " << k << (in_a ? " in A" : " in B"));
+        Stored a(M, K, 0, rng), b(K, N, 0, rng);
+        (in_a ? a.v[2 * K + k] : b.v[k * N + 3]) = nan;
+        std::vector<float> c(static_cast<size_t>(M * N));
+        gemm<float>(tapegrad::Precision::BFloat16, false, false, M, N, K, a.v.data(), K, b.v.data(),
+                    N, 0, c.data(), N);
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t j = 0; j < N; ++j) {
+            REQUIRE(std::isnan(c[i * N + j]) == (in_a ? i == 2 : j == 3));
+          }
+        }
+      }
+    }
+  }
 }

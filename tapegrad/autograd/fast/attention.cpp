@@ -174,12 +174,17 @@ void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& ma
 }
 
 // Note [attention under autocast]: a product under an AutocastGuard reads bfloat16 operands
-// and sums exact products in float32. Attention rounds each head's operands as it copies them
-// into the thread's buffers (q, k, v, and dout in backward: a head's block is read from memory
-// once, and nothing the size of the inputs is written), its weights as product_weights copies
-// them and the gradient of its scores in place; its products then run in float32, whose sums of
-// exact products are the same products (in another order than bf16_gemm's, which only a product
-// split between threads would have to match, and a head is never split).
+// and sums exact products in float32. A head large enough for gemm's packed kernels has its
+// products run by gemm in Precision::BFloat16 (bf16_gemm, gemm_bf16.h), which rounds the
+// operands as it packs them: q, k, v, dout, the weights and the gradient of the scores are read
+// where they are, and nothing the size of the inputs is written. Its scores' product reads q by
+// rows (op(B) = q^T) instead of through transpose_head's copy, so the tile's pad columns are
+// zeroed after it. A tiny head's products go to gemm's small kernel, which would round a copy
+// of each operand for each product; so a tiny head's operands are rounded here, once, as they
+// are copied into the thread's buffers (and the weights as product_weights copies them, the
+// gradient of the scores in place), and its products run in float32: the same exact products
+// in another order than bf16_gemm's, which only a product split between threads would have to
+// match, and a head is never split.
 
 // x as a product reads it: rounded to bfloat16 when bf16 (F float).
 template <class F>
@@ -242,6 +247,29 @@ void transpose_head(F* out, const F* in, const Heads& x, bool bf16) {
   }
 }
 
+// The pad columns [T, TP) of an (S, TP) tile set to zero, so the softmax's pad lanes compute
+// on zeros, not on whatever the buffer held.
+template <class F>
+void zero_pad(F* tile, int64_t S, int64_t T, int64_t TP) {
+  for (int64_t j = 0; j < S && T < TP; ++j) std::fill(tile + j * TP + T, tile + (j + 1) * TP, F{0});
+}
+
+// scores^T (S, TP) = kb (S, D) q_bh^T of a head, pad columns zero (q_bh's rows C apart): in
+// bfloat16 (precision) reading q by rows; else through the transposed copy of q (`transposed`,
+// zero past T), rounded when bf16.
+template <class F>
+void head_scores(F* scores, const F* q, Block<F> kb, const Heads& x, Precision precision, bool bf16,
+                 F* transposed) {
+  if (precision == Precision::BFloat16) {
+    gemm<F>(precision, false, true, x.S, x.T, x.D, kb.data, kb.ld, q, x.C, F{0}, scores, x.TP);
+    zero_pad(scores, x.S, x.T, x.TP);
+    return;
+  }
+  transpose_head<F>(transposed, q, x, bf16);
+  gemm<F>(precision, false, false, x.S, x.TP, x.D, kb.data, kb.ld, transposed, x.TP, F{0}, scores,
+          x.TP);
+}
+
 // The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
 // (drop) and rounded to bfloat16 (bf16), written to `dropped`.
 template <class F>
@@ -292,11 +320,14 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   Heads x{B, heads, T, S, C / heads, C, S * C, tile_row(T), {}};
   if (blocked.defined())
     x.mask_strides = broadcast_strides(blocked.shape(), blocked.strides(), wshape);
+  // bfloat16 products under autocast, a tiny head's operands rounded here (bf16) and a larger
+  // one's by gemm (Note [attention under autocast])
+  const bool autocast = product_precision(q_in.dtype()) == Precision::BFloat16;
+  const bool bf16 = autocast && (T == 1 || small_product(false, S, x.TP, x.D));
+  const Precision precision = autocast && !bf16 ? Precision::BFloat16 : Precision::Float32;
   // k and v rows packed at stride C with the same batch stride can be read where they are
   const Shape& ks = k_in.strides();
   const bool graph = recording(q_in, k_in, v_in);
-  // the products' operands rounded a head at a time (Note [attention under autocast])
-  const bool bf16 = product_precision(q_in.dtype()) == Precision::BFloat16;
   const bool in_place = !graph && ks == v_in.strides() && ks[2] == 1 && (S == 1 || ks[1] == C) &&
                         (B == 1 || ks[0] >= S * C);
   const Tensor q = q_in.contiguous();
@@ -326,7 +357,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
       std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
       std::vector<F> factor(drop ? tile : 0), transposed(x.D * TP);
       std::vector<F> bias(pm ? tile : 0);
-      // a head's rounded blocks of q (one query), k and v under autocast
+      // a tiny head's rounded blocks of q (one query), k and v under autocast
       std::vector<F> q_head(bf16 ? x.D : 0), k_head(bf16 ? S * x.D : 0), v_head(k_head.size());
       int64_t bias_of = -1;  // the mask offset bias was made for
       const int64_t row_zero = 0;
@@ -341,9 +372,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
           detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
                                             &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
         } else {
-          transpose_head<F>(transposed.data(), pq + x.q_at(n), x, bf16);
-          gemm<F>(Precision::Float32, false, false, S, TP, x.D, kb.data, kb.ld, transposed.data(),
-                  TP, F{0}, p, TP);
+          head_scores<F>(p, pq + x.q_at(n), kb, x, precision, bf16, transposed.data());
           if (pm && x.mask_at(n) != bias_of) {
             mask_tile<F>(bias.data(), x, n, pm);
             bias_of = x.mask_at(n);
@@ -353,7 +382,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
         if (drop) dropout_factors<F>(factor.data(), x, n, mask, dropout);
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
         const Block<F> vb = head_block<F>(pv + x.kv_at(n), S, C, x.D, bf16, v_head.data());
-        gemm<F>(Precision::Float32, true, false, T, x.D, S,
+        gemm<F>(precision, true, false, T, x.D, S,
                 product_weights<F>(p, factor.data(), drop, bf16, tile, dropped.data()), TP, vb.data,
                 vb.ld, F{0}, po + x.q_at(n), C);
       }
@@ -366,7 +395,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
         "attention", {q, k, v}, out,
         {.fast =
              [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout,
-              product_flops, bf16](const Tensor& dout_in, Grads& g) {
+              product_flops, bf16, precision](const Tensor& dout_in, Grads& g) {
                // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
                //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
                //   dP = dP' * keep * dropout_scale
@@ -397,7 +426,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                    const int64_t TP = x.TP, tile = S * TP;
                    std::vector<F> ds(tile), dropped(dropout > 0 || bf16 ? tile : 0);
                    std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
-                   // a head's rounded blocks under autocast
+                   // a tiny head's rounded blocks under autocast
                    std::vector<F> q_head(bf16 ? T * D : 0), k_head(bf16 ? S * D : 0),
                        v_head(k_head.size()), dout_head(q_head.size());
                    for (int64_t n = n0; n < n1; ++n) {
@@ -407,11 +436,10 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                      if (dgrad[0] || dgrad[1]) {
                        // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
                        // softmax
-                       transpose_head<F>(transposed.data(), dout_bh, x, bf16);
                        const Block<F> vb =
                            head_block<F>(pv + x.kv_at(n), S, C, D, bf16, v_head.data());
-                       gemm<F>(Precision::Float32, false, false, S, TP, D, vb.data, vb.ld,
-                               transposed.data(), TP, F{0}, ds.data(), TP);
+                       head_scores<F>(ds.data(), dout_bh, vb, x, precision, bf16,
+                                      transposed.data());
                        if (dropout > 0) {
                          for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
                        }
@@ -427,21 +455,21 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                      if (dgrad[0]) {
                        const Block<F> kb =
                            head_block<F>(pk + x.kv_at(n), S, C, D, bf16, k_head.data());
-                       gemm<F>(Precision::Float32, true, false, T, D, S, ds.data(), TP, kb.data,
-                               kb.ld, beta[0], dgrad[0] + x.q_at(n), C);
+                       gemm<F>(precision, true, false, T, D, S, ds.data(), TP, kb.data, kb.ld,
+                               beta[0], dgrad[0] + x.q_at(n), C);
                      }
                      if (dgrad[1]) {
                        const Block<F> qb =
                            head_block<F>(pq + x.q_at(n), T, C, D, bf16, q_head.data());
-                       gemm<F>(Precision::Float32, false, false, S, D, T, ds.data(), TP, qb.data,
-                               qb.ld, beta[1], dgrad[1] + x.kv_at(n), C);
+                       gemm<F>(precision, false, false, S, D, T, ds.data(), TP, qb.data, qb.ld,
+                               beta[1], dgrad[1] + x.kv_at(n), C);
                      }
                      if (dgrad[2]) {
                        const F* pdrop = product_weights<F>(p, factor.data(), dropout > 0, bf16,
                                                            tile, dropped.data());
                        const Block<F> db = head_block<F>(dout_bh, T, C, D, bf16, dout_head.data());
-                       gemm<F>(Precision::Float32, false, false, S, D, T, pdrop, TP, db.data, db.ld,
-                               beta[2], dgrad[2] + x.kv_at(n), C);
+                       gemm<F>(precision, false, false, S, D, T, pdrop, TP, db.data, db.ld, beta[2],
+                               dgrad[2] + x.kv_at(n), C);
                      }
                    }
                  });

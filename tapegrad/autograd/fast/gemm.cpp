@@ -252,12 +252,17 @@ struct Packs {
 // query of each head in decoding, 1 x S x D) when B is small, or read in place.
 constexpr int64_t kSmallFlops = 1 << 15, kSmallN = 64, kSmallPack = 4096;
 constexpr int64_t kFewRows = 4, kFewPack = 1 << 14, kSmallW = 8;
-bool is_small(bool tb, int64_t M, int64_t N, int64_t K) {
+
+}  // namespace
+
+bool small_product(bool tb, int64_t M, int64_t N, int64_t K) {
   // K within one k block, so every element sums as sgemm's would (a split stays bit-exact)
   if (K > KC) return false;
   if (M * N * K <= kSmallFlops && N <= kSmallN && N * K <= kSmallPack) return true;
   return M <= kFewRows && ((!tb && N % kSmallW == 0) || N * K <= kFewPack);
 }
+
+namespace {
 
 // Rows [0, R) of a small_gemm row block: C rows += a rows . bp, `rows` of them real (the rest
 // repeat the last; their sums are dropped). R accumulators, one per row, W columns at a time.
@@ -289,7 +294,7 @@ void small_rows(int64_t rows, const T* const* a, int64_t a_col, const T* bp, int
   }
 }
 
-// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, for is_small shapes. C is built R rows by W
+// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta C, for small_product shapes. C is built R rows by W
 // columns at a time, acc[r] += A[i0 + r, k] * B[k, j0:j0+W], in R vector registers: the R rows
 // are R independent chains of multiply-adds (one row at a time, with K = 8 or 12, would wait on
 // the latency of each add); a last block of 4 or fewer rows takes 4 or 1 accumulators, so a single
@@ -450,7 +455,7 @@ template <class T>
 void gemm(Precision precision, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
           const Epilogue<T>& epilogue) {
-  const bool small = is_small(tb, M, N, K);
+  const bool small = small_product(tb, M, N, K);
   if constexpr (std::is_same_v<T, float>) {
     if (precision == Precision::BFloat16 && !small) {
       bf16_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);

@@ -64,4 +64,8 @@ void gemm(Precision precision, bool ta, bool tb, int64_t M, int64_t N, int64_t K
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
           const Epilogue<T>& epilogue = {});
 
+// Whether gemm runs a product of these sizes on its register kernel without packing (the
+// tiny products above), which in Precision::BFloat16 rounds a copy of each operand a product.
+bool small_product(bool tb, int64_t M, int64_t N, int64_t K);
+
 }  // namespace tapegrad
