@@ -86,7 +86,7 @@ struct Finish {
 // product, whose C is in cache anyway; float64).
 template <class T>
 void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64_t N) {
-  if (!epilogue.bias && !epilogue.relu && !epilogue.fn) return;
+  if (epilogue.empty()) return;
   for (int64_t i = 0; i < M; ++i) epilogue.finish(C + i * ldc, i, 0, N);
 }
 

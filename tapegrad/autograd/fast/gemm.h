@@ -36,6 +36,7 @@ struct Epilogue {
   const T* bias = nullptr;  // [N]
   bool relu = false;
   void operator()(T* c, int64_t row, int64_t col, int64_t n) const { fn(ctx, c, row, col, n); }
+  bool empty() const { return !bias && !relu && !fn; }
   // All of it on the row piece c[0, n) = C[row, col : col + n), final.
   void finish(T* c, int64_t row, int64_t col, int64_t n) const {
     bias_relu(c, n, bias ? bias + col : nullptr, relu);

@@ -54,10 +54,12 @@ void pack_pairs(const float* src, int64_t l_step, int64_t k_step, int64_t lines,
   }
 }
 
-// tile (MR x NR) = the sums over `pairs` of the A panel's pairs (MR a pair) times the B
-// panel's (NR a pair): per pair, the high halves' product added, then the low halves'.
-void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* tile) {
-  std::fill(tile, tile + MR * NR, 0.0f);
+// c (MR x NR, rows ldc apart) = the sums over `pairs` of the A panel's pairs (MR a pair) times
+// the B panel's (NR a pair), added to c when add: per pair, the high halves' product added,
+// then the low halves'.
+void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                   bool add) {
+  float tile[MR * NR] = {};
   for (int64_t p = 0; p < pairs; ++p, a += MR, b += NR) {
     for (int64_t i = 0; i < MR; ++i) {
       const float a_lo = from_bf16(static_cast<uint16_t>(a[i]));
@@ -70,6 +72,10 @@ void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* t
       }
     }
   }
+  for (int64_t i = 0; i < MR; ++i) {
+    for (int64_t j = 0; j < NR; ++j)
+      c[i * ldc + j] = add ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+  }
 }
 
 #if defined(__x86_64__)
@@ -78,7 +84,8 @@ void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* t
 // broadcast from a constant offset.
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, const uint32_t* a,
-                                                               const uint32_t* b, float* tile) {
+                                                               const uint32_t* b, float* c,
+                                                               int64_t ldc, bool add) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int64_t i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -93,8 +100,13 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
   }
 #pragma GCC unroll 12
   for (int64_t i = 0; i < MR; ++i) {
-    _mm512_storeu_ps(tile + i * NR, acc[i][0]);
-    _mm512_storeu_ps(tile + i * NR + 16, acc[i][1]);
+    float* row = c + i * ldc;
+    if (add) {
+      acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]);
+      acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[i][1]);
+    }
+    _mm512_storeu_ps(row, acc[i][0]);
+    _mm512_storeu_ps(row + 16, acc[i][1]);
   }
 }
 
@@ -303,15 +315,19 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
         if (!rows_a) pack_a(a, ta ? 1 : lda, ta ? lda : 1, mc, kc, a_pack.data());
         for (int64_t jr = 0; jr < nc; jr += NR) {
           for (int64_t ir = 0; ir < mc; ir += MR) {
-            tile_kernel(pairs, a_pack.data() + ir * (rows_a ? KP : pairs),
-                        b_pack.data() + jr * pairs, tile);
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
+            float* corner = C + (ic + ir) * ldc + jc + jr;
+            // a whole tile with C's beta 0 or 1 goes straight into C; others through `tile`
+            const bool direct = m == MR && n == NR && (block_beta == 0 || block_beta == 1);
+            tile_kernel(pairs, a_pack.data() + ir * (rows_a ? KP : pairs),
+                        b_pack.data() + jr * pairs, direct ? corner : tile, direct ? ldc : NR,
+                        direct && block_beta == 1);
             for (int64_t i = 0; i < m; ++i) {
-              float* c = C + (ic + ir + i) * ldc + jc + jr;
-              for (int64_t j = 0; j < n; ++j) {
+              float* c = corner + i * ldc;
+              for (int64_t j = 0; j < n && !direct; ++j) {
                 c[j] = block_beta == 0 ? tile[i * NR + j] : block_beta * c[j] + tile[i * NR + j];
               }
-              if (pc + kc == K) epilogue.finish(c, ic + ir + i, jc + jr, n);
+              if (pc + kc == K && !epilogue.empty()) epilogue.finish(c, ic + ir + i, jc + jr, n);
             }
           }
         }
