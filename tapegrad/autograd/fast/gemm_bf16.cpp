@@ -55,10 +55,8 @@ void pack_pairs(const float* src, int64_t l_step, int64_t k_step, int64_t lines,
 }
 
 // c (MR x NR, rows ldc apart) = the sums over `pairs` of the A panel's pairs (MR a pair) times
-// the B panel's (NR a pair), added to c when add: per pair, the high halves' product added,
-// then the low halves'.
-void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
-                   bool add) {
+// the B panel's (NR a pair): per pair, the high halves' product added, then the low halves'.
+void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) {
   float tile[MR * NR] = {};
   for (int64_t p = 0; p < pairs; ++p, a += MR, b += NR) {
     for (int64_t i = 0; i < MR; ++i) {
@@ -73,8 +71,7 @@ void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c
     }
   }
   for (int64_t i = 0; i < MR; ++i) {
-    for (int64_t j = 0; j < NR; ++j)
-      c[i * ldc + j] = add ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+    std::copy(tile + i * NR, tile + (i + 1) * NR, c + i * ldc);
   }
 }
 
@@ -85,10 +82,12 @@ void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, const uint32_t* a,
                                                                const uint32_t* b, float* c,
-                                                               int64_t ldc, bool add) {
+                                                               int64_t ldc) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
-  for (int64_t i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < MR; ++i) {
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  }
   for (int64_t p = 0; p < pairs; ++p, a += kPair, b += NR) {
     const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
 #pragma GCC unroll 12
@@ -100,13 +99,8 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
   }
 #pragma GCC unroll 12
   for (int64_t i = 0; i < MR; ++i) {
-    float* row = c + i * ldc;
-    if (add) {
-      acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]);
-      acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[i][1]);
-    }
-    _mm512_storeu_ps(row, acc[i][0]);
-    _mm512_storeu_ps(row + 16, acc[i][1]);
+    _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
   }
 }
 
@@ -317,11 +311,11 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             float* corner = C + (ic + ir) * ldc + jc + jr;
-            // a whole tile with C's beta 0 or 1 goes straight into C; others through `tile`
-            const bool direct = m == MR && n == NR && (block_beta == 0 || block_beta == 1);
+            // A whole tile that replaces C goes straight into it; others through `tile`, then
+            // added (adding from registers was slower: a product of several k blocks lost 6-9%).
+            const bool direct = m == MR && n == NR && block_beta == 0;
             tile_kernel(pairs, a_pack.data() + ir * (rows_a ? KP : pairs),
-                        b_pack.data() + jr * pairs, direct ? corner : tile, direct ? ldc : NR,
-                        direct && block_beta == 1);
+                        b_pack.data() + jr * pairs, direct ? corner : tile, direct ? ldc : NR);
             for (int64_t i = 0; i < m; ++i) {
               float* c = corner + i * ldc;
               for (int64_t j = 0; j < n && !direct; ++j) {
