@@ -157,18 +157,21 @@ void softmax_columns_backward(F* ds, const F* p, int64_t S, int64_t TP, F scale)
 }
 
 // factor (S, TP) = what dropout multiplies item n's weights by: dropout_scale where the mask
-// keeps, else 0. The mask element of (n, i, j) is its flat index in [B, H, T, S], as the
-// dropout op's would be, so a row of the tile reads counters S apart; the pad lanes' counters
-// run past the item's, and multiply pad lanes.
+// keeps, else 0; with p, the weights p (S, TP) times them instead (the forward's one use of
+// them, so no tile of factors is written and read back). The mask element of (n, i, j) is its
+// flat index in [B, H, T, S], as the dropout op's would be, so a row of the tile reads counters
+// S apart; the pad lanes' counters run past the item's, and multiply pad lanes.
 template <class F>
-void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& mask,
-                     double dropout) {
+void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& mask, double dropout,
+                     const F* p = nullptr) {
   const auto scale = static_cast<F>(dropout_scale(dropout));
   const int64_t S = x.S, TP = x.TP;
   const auto first = static_cast<uint64_t>(n * x.T * S);
   for (int64_t j = 0; j < S; ++j) {
     for (int64_t i = 0; i < TP; ++i) {
-      factor[j * TP + i] = mask.keeps(first + static_cast<uint64_t>(i * S + j)) ? scale : F{0};
+      const int64_t at = j * TP + i;
+      const F f = mask.keeps(first + static_cast<uint64_t>(i * S + j)) ? scale : F{0};
+      factor[at] = p ? p[at] * f : f;
     }
   }
 }
@@ -271,12 +274,11 @@ void head_scores(F* scores, const F* q, Block<F> kb, const Heads& x, Precision p
 }
 
 // The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
-// (drop) and rounded to bfloat16 (bf16), written to `dropped`.
+// (factor; null: none) and rounded to bfloat16 (bf16), written to `dropped` (which may be p).
 template <class F>
-const F* product_weights(const F* p, const F* factor, bool drop, bool bf16, int64_t tile,
-                         F* dropped) {
-  if (!drop && !bf16) return p;
-  for (int64_t e = 0; e < tile; ++e) dropped[e] = drop ? p[e] * factor[e] : p[e];
+const F* product_weights(const F* p, const F* factor, bool bf16, int64_t tile, F* dropped) {
+  if (!factor && !bf16) return p;
+  for (int64_t e = 0; e < tile; ++e) dropped[e] = factor ? p[e] * factor[e] : p[e];
   round_in_place(dropped, tile, bf16);
   return dropped;
 }
@@ -355,8 +357,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
     F* po = out.data<F>();
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
       std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
-      std::vector<F> factor(drop ? tile : 0), transposed(x.D * TP);
-      std::vector<F> bias(pm ? tile : 0);
+      std::vector<F> transposed(x.D * TP), bias(pm ? tile : 0);
       // a tiny head's rounded blocks of q (one query), k and v under autocast
       std::vector<F> q_head(bf16 ? x.D : 0), k_head(bf16 ? S * x.D : 0), v_head(k_head.size());
       int64_t bias_of = -1;  // the mask offset bias was made for
@@ -379,12 +380,13 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
           }
           softmax_columns<F>(p, x, pm ? bias.data() : nullptr, scale);
         }
-        if (drop) dropout_factors<F>(factor.data(), x, n, mask, dropout);
+        // the weights times their dropout factors, made in one pass
+        if (drop) dropout_factors<F>(dropped.data(), x, n, mask, dropout, p);
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
         const Block<F> vb = head_block<F>(pv + x.kv_at(n), S, C, x.D, bf16, v_head.data());
         gemm<F>(precision, true, false, T, x.D, S,
-                product_weights<F>(p, factor.data(), drop, bf16, tile, dropped.data()), TP, vb.data,
-                vb.ld, F{0}, po + x.q_at(n), C);
+                product_weights<F>(drop ? dropped.data() : p, nullptr, bf16, tile, dropped.data()),
+                TP, vb.data, vb.ld, F{0}, po + x.q_at(n), C);
       }
     });
   });
@@ -465,8 +467,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                                beta[1], dgrad[1] + x.kv_at(n), C);
                      }
                      if (dgrad[2]) {
-                       const F* pdrop = product_weights<F>(p, factor.data(), dropout > 0, bf16,
-                                                           tile, dropped.data());
+                       const F* pdrop = product_weights<F>(p, dropout > 0 ? factor.data() : nullptr,
+                                                           bf16, tile, dropped.data());
                        const Block<F> db = head_block<F>(dout_bh, T, C, D, bf16, dout_head.data());
                        gemm<F>(precision, false, false, S, D, T, pdrop, TP, db.data, db.ld, beta[2],
                                dgrad[2] + x.kv_at(n), C);
