@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/fast/gemm.h"
+#include "tapegrad/autograd/fast/gemm_bf16.h"
 
 using tapegrad::gemm;
 using tapegrad::sgemm;
@@ -215,14 +216,21 @@ TEST_CASE("sgemm split by rows gives the same bits as the whole product", "[auto
 }
 
 // A NaN whose payload is all in the bits bfloat16 drops (0x7f800001) must not round to
-// infinity: in bfloat16, every operand path (the small kernel's rounded copies of A and of B,
-// in 16, 8 and 4 lanes and one by one; bf16_gemm's packing) keeps it a NaN, in its row of C
-// (in A) or its column (in B), and leaves the other elements finite.
+// infinity: in bfloat16, every operand path (the small kernel's rounded copies of A and of B;
+// bf16_gemm's packing on the CPU's kernel and the emulation, whole and masked blocks of steps
+// and an odd K's last) keeps it a NaN, in its row of C (in A) or its column (in B), and leaves
+// the other elements finite.
 TEST_CASE("a bfloat16 product keeps a low-payload NaN a NaN in every operand path", "[autograd]") {
+  using tapegrad::Bf16Kernel;
   std::mt19937 rng(9);
   const float nan = std::bit_cast<float>(0x7f800001u);
-  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{4, 8, 31}, {40, 70, 31}}) {
-    for (const int64_t k : {0, 17, 25, 29, 30}) {  // in the 16s, the 8, the 4, the 2, the last
+  for (const auto& [M, N, K, kernel] :
+       {std::tuple<int64_t, int64_t, int64_t, Bf16Kernel>{4, 8, 31, Bf16Kernel::Native},
+        {40, 70, 31, Bf16Kernel::Native},
+        {40, 70, 31, Bf16Kernel::Emulated}}) {
+    if (kernel == Bf16Kernel::Native && !tapegrad::bf16_native_available()) continue;
+    tapegrad::set_bf16_kernel(kernel);
+    for (const int64_t k : {0, 17, 25, 29, 30}) {  // the first steps, the middle, the last
       for (const bool in_a : {true, false}) {
         INFO("M " << M << " N " << N << " step " << k << (in_a ? " in A" : " in B"));
         Stored a(M, K, 0, rng), b(K, N, 0, rng);
@@ -238,4 +246,6 @@ TEST_CASE("a bfloat16 product keeps a low-payload NaN a NaN in every operand pat
       }
     }
   }
+  tapegrad::set_bf16_kernel(tapegrad::bf16_native_available() ? Bf16Kernel::Native
+                                                              : Bf16Kernel::Emulated);
 }

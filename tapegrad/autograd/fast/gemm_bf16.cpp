@@ -85,9 +85,7 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
                                                                int64_t ldc) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
-  for (int64_t i = 0; i < MR; ++i) {
-    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  }
+  for (int64_t i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < pairs; ++p, a += kPair, b += NR) {
     const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
 #pragma GCC unroll 12
@@ -311,8 +309,9 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             float* corner = C + (ic + ir) * ldc + jc + jr;
-            // A whole tile that replaces C goes straight into it; others through `tile`, then
-            // added (adding from registers was slower: a product of several k blocks lost 6-9%).
+            // A whole tile that replaces C goes straight into it from the kernel's registers;
+            // a ragged one, or one added to C (later k blocks), through `tile` and the loop below
+            // (adding from the registers made products of several k blocks slower).
             const bool direct = m == MR && n == NR && block_beta == 0;
             tile_kernel(pairs, a_pack.data() + ir * (rows_a ? KP : pairs),
                         b_pack.data() + jr * pairs, direct ? corner : tile, direct ? ldc : NR);
