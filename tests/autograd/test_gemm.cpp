@@ -225,9 +225,10 @@ TEST_CASE("a bfloat16 product keeps a low-payload NaN a NaN in every operand pat
   std::mt19937 rng(9);
   const float nan = std::bit_cast<float>(0x7f800001u);
   for (const auto& [M, N, K, kernel] :
-       {std::tuple<int64_t, int64_t, int64_t, Bf16Kernel>{4, 8, 31, Bf16Kernel::Native},
+       {std::tuple<int64_t, int64_t, int64_t, Bf16Kernel>{4, 8, 31, Bf16Kernel::Emulated},
         {40, 70, 31, Bf16Kernel::Native},
         {40, 70, 31, Bf16Kernel::Emulated}}) {
+    // the small kernel (4 x 8) is the same on both; it runs on every machine
     if (kernel == Bf16Kernel::Native && !tapegrad::bf16_native_available()) continue;
     tapegrad::set_bf16_kernel(kernel);
     for (const int64_t k : {0, 17, 25, 29, 30}) {  // the first steps, the middle, the last
