@@ -274,11 +274,14 @@ void head_scores(F* scores, const F* q, Block<F> kb, const Heads& x, Precision p
 }
 
 // The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
-// (factor; null: none) and rounded to bfloat16 (bf16), written to `dropped` (which may be p).
+// (factor; null: none) and rounded to bfloat16 (bf16), written to `dropped` (in place when p
+// is dropped).
 template <class F>
 const F* product_weights(const F* p, const F* factor, bool bf16, int64_t tile, F* dropped) {
   if (!factor && !bf16) return p;
-  for (int64_t e = 0; e < tile; ++e) dropped[e] = factor ? p[e] * factor[e] : p[e];
+  if (factor || p != dropped) {
+    for (int64_t e = 0; e < tile; ++e) dropped[e] = factor ? p[e] * factor[e] : p[e];
+  }
   round_in_place(dropped, tile, bf16);
   return dropped;
 }
