@@ -318,6 +318,13 @@ std::vector<OpCase> packed_product_cases() {
              in[0], in[1], in[2],
              {.activation = Activation::GELU, .dropout = 0.1, .training = true, .gen = &gen})};
        }},
+      {"linear", "[3, 400, 128] x [130, 128], ReLU: the weight gradient in two halves of 1200 rows",
+       [] {
+         return Inputs{leaf({3, 400, 128}, 51), leaf({130, 128}, 52), leaf({130}, 53)};
+       },
+       [](const Inputs& in) {
+         return R{linear(in[0], in[1], in[2], {.activation = Activation::ReLU})};
+       }},
       {"linear", "[2, 20, 16] x [600, 16]: the bias gradient summed in blocks of columns",
        [] {
          return Inputs{leaf({2, 20, 16}, 48), leaf({600, 16}, 49), leaf({600}, 50)};

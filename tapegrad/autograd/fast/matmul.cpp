@@ -204,6 +204,34 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, i
   }
 }
 
+// Whether linear's weight gradient dw [OC, C] = dh^T x sums its N rows as two halves, [0, N/2)
+// and [N/2, N), the second's sum added to the first's once both are done. A thread then packs
+// half of each operand, where splitting dw's rows (or columns) between threads has each pack all
+// of the other operand: as much again as its own part when the weight is about square. Chosen by
+// the shapes alone, so the bits do not depend on the thread count; for weights no more than
+// twice as long as wide and not tiny (the final add reads them again), and halves that fill the
+// packed kernels' k blocks (512 steps).
+bool weight_grad_in_halves(int64_t N, int64_t OC, int64_t C) {
+  return N >= 1024 && std::max(OC, C) <= 2 * std::min(OC, C) && OC * C >= 128 * 128;
+}
+
+// Share p of `shares` of dw += dh^T x (dy: dh [N, OC], px: x [N, C]), summed in halves
+// (weight_grad_in_halves): half 0 into dw with beta, half 1 into `upper` (beta 0); each share
+// takes half p % 2 (both when alone) over its part of dw's rows.
+template <class T>
+void weight_grad_halves(Precision precision, int64_t p, int shares, const T* dy, const T* px,
+                        int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
+  for (int64_t h = 0; h < 2; ++h) {
+    if (shares > 1 && h != p % 2) continue;
+    const int in_half = shares == 1 ? 1 : (shares + 1 - static_cast<int>(h)) / 2;
+    const auto [r0, r1] = share(OC, shares == 1 ? 0 : p / 2, in_half);
+    const auto [n0, n1] = share(N, h, 2);
+    if (r1 == r0) continue;
+    gemm<T>(precision, true, false, r1 - r0, C, n1 - n0, dy + n0 * OC + r0, OC, px + n0 * C, C,
+            h == 0 ? beta : T{0}, (h == 0 ? dw : upper) + r0 * C, C);
+  }
+}
+
 // linear's epilogue over its output [N, OC] after the bias and a ReLU (which gemm applies),
 // applied by gemm to the row pieces of one share's product, whose corner is at (row0, col0) of
 // the output: GELU (and, when recorded, its slope kept for the backward), the dropout of element
@@ -362,6 +390,8 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                       beta_w = first ? T{0} : T{1};
                     }
                     if (with_bias && g.wants(2)) db = g.write(2, Writes::Some).grad.data<T>();
+                    const bool halves = dw && weight_grad_in_halves(N, OC, C);
+                    Tensor upper = halves ? empty({OC, C}, dout_in.dtype()) : Tensor();
                     const int shares = shares_of(2 * flops);
                     parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
                       for (int64_t p = p0; p < p1; ++p) {
@@ -371,13 +401,19 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                                   beta_x, dx + n0 * C, C);
                         }
                         const auto [c0, c1] = share(OC, p, shares);
-                        // dw [OC, C] += dh^T @ x [N, C], split along its longer side: each share
-                        // packs all of the shorter operand and its part of the longer one
-                        if (dw && OC >= C && c1 > c0) {  // rows c0..c1 of dh^T: its columns
+                        // dw [OC, C] += dh^T @ x [N, C]: in halves of N, or split along its
+                        // longer side (each share packs all of the shorter operand and its part
+                        // of the longer one)
+                        if (halves) {
+                          weight_grad_halves<T>(precision, p, shares, dy, px, N, OC, C, beta_w, dw,
+                                                upper.data<T>());
+                        }
+                        if (dw && !halves && OC >= C && c1 > c0) {  // rows c0..c1 of dh^T
                           gemm<T>(precision, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w,
                                   dw + c0 * C, C);
                         }
-                        if (const auto [j0, j1] = share(C, p, shares); dw && OC < C && j1 > j0) {
+                        if (const auto [j0, j1] = share(C, p, shares);
+                            dw && !halves && OC < C && j1 > j0) {
                           gemm<T>(precision, true, false, OC, j1 - j0, N, dy, OC, px + j0, C,
                                   beta_w, dw + j0, C);
                         }
@@ -385,6 +421,12 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                         if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
                       }
                     });
+                    if (halves) {  // the second half's sum added to the first's
+                      const T* pu = upper.data<T>();
+                      parallel_for(OC * C, kGrainElements, [&](int64_t e0, int64_t e1) {
+                        for (int64_t e = e0; e < e1; ++e) dw[e] += pu[e];
+                      });
+                    }
                   });
                 },
             .reference =
