@@ -215,12 +215,22 @@ bool weight_grad_in_halves(int64_t N, int64_t OC, int64_t C) {
   return N >= 1024 && std::max(OC, C) <= 2 * std::min(OC, C) && OC * C >= 128 * 128;
 }
 
-// Share p of `shares` of dw += dh^T x (dy: dh [N, OC], px: x [N, C]), summed in halves
-// (weight_grad_in_halves): half 0 into dw with beta, half 1 into `upper` (beta 0); each share
-// takes half p % 2 (both when alone) over its part of dw's rows.
+// Share p of `shares` of dw [OC, C] += dh^T x (dy: dh [N, OC], px: x [N, C]; beta 0 assigns).
+// In halves (weight_grad_in_halves): half 0 into dw, half 1 into `upper` (beta 0), each share
+// taking half p % 2 (both when alone) over its part of dw's rows. Else split along dw's longer
+// side: each share packs all of the shorter operand and its part of the longer one.
 template <class T>
-void weight_grad_halves(Precision precision, int64_t p, int shares, const T* dy, const T* px,
-                        int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
+void weight_grad_share(Precision precision, int64_t p, int shares, bool halves, const T* dy,
+                       const T* px, int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
+  if (!halves) {
+    if (const auto [c0, c1] = share(OC, p, shares); OC >= C && c1 > c0) {  // dh's columns
+      gemm<T>(precision, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta, dw + c0 * C, C);
+    }
+    if (const auto [j0, j1] = share(C, p, shares); OC < C && j1 > j0) {
+      gemm<T>(precision, true, false, OC, j1 - j0, N, dy, OC, px + j0, C, beta, dw + j0, C);
+    }
+    return;
+  }
   for (int64_t h = 0; h < 2; ++h) {
     if (shares > 1 && h != p % 2) continue;
     const int in_half = shares == 1 ? 1 : (shares + 1 - static_cast<int>(h)) / 2;
@@ -400,23 +410,12 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                           gemm<T>(precision, false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C,
                                   beta_x, dx + n0 * C, C);
                         }
+                        // dw [OC, C] += dh^T @ x [N, C]
+                        if (dw) {
+                          weight_grad_share<T>(precision, p, shares, halves, dy, px, N, OC, C,
+                                               beta_w, dw, halves ? upper.data<T>() : nullptr);
+                        }
                         const auto [c0, c1] = share(OC, p, shares);
-                        // dw [OC, C] += dh^T @ x [N, C]: in halves of N, or split along its
-                        // longer side (each share packs all of the shorter operand and its part
-                        // of the longer one)
-                        if (halves) {
-                          weight_grad_halves<T>(precision, p, shares, dy, px, N, OC, C, beta_w, dw,
-                                                upper.data<T>());
-                        }
-                        if (dw && !halves && OC >= C && c1 > c0) {  // rows c0..c1 of dh^T
-                          gemm<T>(precision, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta_w,
-                                  dw + c0 * C, C);
-                        }
-                        if (const auto [j0, j1] = share(C, p, shares);
-                            dw && !halves && OC < C && j1 > j0) {
-                          gemm<T>(precision, true, false, OC, j1 - j0, N, dy, OC, px + j0, C,
-                                  beta_w, dw + j0, C);
-                        }
                         // dbias [OC] += sum over rows of dh
                         if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
                       }
