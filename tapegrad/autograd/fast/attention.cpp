@@ -360,7 +360,9 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
     F* po = out.data<F>();
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
       std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
-      std::vector<F> transposed(x.D * TP), bias(pm ? tile : 0);
+      // q's transposed copy, which only a float32 scores product reads (head_scores)
+      std::vector<F> transposed(precision == Precision::BFloat16 ? 0 : x.D * TP);
+      std::vector<F> bias(pm ? tile : 0);
       // a tiny head's rounded blocks of q (one query), k and v under autocast
       std::vector<F> q_head(bf16 ? x.D : 0), k_head(bf16 ? S * x.D : 0), v_head(k_head.size());
       int64_t bias_of = -1;  // the mask offset bias was made for
@@ -430,7 +432,8 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                  parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
                    const int64_t TP = x.TP, tile = S * TP;
                    std::vector<F> ds(tile), dropped(dropout > 0 || bf16 ? tile : 0);
-                   std::vector<F> factor(dropout > 0 ? tile : 0), transposed(D * TP);
+                   std::vector<F> factor(dropout > 0 ? tile : 0);
+                   std::vector<F> transposed(precision == Precision::BFloat16 ? 0 : D * TP);
                    // a tiny head's rounded blocks under autocast
                    std::vector<F> q_head(bf16 ? T * D : 0), k_head(bf16 ? S * D : 0),
                        v_head(k_head.size()), dout_head(q_head.size());
