@@ -29,25 +29,11 @@ void cross_entropy_forward(double* loss, T* lse, const T* logits, const int64_t*
   for (int64_t n = n0; n < n1; ++n) {
     const T* z = logits + n * C;
     const T maxv = lane_max(z, C);
-    // The exps and the logits summed in one pass, each in 16 lanes: a whole vector of floats
-    // for the exps (one running sum would make the loop sequential; 8 lanes, half a vector).
-    constexpr int64_t L = 16;
-    double lanes[L] = {}, zlanes[L] = {}, sum = 0, zsum = 0;
-    int64_t c = 0;
-    for (; c + L <= C; c += L) {
-      for (int64_t k = 0; k < L; ++k) {
-        lanes[k] += static_cast<double>(vexp(z[c + k] - maxv));
-        zlanes[k] += static_cast<double>(z[c + k]);
-      }
-    }
-    for (; c < C; ++c) {
-      sum += static_cast<double>(vexp(z[c] - maxv));
-      zsum += static_cast<double>(z[c]);
-    }
-    for (int64_t k = 0; k < L; ++k) {
-      sum += lanes[k];
-      zsum += zlanes[k];
-    }
+    // in lanes, so the exps vectorise (one running sum would make the loop sequential)
+    const double sum =
+        lane_sum_of<double>(C, [&](int64_t c) { return static_cast<double>(vexp(z[c] - maxv)); });
+    const double zsum =
+        lane_sum_of<double>(C, [&](int64_t c) { return static_cast<double>(z[c]); });
     const double l = maxv + std::log(sum);
     lse[n] = static_cast<T>(l);
     loss[n] = targets[n] == ignore_index

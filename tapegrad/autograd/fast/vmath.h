@@ -96,14 +96,14 @@ T vgelu_and_slope(T x, T* slope) {
   }
 }
 
-// Sums and max in 8 independent lanes, combined at the end: a plain running sum is a
-// dependency chain the compiler may not reorder (that would change the rounding), while 8
-// lanes are 8 chains it turns into one vector. The order is fixed, so the result is
-// reproducible. lane_sum_of sums f(j) over j in [0, n); lane_sum and lane_max take a
-// contiguous run.
+// Sums and max in 16 independent lanes, combined at the end: a plain running sum is a
+// dependency chain the compiler may not reorder (that would change the rounding), while 16
+// lanes are 16 chains it turns into vectors, a whole 512-bit one of floats (8 lanes, half of
+// one, ran a float's exps at half width). The order is fixed, so the result is reproducible.
+// lane_sum_of sums f(j) over j in [0, n); lane_sum and lane_max take a contiguous run.
 template <class T, class F>
 T lane_sum_of(int64_t n, F f) {
-  constexpr int64_t L = 8;
+  constexpr int64_t L = 16;
   T acc[L] = {};
   int64_t j = 0;
   for (; j + L <= n; j += L) {
@@ -122,7 +122,7 @@ T lane_sum(const T* x, int64_t n) {
 
 template <class T>
 T lane_max(const T* x, int64_t n) {
-  constexpr int64_t L = 8;
+  constexpr int64_t L = 16;
   T acc[L];
   std::fill(acc, acc + L, -std::numeric_limits<T>::infinity());
   int64_t j = 0;
