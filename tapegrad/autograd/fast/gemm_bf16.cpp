@@ -127,7 +127,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
     for (int64_t r0 = 0; r0 < W; r0 += 16) {
       const __mmask16 take = first(lines - l0 - r0), put = first(W - r0);
       int64_t p = 0;
-      if (take == 0xffff && put == 0xffff) {  // 16 real lines: whole pairs unmasked
+      // 16 real lines: whole pairs unmasked. A panel of 12 lines (A's) stores 16 lanes a pair
+      // too: the 4 past its 12 land on the next pair's first, or the next panel's (there is
+      // one: these 16 lines are real), which their own stores write after.
+      if (take == 0xffff) {
         for (; 2 * p + 1 < kc; ++p) {
           const float* at = src + l0 + r0 + 2 * p * k_step;
           _mm512_storeu_si512(panel + p * W + r0,
