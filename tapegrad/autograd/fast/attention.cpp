@@ -78,6 +78,9 @@ void mask_tile(F* bias, const Heads& x, int64_t n, const uint8_t* blocked) {
 template <class F>
 struct Lanes {
   typedef F Vec __attribute__((vector_size(kTileLanes * sizeof(F))));
+  // what a comparison of two Vecs gives, and a select (c ? a : b) takes
+  using Int = std::conditional_t<sizeof(F) == 4, int32_t, int64_t>;
+  typedef Int Mask __attribute__((vector_size(kTileLanes * sizeof(F))));
   static Vec load(const F* p) {
     Vec v;
     std::memcpy(&v, p, sizeof v);
@@ -86,14 +89,74 @@ struct Lanes {
   static void store(F* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 };
 
+// Dropout on item n's tile (T > 1), the mask of element (n, i, j) by its flat index in
+// [B, H, T, S] as dropout_factors reads it: the factors of a row's strip of kTileLanes lanes,
+// made as the softmax writes the weights, their kept flags kept as the bits of one word a
+// strip's row ([S, TP / kTileLanes] words an item), from which backward makes them again
+// (factors_of) instead of hashing the mask a second time. In vectors of GCC's extension: the
+// 16 lanes written as a loop were unrolled and hashed one by one.
+typedef uint64_t Counters __attribute__((vector_size(kTileLanes * sizeof(uint64_t))));
+typedef int32_t Flags __attribute__((vector_size(kTileLanes * sizeof(int32_t))));
+constexpr Counters kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+constexpr Flags kLaneBit = {1 << 0, 1 << 1, 1 << 2,  1 << 3,  1 << 4,  1 << 5,  1 << 6,  1 << 7,
+                            1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12, 1 << 13, 1 << 14, 1 << 15};
+
+template <class F>
+struct TileDropout {
+  DropoutMask mask;
+  uint64_t first;  // item n's first counter: n T S
+  int64_t S;
+  F scale;  // dropout_scale
+  // row j's factors at lanes [c, c + kTileLanes), their kept flags into *word (bit l: lane c + l)
+  typename Lanes<F>::Vec factors(int64_t j, int64_t c, uint16_t* word) const {
+    // counter_bits (random.h) of the 16 counters, and DropoutMask::keeps of them
+    Counters z =
+        mask.key + (first + static_cast<uint64_t>(c * S + j) + kLane * static_cast<uint64_t>(S)) *
+                       0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z = z ^ (z >> 31);
+    // the high halves compared in 32-bit lanes (a 64-bit comparison's mask, narrowed, was
+    // the slowest step)
+    typedef uint32_t Half32 __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
+    const Flags kept = __builtin_convertvector(z >> 32, Half32) >= mask.threshold;
+    const Flags bits = kept & kLaneBit;
+    // the lanes' bits or-ed together by halves (a loop over the lanes ran one at a time)
+    typedef int32_t I8 __attribute__((vector_size(8 * sizeof(int32_t))));
+    typedef int32_t I4 __attribute__((vector_size(4 * sizeof(int32_t))));
+    typedef int32_t I2 __attribute__((vector_size(2 * sizeof(int32_t))));
+    const I8 b8 = __builtin_shufflevector(bits, bits, 0, 1, 2, 3, 4, 5, 6, 7) |
+                  __builtin_shufflevector(bits, bits, 8, 9, 10, 11, 12, 13, 14, 15);
+    const I4 b4 =
+        __builtin_shufflevector(b8, b8, 0, 1, 2, 3) | __builtin_shufflevector(b8, b8, 4, 5, 6, 7);
+    const I2 b2 = __builtin_shufflevector(b4, b4, 0, 1) | __builtin_shufflevector(b4, b4, 2, 3);
+    *word = static_cast<uint16_t>(b2[0] | b2[1]);
+    using V = Lanes<F>;
+    return __builtin_convertvector(kept, typename V::Mask) ? typename V::Vec{} + scale
+                                                           : typename V::Vec{};
+  }
+};
+
+// The factors a word of kept flags stands for: scale at its set bits, else 0.
+template <class F>
+typename Lanes<F>::Vec factors_of(uint16_t word, F scale) {
+  using V = Lanes<F>;
+  const Flags on = ((Flags{} + word) & kLaneBit) != 0;
+  return __builtin_convertvector(on, typename V::Mask) ? typename V::Vec{} + scale
+                                                       : typename V::Vec{};
+}
+
 // p (S, TP) = the attention weights of item n from its scores, in place: scale, add the
 // mask's bias (null: none), softmax down each column. A query with every key blocked gets zero
 // weights. The columns go kTileLanes at a time, in vectors of GCC's vector extension (GCC
 // leaves plain loops over 16 lanes scalar where a bias is in them), so each one's running max
 // and sum stay in a register from row to row, and the strip (S rows of 64 bytes) stays in L1
-// through its three passes: scale, mask and max; exp and sum; normalise.
+// through its three passes: scale, mask and max; exp and sum; normalise. With a dropout (null:
+// none), the last pass writes the dropped weights too (dropped, S x TP) and the kept flags
+// (keep, S x TP / kTileLanes words).
 template <class F>
-void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
+void softmax_columns(F* p, const Heads& x, const F* bias, F scale, const TileDropout<F>* drop,
+                     F* dropped, uint16_t* keep) {
   using V = Lanes<F>;
   using Vec = typename V::Vec;
   constexpr F kNegInf = -std::numeric_limits<F>::infinity();
@@ -117,7 +180,15 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
       sum += V::load(row);
     }
     const Vec inv = sum == 0 ? Vec{} : 1 / sum;
-    for (int64_t j = 0; j < S; ++j) V::store(p + j * TP + c, V::load(p + j * TP + c) * inv);
+    for (int64_t j = 0; j < S; ++j) {
+      const int64_t at = j * TP + c;
+      const Vec w = V::load(p + at) * inv;
+      V::store(p + at, w);
+      if (drop) {
+        uint16_t* word = keep + j * (TP / kTileLanes) + c / kTileLanes;
+        V::store(dropped + at, w * drop->factors(j, c, word));
+      }
+    }
   }
 }
 
@@ -125,13 +196,22 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale) {
 // once, so an add does not wait on the one before it (one sum at a time would wait an add's
 // latency every row).
 template <int64_t G, class F>
-void softmax_columns_backward_strip(F* ds, const F* p, int64_t S, int64_t TP, F scale, int64_t c) {
+void softmax_columns_backward_strip(F* ds, const F* p, int64_t S, int64_t TP, F scale, int64_t c,
+                                    const uint16_t* keep, F drop_scale, F* dropped) {
   using V = Lanes<F>;
   typename V::Vec dot[G] = {};
   for (int64_t j = 0; j < S; ++j) {
     for (int64_t g = 0; g < G; ++g) {
       const int64_t at = j * TP + c + g * kTileLanes;
-      dot[g] += V::load(ds + at) * V::load(p + at);
+      typename V::Vec d = V::load(ds + at);
+      const typename V::Vec w = V::load(p + at);
+      if (keep) {  // through the dropout: dp = dp' * factor; the dropped weights for dv
+        const auto f = factors_of(keep[j * (TP / kTileLanes) + c / kTileLanes + g], drop_scale);
+        d *= f;
+        V::store(ds + at, d);
+        if (dropped) V::store(dropped + at, w * f);
+      }
+      dot[g] += d * w;
     }
   }
   for (int64_t j = 0; j < S; ++j) {
@@ -145,15 +225,35 @@ void softmax_columns_backward_strip(F* ds, const F* p, int64_t S, int64_t TP, F 
 // ds (S, TP) = the gradient of item n's scores from the weights' gradient dp (S, TP), in
 // place, with p (S, TP) the weights: scale * p * (dp - the column's sum of dp * p), each
 // column's sum down its rows in order. A fully blocked column has p all zero, so its gradient
-// is zero.
+// is zero. With the dropout's kept flags (keep; null: none) ds holds dp' = dout v^T, taken
+// through the dropout first, and the dropped weights go to `dropped` (null: not wanted).
 template <class F>
-void softmax_columns_backward(F* ds, const F* p, int64_t S, int64_t TP, F scale) {
+void softmax_columns_backward(F* ds, const F* p, int64_t S, int64_t TP, F scale,
+                              const uint16_t* keep, F drop_scale, F* dropped) {
   constexpr int64_t G = 4;
   int64_t c = 0;
   for (; c + G * kTileLanes <= TP; c += G * kTileLanes) {
-    softmax_columns_backward_strip<G>(ds, p, S, TP, scale, c);
+    softmax_columns_backward_strip<G>(ds, p, S, TP, scale, c, keep, drop_scale, dropped);
   }
-  for (; c < TP; c += kTileLanes) softmax_columns_backward_strip<1>(ds, p, S, TP, scale, c);
+  for (; c < TP; c += kTileLanes) {
+    softmax_columns_backward_strip<1>(ds, p, S, TP, scale, c, keep, drop_scale, dropped);
+  }
+}
+
+// dropped (S, TP) = p times the factors of the kept flags `keep`: the dropped weights where the
+// softmax's backward does not make them.
+template <class F>
+void kept_weights(F* dropped, const F* p, const uint16_t* keep, int64_t S, int64_t TP,
+                  F drop_scale) {
+  using V = Lanes<F>;
+  for (int64_t j = 0; j < S; ++j) {
+    for (int64_t c = 0; c < TP; c += kTileLanes) {
+      const int64_t at = j * TP + c;
+      V::store(
+          dropped + at,
+          V::load(p + at) * factors_of(keep[j * (TP / kTileLanes) + c / kTileLanes], drop_scale));
+    }
+  }
 }
 
 // factor (S, TP) = what dropout multiplies item n's weights by: dropout_scale where the mask
@@ -352,14 +452,21 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   const bool keep_weights = graph || weights_out != nullptr;
   const int64_t TP = x.TP, tile = S * TP;
   Tensor weights = keep_weights ? empty({B, heads, S, TP}, q.dtype()) : Tensor();
+  // The dropout's kept flags (TileDropout), which backward keeps: words of 16 bits, held by an
+  // int64 tensor (4 a value); with nothing recorded, each thread's are scratch.
+  const int64_t words = drop && T > 1 ? S * TP / kTileLanes : 0;
+  const bool keep_flags = graph && words > 0;
+  Tensor kept = keep_flags ? empty({(B * heads * words + 3) / 4}, DType::Int64) : Tensor();
   dispatch_floating("attention", q.dtype(), [&](auto tag) {
     using F = decltype(tag);
     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
     const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
     F* pw = keep_weights ? weights.data<F>() : nullptr;
     F* po = out.data<F>();
+    auto* pkept = keep_flags ? reinterpret_cast<uint16_t*>(kept.data<int64_t>()) : nullptr;
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
       std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
+      std::vector<uint16_t> flags(keep_flags ? 0 : words);
       // q's transposed copy, which only a float32 scores product reads (head_scores)
       std::vector<F> transposed(precision == Precision::BFloat16 ? 0 : x.D * TP);
       std::vector<F> bias(pm ? tile : 0);
@@ -383,10 +490,14 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
             mask_tile<F>(bias.data(), x, n, pm);
             bias_of = x.mask_at(n);
           }
-          softmax_columns<F>(p, x, pm ? bias.data() : nullptr, scale);
+          // the weights times their dropout factors, made as the softmax writes them
+          const TileDropout<F> tile_drop{mask, static_cast<uint64_t>(n * T * S), S,
+                                         static_cast<F>(dropout_scale(dropout))};
+          softmax_columns<F>(p, x, pm ? bias.data() : nullptr, scale, drop ? &tile_drop : nullptr,
+                             dropped.data(), keep_flags ? pkept + n * words : flags.data());
         }
-        // the weights times their dropout factors, made in one pass
-        if (drop) dropout_factors<F>(dropped.data(), x, n, mask, dropout, p);
+        // a single query's: the weights times their dropout factors, made in one pass
+        if (drop && T == 1) dropout_factors<F>(dropped.data(), x, n, mask, dropout, p);
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
         const Block<F> vb = head_block<F>(pv + x.kv_at(n), S, C, x.D, bf16, v_head.data());
         gemm<F>(precision, true, false, T, x.D, S,
@@ -401,7 +512,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
     record(
         "attention", {q, k, v}, out,
         {.fast =
-             [q = q.detach(), k = k.detach(), v = v.detach(), weights, x, mask, dropout,
+             [q = q.detach(), k = k.detach(), v = v.detach(), weights, kept, x, mask, dropout,
               product_flops, bf16, precision](const Tensor& dout_in, Grads& g) {
                // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
                //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
@@ -429,10 +540,16 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                  const F *pw = weights.data<F>(), *pd = dout.data<F>();
                  const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
                  const auto assign = [](F& dst, F value) { dst = value; };
+                 // the dropout's factors: from the forward's kept flags (T > 1), or from the
+                 // mask (a single query), as a tile
+                 const auto* pkept = kept.defined()
+                                         ? reinterpret_cast<const uint16_t*>(kept.data<int64_t>())
+                                         : nullptr;
+                 const auto drop_scale = static_cast<F>(dropout_scale(dropout));
                  parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
                    const int64_t TP = x.TP, tile = S * TP;
                    std::vector<F> ds(tile), dropped(dropout > 0 || bf16 ? tile : 0);
-                   std::vector<F> factor(dropout > 0 ? tile : 0);
+                   std::vector<F> factor(dropout > 0 && !pkept ? tile : 0);
                    std::vector<F> transposed(precision == Precision::BFloat16 ? 0 : D * TP);
                    // a tiny head's rounded blocks under autocast
                    std::vector<F> q_head(bf16 ? T * D : 0), k_head(bf16 ? S * D : 0),
@@ -440,7 +557,10 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                    for (int64_t n = n0; n < n1; ++n) {
                      const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
                      const F* dout_bh = pd + x.q_at(n);
-                     if (dropout > 0) dropout_factors<F>(factor.data(), x, n, mask, dropout);
+                     const uint16_t* keep = pkept ? pkept + n * (S * TP / kTileLanes) : nullptr;
+                     if (dropout > 0 && !keep) {
+                       dropout_factors<F>(factor.data(), x, n, mask, dropout);
+                     }
                      if (dgrad[0] || dgrad[1]) {
                        // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
                        // softmax
@@ -448,15 +568,16 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                            head_block<F>(pv + x.kv_at(n), S, C, D, bf16, v_head.data());
                        head_scores<F>(ds.data(), dout_bh, vb, x, precision, bf16,
                                       transposed.data());
-                       if (dropout > 0) {
+                       if (dropout > 0 && !keep) {
                          for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
                        }
                        if (T == 1) {  // one row of S, as the forward's softmax ran
                          detail::softmax_backward_rows<F>(assign, ds.data(), ds.data(), p,
                                                           detail::Rows{1, S, 1}, false, 0, 1,
                                                           scale);
-                       } else {
-                         softmax_columns_backward<F>(ds.data(), p, S, TP, scale);
+                       } else {  // through the dropout first, with kept flags
+                         softmax_columns_backward<F>(ds.data(), p, S, TP, scale, keep, drop_scale,
+                                                     keep && dgrad[2] ? dropped.data() : nullptr);
                        }
                        round_in_place(ds.data(), tile, bf16);
                      }
@@ -473,8 +594,16 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                                beta[1], dgrad[1] + x.kv_at(n), C);
                      }
                      if (dgrad[2]) {
-                       const F* pdrop = product_weights<F>(p, dropout > 0 ? factor.data() : nullptr,
-                                                           bf16, tile, dropped.data());
+                       // with kept flags, the dropped weights came from the softmax's backward
+                       // above, or come here
+                       if (keep && !dgrad[0] && !dgrad[1]) {
+                         kept_weights<F>(dropped.data(), p, keep, S, TP, drop_scale);
+                       }
+                       const F* pdrop =
+                           keep ? product_weights<F>(dropped.data(), nullptr, bf16, tile,
+                                                     dropped.data())
+                                : product_weights<F>(p, dropout > 0 ? factor.data() : nullptr, bf16,
+                                                     tile, dropped.data());
                        const Block<F> db = head_block<F>(dout_bh, T, C, D, bf16, dout_head.data());
                        gemm<F>(precision, false, false, S, D, T, pdrop, TP, db.data, db.ld, beta[2],
                                dgrad[2] + x.kv_at(n), C);
@@ -489,7 +618,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
                return std::vector{attention_reference(g.input(0, q), g.input(1, k), g.input(2, v),
                                                       heads, blocked, dropout, key)};
              }},
-        {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}});
+        {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}, {"dropout's kept flags", kept}});
   }
   return out;
 }
