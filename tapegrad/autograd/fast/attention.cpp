@@ -415,6 +415,97 @@ void one_query_scores(const F* q, const F* k, int64_t C, int64_t S, int64_t D, F
   }
 }
 
+// The recorded backward of fast_attention, items [n0, n1) a thread. With P the weights,
+// P' = dropout(P), dS the gradient of the scaled scores:
+//   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
+//   dP = dP' * keep * dropout_scale
+//   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward_rows)
+//   dq_bh = dS k_bh               dk_bh = dS^T q_bh
+// Each item writes its slices in the order q, k, v, so when two of q, k, v are one tensor (and
+// the caller took its buffers in that order) its first writer goes first.
+template <class F>
+struct AttentionBackward {
+  const Heads& x;
+  const F *q, *k, *v, *weights, *dout;  // weights: transposed tiles (S, TP), as the forward's
+  F* const* dgrad;                      // dq, dk, dv: null where not wanted
+  const F* beta;                        // 0 where a gradient's first writer, else 1
+  // the dropout's kept flags (T > 1), else null: a single query's factors come from the mask
+  const uint16_t* kept;
+  DropoutMask mask;
+  double dropout;
+  bool bf16;  // a tiny head's operands rounded here (Note [attention under autocast])
+  Precision precision;
+
+  // A thread's tiles (S, TP) and, under autocast, a tiny head's rounded blocks.
+  struct Scratch {
+    std::vector<F> ds, dropped, factor, transposed, q_head, k_head, v_head, dout_head;
+  };
+
+  // s.ds = dS of item n, rounded when bf16; with kept flags and dv wanted, s.dropped = P' too.
+  void scores_gradient(int64_t n, const uint16_t* keep, Scratch& s) const {
+    const int64_t S = x.S, TP = x.TP, tile = S * TP;
+    const F* p = weights + n * tile;
+    const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
+    // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the softmax
+    const Block<F> vb = head_block<F>(v + x.kv_at(n), S, x.C, x.D, bf16, s.v_head.data());
+    head_scores<F>(s.ds.data(), dout + x.q_at(n), vb, x, precision, bf16, s.transposed.data());
+    if (dropout > 0 && !keep) {
+      for (int64_t e = 0; e < tile; ++e) s.ds[e] *= s.factor[e];
+    }
+    if (x.T == 1) {  // one row of S, as the forward's softmax ran
+      const auto assign = [](F& dst, F value) { dst = value; };
+      detail::softmax_backward_rows<F>(assign, s.ds.data(), s.ds.data(), p, detail::Rows{1, S, 1},
+                                       false, 0, 1, scale);
+    } else {  // through the dropout first, with kept flags
+      softmax_columns_backward<F>(s.ds.data(), p, S, TP, scale, keep,
+                                  static_cast<F>(dropout_scale(dropout)),
+                                  keep && dgrad[2] ? s.dropped.data() : nullptr);
+    }
+    round_in_place(s.ds.data(), tile, bf16);
+  }
+
+  void items(int64_t n0, int64_t n1) const {
+    const int64_t T = x.T, S = x.S, D = x.D, C = x.C, TP = x.TP, tile = S * TP;
+    const int64_t rounded = bf16 ? T * D : 0, rounded_kv = bf16 ? S * D : 0;
+    Scratch s{std::vector<F>(tile),
+              std::vector<F>(dropout > 0 || bf16 ? tile : 0),
+              std::vector<F>(dropout > 0 && !kept ? tile : 0),
+              std::vector<F>(precision == Precision::BFloat16 ? 0 : D * TP),
+              std::vector<F>(rounded),
+              std::vector<F>(rounded_kv),
+              std::vector<F>(rounded_kv),
+              std::vector<F>(rounded)};
+    for (int64_t n = n0; n < n1; ++n) {
+      const F* p = weights + n * tile;
+      const uint16_t* keep = kept ? kept + n * (S * TP / kTileLanes) : nullptr;
+      if (dropout > 0 && !keep) dropout_factors<F>(s.factor.data(), x, n, mask, dropout);
+      if (dgrad[0] || dgrad[1]) scores_gradient(n, keep, s);
+      if (dgrad[0]) {
+        const Block<F> kb = head_block<F>(k + x.kv_at(n), S, C, D, bf16, s.k_head.data());
+        gemm<F>(precision, true, false, T, D, S, s.ds.data(), TP, kb.data, kb.ld, beta[0],
+                dgrad[0] + x.q_at(n), C);
+      }
+      if (dgrad[1]) {
+        const Block<F> qb = head_block<F>(q + x.q_at(n), T, C, D, bf16, s.q_head.data());
+        gemm<F>(precision, false, false, S, D, T, s.ds.data(), TP, qb.data, qb.ld, beta[1],
+                dgrad[1] + x.kv_at(n), C);
+      }
+      if (!dgrad[2]) continue;
+      // with kept flags, the dropped weights came from scores_gradient, or come here
+      if (keep && !dgrad[0] && !dgrad[1]) {
+        kept_weights<F>(s.dropped.data(), p, keep, S, TP, static_cast<F>(dropout_scale(dropout)));
+      }
+      const F* pdrop =
+          keep ? product_weights<F>(s.dropped.data(), nullptr, bf16, tile, s.dropped.data())
+               : product_weights<F>(p, dropout > 0 ? s.factor.data() : nullptr, bf16, tile,
+                                    s.dropped.data());
+      const Block<F> db = head_block<F>(dout + x.q_at(n), T, C, D, bf16, s.dout_head.data());
+      gemm<F>(precision, false, false, S, D, T, pdrop, TP, db.data, db.ld, beta[2],
+              dgrad[2] + x.kv_at(n), C);
+    }
+  }
+};
+
 }  // namespace
 
 Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t heads,
@@ -509,116 +600,52 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   if (weights_out) *weights_out = transpose(slice(weights, 3, 0, T), 2, 3);
 
   if (graph) {
-    record(
-        "attention", {q, k, v}, out,
-        {.fast =
-             [q = q.detach(), k = k.detach(), v = v.detach(), weights, kept, x, mask, dropout,
-              product_flops, bf16, precision](const Tensor& dout_in, Grads& g) {
-               // With P the weights, P' = dropout(P), dS the gradient of the scaled scores:
-               //   dv_bh = P'^T dout_bh          dP' = dout_bh v_bh^T
-               //   dP = dP' * keep * dropout_scale
-               //   dS = scale * P * (dP - rowsum(dP * P))            (softmax_backward_rows)
-               //   dq_bh = dS k_bh               dk_bh = dS^T q_bh
-               // The buffers are taken in the order q, k, v and each item writes its slices in
-               // that order, so when two of q, k, v are one tensor its first writer goes first.
-               // dP' always, then one product for each of dq, dk, dv wanted
-               profile::note_flops(product_flops * (1 + (g.wants(0) ? 1 : 0) +
-                                                    (g.wants(1) ? 1 : 0) + (g.wants(2) ? 1 : 0)));
-               const Tensor dout = dout_in.contiguous();
-               dispatch_floating("attention", dout.dtype(), [&](auto tag) {
-                 using F = decltype(tag);
-                 const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
-                 F* dgrad[3] = {nullptr, nullptr, nullptr};
-                 F beta[3] = {F{1}, F{1}, F{1}};
-                 for (size_t i = 0; i < 3; ++i) {
-                   if (!g.wants(i)) continue;
-                   const auto [grad, first] = g.write(i, Writes::Every);
-                   dgrad[i] = grad.data<F>();
-                   beta[i] = first ? F{0} : F{1};
-                 }
-                 const F *pq = q.data<F>(), *pk = k.data<F>(), *pv = v.data<F>();
-                 const F *pw = weights.data<F>(), *pd = dout.data<F>();
-                 const int64_t T = x.T, S = x.S, D = x.D, C = x.C;
-                 const auto assign = [](F& dst, F value) { dst = value; };
-                 // the dropout's factors: from the forward's kept flags (T > 1), or from the
-                 // mask (a single query), as a tile
-                 const auto* pkept = kept.defined()
-                                         ? reinterpret_cast<const uint16_t*>(kept.data<int64_t>())
-                                         : nullptr;
-                 const auto drop_scale = static_cast<F>(dropout_scale(dropout));
-                 parallel_for(x.B * x.H, x.grain(), [&](int64_t n0, int64_t n1) {
-                   const int64_t TP = x.TP, tile = S * TP;
-                   std::vector<F> ds(tile), dropped(dropout > 0 || bf16 ? tile : 0);
-                   std::vector<F> factor(dropout > 0 && !pkept ? tile : 0);
-                   std::vector<F> transposed(precision == Precision::BFloat16 ? 0 : D * TP);
-                   // a tiny head's rounded blocks under autocast
-                   std::vector<F> q_head(bf16 ? T * D : 0), k_head(bf16 ? S * D : 0),
-                       v_head(k_head.size()), dout_head(q_head.size());
-                   for (int64_t n = n0; n < n1; ++n) {
-                     const F* p = pw + n * tile;  // transposed, (S, TP), as are the tiles above
-                     const F* dout_bh = pd + x.q_at(n);
-                     const uint16_t* keep = pkept ? pkept + n * (S * TP / kTileLanes) : nullptr;
-                     if (dropout > 0 && !keep) {
-                       dropout_factors<F>(factor.data(), x, n, mask, dropout);
-                     }
-                     if (dgrad[0] || dgrad[1]) {
-                       // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the
-                       // softmax
-                       const Block<F> vb =
-                           head_block<F>(pv + x.kv_at(n), S, C, D, bf16, v_head.data());
-                       head_scores<F>(ds.data(), dout_bh, vb, x, precision, bf16,
-                                      transposed.data());
-                       if (dropout > 0 && !keep) {
-                         for (int64_t e = 0; e < tile; ++e) ds[e] *= factor[e];
-                       }
-                       if (T == 1) {  // one row of S, as the forward's softmax ran
-                         detail::softmax_backward_rows<F>(assign, ds.data(), ds.data(), p,
-                                                          detail::Rows{1, S, 1}, false, 0, 1,
-                                                          scale);
-                       } else {  // through the dropout first, with kept flags
-                         softmax_columns_backward<F>(ds.data(), p, S, TP, scale, keep, drop_scale,
-                                                     keep && dgrad[2] ? dropped.data() : nullptr);
-                       }
-                       round_in_place(ds.data(), tile, bf16);
-                     }
-                     if (dgrad[0]) {
-                       const Block<F> kb =
-                           head_block<F>(pk + x.kv_at(n), S, C, D, bf16, k_head.data());
-                       gemm<F>(precision, true, false, T, D, S, ds.data(), TP, kb.data, kb.ld,
-                               beta[0], dgrad[0] + x.q_at(n), C);
-                     }
-                     if (dgrad[1]) {
-                       const Block<F> qb =
-                           head_block<F>(pq + x.q_at(n), T, C, D, bf16, q_head.data());
-                       gemm<F>(precision, false, false, S, D, T, ds.data(), TP, qb.data, qb.ld,
-                               beta[1], dgrad[1] + x.kv_at(n), C);
-                     }
-                     if (dgrad[2]) {
-                       // with kept flags, the dropped weights came from the softmax's backward
-                       // above, or come here
-                       if (keep && !dgrad[0] && !dgrad[1]) {
-                         kept_weights<F>(dropped.data(), p, keep, S, TP, drop_scale);
-                       }
-                       const F* pdrop =
-                           keep ? product_weights<F>(dropped.data(), nullptr, bf16, tile,
-                                                     dropped.data())
-                                : product_weights<F>(p, dropout > 0 ? factor.data() : nullptr, bf16,
-                                                     tile, dropped.data());
-                       const Block<F> db = head_block<F>(dout_bh, T, C, D, bf16, dout_head.data());
-                       gemm<F>(precision, false, false, S, D, T, pdrop, TP, db.data, db.ld, beta[2],
-                               dgrad[2] + x.kv_at(n), C);
-                     }
-                   }
-                 });
-               });
-             },
-         .reference =
-             [q = q.detach(), k = k.detach(), v = v.detach(), heads, blocked, dropout,
-              key = mask.key](Grads& g) {
-               return std::vector{attention_reference(g.input(0, q), g.input(1, k), g.input(2, v),
-                                                      heads, blocked, dropout, key)};
-             }},
-        {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}, {"dropout's kept flags", kept}});
+    record("attention", {q, k, v}, out,
+           {.fast =
+                [q = q.detach(), k = k.detach(), v = v.detach(), weights, kept, x, mask, dropout,
+                 product_flops, bf16, precision](const Tensor& dout_in, Grads& g) {
+                  // dP' always, then one product for each of dq, dk, dv wanted
+                  profile::note_flops(
+                      product_flops *
+                      (1 + (g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0) + (g.wants(2) ? 1 : 0)));
+                  const Tensor dout = dout_in.contiguous();
+                  dispatch_floating("attention", dout.dtype(), [&](auto tag) {
+                    using F = decltype(tag);
+                    // the buffers in the order q, k, v (AttentionBackward)
+                    F* dgrad[3] = {nullptr, nullptr, nullptr};
+                    F beta[3] = {F{1}, F{1}, F{1}};
+                    for (size_t i = 0; i < 3; ++i) {
+                      if (!g.wants(i)) continue;
+                      const auto [grad, first] = g.write(i, Writes::Every);
+                      dgrad[i] = grad.data<F>();
+                      beta[i] = first ? F{0} : F{1};
+                    }
+                    const AttentionBackward<F> backward{
+                        x,
+                        q.data<F>(),
+                        k.data<F>(),
+                        v.data<F>(),
+                        weights.data<F>(),
+                        dout.data<F>(),
+                        dgrad,
+                        beta,
+                        kept.defined() ? reinterpret_cast<const uint16_t*>(kept.data<int64_t>())
+                                       : nullptr,
+                        mask,
+                        dropout,
+                        bf16,
+                        precision};
+                    parallel_for(x.B * x.H, x.grain(),
+                                 [&](int64_t n0, int64_t n1) { backward.items(n0, n1); });
+                  });
+                },
+            .reference =
+                [q = q.detach(), k = k.detach(), v = v.detach(), heads, blocked, dropout,
+                 key = mask.key](Grads& g) {
+                  return std::vector{attention_reference(
+                      g.input(0, q), g.input(1, k), g.input(2, v), heads, blocked, dropout, key)};
+                }},
+           {{"q", q}, {"k", k}, {"v", v}, {"weights", weights}, {"dropout's kept flags", kept}});
   }
   return out;
 }
