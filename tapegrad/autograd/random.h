@@ -7,16 +7,16 @@
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 namespace tapegrad {
 
-// 64 random bits that depend only on (key, counter): SplitMix64's output for the state
-// key + counter * gamma (Steele, Lea & Flood, "Fast splittable pseudorandom number generators",
-// 2014), i.e. the counter-th draw of a SplitMix64 seeded with key. Any element's bits are made on
-// their own, in any order, by any thread (the idea of counter-based generators such as
-// Philox), and a loop over counters is plain arithmetic that vectorises.
-inline uint64_t counter_bits(uint64_t key, uint64_t counter) {
-  uint64_t z = key + counter * 0x9e3779b97f4a7c15ULL;
+// The counter-th draw of a SplitMix64 seeded with key (Steele, Lea & Flood, 2014): 64 bits of
+// (key, counter) alone, made for any element in any order by any thread (as Philox's), or for
+// lanes at once where U is a vector of uint64_t (GCC's extension): counter_bits<U>(keys, ...).
+template <class U = uint64_t>
+U counter_bits(std::type_identity_t<U> key, std::type_identity_t<U> counter) {
+  U z = key + counter * 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);

@@ -109,13 +109,10 @@ struct TileDropout {
   F scale;  // dropout_scale
   // row j's factors at lanes [c, c + kTileLanes), their kept flags into *word (bit l: lane c + l)
   typename Lanes<F>::Vec factors(int64_t j, int64_t c, uint16_t* word) const {
-    // counter_bits (random.h) of the 16 counters, and DropoutMask::keeps of them
-    Counters z =
-        mask.key + (first + static_cast<uint64_t>(c * S + j) + kLane * static_cast<uint64_t>(S)) *
-                       0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z = z ^ (z >> 31);
+    // DropoutMask::keeps of the 16 counters
+    const Counters z =
+        counter_bits<Counters>(Counters{} + mask.key, first + static_cast<uint64_t>(c * S + j) +
+                                                          kLane * static_cast<uint64_t>(S));
     // the high halves compared in 32-bit lanes (a 64-bit comparison's mask, narrowed, was
     // the slowest step)
     typedef uint32_t Half32 __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
@@ -256,9 +253,10 @@ void kept_weights(F* dropped, const F* p, const uint16_t* keep, int64_t S, int64
   }
 }
 
-// factor (S, TP) = what dropout multiplies item n's weights by: dropout_scale where the mask
-// keeps, else 0; with p, the weights p (S, TP) times them instead (the forward's one use of
-// them, so no tile of factors is written and read back). The mask element of (n, i, j) is its
+// factor (S, TP) = what dropout multiplies item n's weights by, for a single query (T = 1; a
+// larger tile's come from TileDropout): dropout_scale where the mask keeps, else 0; with p, the
+// weights p (S, TP) times them instead (the forward's one use of them, so no tile of factors is
+// written and read back). The mask element of (n, i, j) is its
 // flat index in [B, H, T, S], as the dropout op's would be, so a row of the tile reads counters
 // S apart; the pad lanes' counters run past the item's, and multiply pad lanes.
 template <class F>
