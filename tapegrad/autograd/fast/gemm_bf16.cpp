@@ -117,32 +117,44 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) __m512i pairs_of(__m512 l
 
 // pack_pairs with the CPU's conversion (vcvtneps2bf16 rounds as to_bf16 does) where a step's
 // lines are consecutive floats (l_step 1: B of a plain product, a transposed A): 16 lines of two
-// steps become 16 pairs (pairs_of).
+// steps become 16 pairs (pairs_of). The steps are taken G pairs at a time, every panel's part of
+// them before the next G: one panel's walk down all the steps would read a piece of each of kc
+// rows, and rows a multiple of 2 KiB apart (a weight gradient's dh and x, 512 or 2048 wide)
+// share a few sets of L1 and evict each other; 2G rows fit. The next group's rows are fetched
+// while this group's are packed.
 template <int64_t W>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
     const float* src, int64_t, int64_t k_step, int64_t lines, int64_t kc, uint32_t* out) {
+  constexpr int64_t G = 4;
   const int64_t pairs = (kc + 1) / 2;
-  for (int64_t l0 = 0; l0 < lines; l0 += W) {
-    uint32_t* panel = out + l0 * pairs;
-    for (int64_t r0 = 0; r0 < W; r0 += 16) {
-      const __mmask16 take = first(lines - l0 - r0), put = first(W - r0);
-      int64_t p = 0;
-      // 16 real lines: whole pairs unmasked. A panel of 12 lines (A's) stores 16 lanes a pair
-      // too: the 4 past its 12 land on the next pair's first, or the next panel's (there is
-      // one: these 16 lines are real), which their own stores write after.
-      if (take == 0xffff) {
-        for (; 2 * p + 1 < kc; ++p) {
-          const float* at = src + l0 + r0 + 2 * p * k_step;
-          _mm512_storeu_si512(panel + p * W + r0,
-                              pairs_of(_mm512_loadu_ps(at), _mm512_loadu_ps(at + k_step)));
+  for (int64_t g0 = 0; g0 < pairs; g0 += G) {
+    const int64_t g1 = std::min(pairs, g0 + G);
+    for (int64_t k = 2 * g1; k < std::min(kc, 2 * (g1 + G)); ++k) {
+      for (int64_t l = 0; l < lines; l += 16) __builtin_prefetch(src + k * k_step + l);
+    }
+    for (int64_t l0 = 0; l0 < lines; l0 += W) {
+      uint32_t* panel = out + l0 * pairs;
+      for (int64_t r0 = 0; r0 < W; r0 += 16) {
+        const __mmask16 take = first(lines - l0 - r0), put = first(W - r0);
+        int64_t p = g0;
+        // 16 real lines: whole pairs unmasked. A panel of 12 lines (A's) stores 16 lanes a
+        // pair too: the 4 past its 12 land on the next pair's first, which its own store writes
+        // after; but a panel's last pair, whose 4 would land on the next panel's first pair,
+        // already written, takes the masked store.
+        if (take == 0xffff) {
+          for (; p < g1 && 2 * p + 1 < kc && (W % 16 == 0 || p + 1 < pairs); ++p) {
+            const float* at = src + l0 + r0 + 2 * p * k_step;
+            _mm512_storeu_si512(panel + p * W + r0,
+                                pairs_of(_mm512_loadu_ps(at), _mm512_loadu_ps(at + k_step)));
+          }
         }
-      }
-      for (; p < pairs; ++p) {
-        const float* at = src + l0 + r0 + 2 * p * k_step;
-        const __m512 lo = _mm512_maskz_loadu_ps(take, at);
-        const __m512 hi =
-            2 * p + 1 < kc ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps();
-        _mm512_mask_storeu_epi32(panel + p * W + r0, put, pairs_of(lo, hi));
+        for (; p < g1; ++p) {
+          const float* at = src + l0 + r0 + 2 * p * k_step;
+          const __m512 lo = _mm512_maskz_loadu_ps(take, at);
+          const __m512 hi =
+              2 * p + 1 < kc ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps();
+          _mm512_mask_storeu_epi32(panel + p * W + r0, put, pairs_of(lo, hi));
+        }
       }
     }
   }
