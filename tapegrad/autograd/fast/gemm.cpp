@@ -166,17 +166,27 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
 // src[line * l_step + k * k_step]; lines past count are zeros. A line is a row of op(A) or a
 // column of op(B). One of the two strides is 1, and the loops read along it, in memory order,
 // writing the panels with a stride (a transposed A packed panel by panel would walk all kc of
-// its rows once per panel). Lines along k (a row-major A, a transposed B) go 16 lines by 16
-// steps at a time through a transpose in registers where vectors are 16 wide, which packs
-// faster than element by element.
+// its rows once per panel). Steps of consecutive lines (a transposed A, a plain B) go 4 at a
+// time, every panel's part of them before the next 4, the next 4 rows fetched meanwhile: a
+// step at a time wrote a piece of a line in each panel, panels a multiple of 4 KiB apart that
+// share one set of L1, and each piece's line was evicted before the next step filled the rest.
+// Lines along k (a row-major A, a transposed B) go 16 lines by 16 steps at a time through a
+// transpose in registers where vectors are 16 wide, which packs faster than element by element.
 template <int64_t W>
 void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count, int64_t kc,
                  float* out) {
   const int64_t full = count / W * W;
   if (l_step == 1) {  // a step is `count` consecutive floats
-    for (int64_t k = 0; k < kc; ++k) {
+    constexpr int64_t G = 4;
+    for (int64_t k0 = 0; k0 < kc; k0 += G) {
+      const int64_t k1 = std::min(kc, k0 + G);
+      for (int64_t k = k1; k < std::min(kc, k1 + G); ++k) {
+        for (int64_t l = 0; l < count; l += 16) __builtin_prefetch(src + k * k_step + l);
+      }
       for (int64_t l0 = 0; l0 < full; l0 += W) {
-        std::memcpy(out + l0 * kc + k * W, src + k * k_step + l0, sizeof(float) * W);
+        for (int64_t k = k0; k < k1; ++k) {
+          std::memcpy(out + l0 * kc + k * W, src + k * k_step + l0, sizeof(float) * W);
+        }
       }
     }
   } else {  // a line is kc consecutive floats: each gives 16 (a cache line) at a time
