@@ -168,8 +168,8 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
 // writing the panels with a stride (a transposed A packed panel by panel would walk all kc of
 // its rows once per panel). Steps of consecutive lines (a transposed A, a plain B) go 4 at a
 // time, every panel's part of them before the next 4, the next 4 rows fetched meanwhile: a
-// step at a time wrote a piece of a line in each panel, panels a multiple of 4 KiB apart that
-// share one set of L1, and each piece's line was evicted before the next step filled the rest.
+// step at a time would write a piece of a line in each panel, panels a multiple of 4 KiB apart
+// that share one set of L1, and each piece's line would leave L1 before the next step filled it.
 // Lines along k (a row-major A, a transposed B) go 16 lines by 16 steps at a time through a
 // transpose in registers where vectors are 16 wide, which packs faster than element by element.
 template <int64_t W>
