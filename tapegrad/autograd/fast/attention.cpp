@@ -93,8 +93,8 @@ struct Lanes {
 // [B, H, T, S] as dropout_factors reads it: the factors of a row's strip of kTileLanes lanes,
 // made as the softmax writes the weights, their kept flags kept as the bits of one word a
 // strip's row ([S, TP / kTileLanes] words an item), from which backward makes them again
-// (factors_of) instead of hashing the mask a second time. In vectors of GCC's extension: the
-// 16 lanes written as a loop were unrolled and hashed one by one.
+// (factors_of) instead of hashing the mask a second time. In vectors of GCC's extension: GCC
+// unrolls a loop over the 16 lanes and hashes them one by one.
 typedef uint64_t Counters __attribute__((vector_size(kTileLanes * sizeof(uint64_t))));
 typedef int32_t Flags __attribute__((vector_size(kTileLanes * sizeof(int32_t))));
 constexpr Counters kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -113,12 +113,11 @@ struct TileDropout {
     const Counters z =
         counter_bits<Counters>(Counters{} + mask.key, first + static_cast<uint64_t>(c * S + j) +
                                                           kLane * static_cast<uint64_t>(S));
-    // the high halves compared in 32-bit lanes (a 64-bit comparison's mask, narrowed, was
-    // the slowest step)
+    // the high halves compared in 32-bit lanes (a 64-bit comparison's mask is slow to narrow)
     typedef uint32_t Half32 __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
     const Flags kept = __builtin_convertvector(z >> 32, Half32) >= mask.threshold;
     const Flags bits = kept & kLaneBit;
-    // the lanes' bits or-ed together by halves (a loop over the lanes ran one at a time)
+    // the lanes' bits or-ed together by halves (a loop over the lanes runs one at a time)
     typedef int32_t I8 __attribute__((vector_size(8 * sizeof(int32_t))));
     typedef int32_t I4 __attribute__((vector_size(4 * sizeof(int32_t))));
     typedef int32_t I2 __attribute__((vector_size(2 * sizeof(int32_t))));

@@ -98,8 +98,8 @@ T vgelu_and_slope(T x, T* slope) {
 
 // Sums and max in 16 independent lanes, combined at the end: a plain running sum is a
 // dependency chain the compiler may not reorder (that would change the rounding), while 16
-// lanes are 16 chains it turns into vectors, a whole 512-bit one of floats (8 lanes, half of
-// one, ran a float's exps at half width). The order is fixed, so the result is reproducible.
+// lanes are 16 chains it turns into vectors, a whole 512-bit one of floats (8 lanes would fill
+// half of one). The order is fixed, so the result is reproducible.
 // lane_sum_of sums f(j) over j in [0, n); lane_sum and lane_max take a contiguous run.
 template <class T, class F>
 T lane_sum_of(int64_t n, F f) {
