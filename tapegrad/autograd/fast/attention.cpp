@@ -133,6 +133,11 @@ struct TileDropout {
   }
 };
 
+// Where the word of kept flags for row j's lanes [c, c + kTileLanes) of a tile TP wide is.
+inline int64_t flag_word(int64_t j, int64_t c, int64_t TP) {
+  return j * (TP / kTileLanes) + c / kTileLanes;
+}
+
 // The factors a word of kept flags stands for: scale at its set bits, else 0.
 template <class F>
 typename Lanes<F>::Vec factors_of(uint16_t word, F scale) {
@@ -181,7 +186,7 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale, const TileDro
       const Vec w = V::load(p + at) * inv;
       V::store(p + at, w);
       if (drop) {
-        uint16_t* word = keep + j * (TP / kTileLanes) + c / kTileLanes;
+        uint16_t* word = keep + flag_word(j, c, TP);
         V::store(dropped + at, w * drop->factors(j, c, word));
       }
     }
@@ -202,7 +207,7 @@ void softmax_columns_backward_strip(F* ds, const F* p, int64_t S, int64_t TP, F 
       typename V::Vec d = V::load(ds + at);
       const typename V::Vec w = V::load(p + at);
       if (keep) {  // through the dropout: dp = dp' * factor; the dropped weights for dv
-        const auto f = factors_of(keep[j * (TP / kTileLanes) + c / kTileLanes + g], drop_scale);
+        const auto f = factors_of(keep[flag_word(j, c, TP) + g], drop_scale);
         d *= f;
         V::store(ds + at, d);
         if (dropped) V::store(dropped + at, w * f);
@@ -245,9 +250,7 @@ void kept_weights(F* dropped, const F* p, const uint16_t* keep, int64_t S, int64
   for (int64_t j = 0; j < S; ++j) {
     for (int64_t c = 0; c < TP; c += kTileLanes) {
       const int64_t at = j * TP + c;
-      V::store(
-          dropped + at,
-          V::load(p + at) * factors_of(keep[j * (TP / kTileLanes) + c / kTileLanes], drop_scale));
+      V::store(dropped + at, V::load(p + at) * factors_of(keep[flag_word(j, c, TP)], drop_scale));
     }
   }
 }

@@ -180,9 +180,7 @@ void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count
     constexpr int64_t G = 4;
     for (int64_t k0 = 0; k0 < kc; k0 += G) {
       const int64_t k1 = std::min(kc, k0 + G);
-      for (int64_t k = k1; k < std::min(kc, k1 + G); ++k) {
-        for (int64_t l = 0; l < count; l += 16) __builtin_prefetch(src + k * k_step + l);
-      }
+      prefetch_steps(src, k_step, k1, std::min(kc, k1 + G), count);
       for (int64_t l0 = 0; l0 < full; l0 += W) {
         for (int64_t k = k0; k < k1; ++k) {
           std::memcpy(out + l0 * kc + k * W, src + k * k_step + l0, sizeof(float) * W);

@@ -15,6 +15,15 @@
 
 namespace tapegrad {
 
+// Asks for steps [k0, k1) of an operand whose steps are `lines` consecutive floats (step k at
+// src + k * k_step): the packers take a few steps at a time and fetch the next few meanwhile.
+inline void prefetch_steps(const float* src, int64_t k_step, int64_t k0, int64_t k1,
+                           int64_t lines) {
+  for (int64_t k = k0; k < k1; ++k) {
+    for (int64_t l = 0; l < lines; l += 16) __builtin_prefetch(src + k * k_step + l);
+  }
+}
+
 // A row piece c[0, n) of C, final: the bias's columns added (null: none), then max(c, 0) with
 // relu; what the kernel does to whole vectors as it stores them, for ragged tiles and whole Cs.
 template <class T>

@@ -129,9 +129,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t g0 = 0; g0 < pairs; g0 += G) {
     const int64_t g1 = std::min(pairs, g0 + G);
-    for (int64_t k = 2 * g1; k < std::min(kc, 2 * (g1 + G)); ++k) {
-      for (int64_t l = 0; l < lines; l += 16) __builtin_prefetch(src + k * k_step + l);
-    }
+    prefetch_steps(src, k_step, 2 * g1, std::min(kc, 2 * (g1 + G)), lines);
     for (int64_t l0 = 0; l0 < lines; l0 += W) {
       uint32_t* panel = out + l0 * pairs;
       for (int64_t r0 = 0; r0 < W; r0 += 16) {
