@@ -135,6 +135,34 @@ TEST_CASE("bf16_gemm's CPU kernel and its emulation give the same bits", "[gemm_
   set_bf16_kernel(Bf16Kernel::Native);
 }
 
+TEST_CASE("bf16_gemm of an A given as bfloat16s has the bits of the floats they round",
+          "[gemm_bf16]") {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> n(0, 3);
+  // K odd: a last step without its pair; M and lda: lines past whole panels and vectors
+  const int64_t M = 29, N = 70, K = 515, pad = 3;
+  std::vector<float> A((K + pad) * (K + pad)), B(K * N);
+  for (float& x : A) x = n(rng);
+  for (float& x : B) x = n(rng);
+  std::vector<uint16_t> A16(A.size());
+  std::transform(A.begin(), A.end(), A16.begin(), [](float x) { return to_bf16(x); });
+  for (const Bf16Kernel kernel : {Bf16Kernel::Emulated, Bf16Kernel::Native}) {
+    if (kernel == Bf16Kernel::Native && !bf16_native_available()) continue;
+    set_bf16_kernel(kernel);
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        std::vector<float> from_floats(M * N), from_bf16s(M * N);
+        const int64_t lda = (ta ? M : K) + pad, ldb = tb ? K : N;
+        bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0, from_floats.data(), N);
+        bf16_gemm(ta, tb, M, N, K, A16.data(), lda, B.data(), ldb, 0, from_bf16s.data(), N);
+        INFO("kernel " << static_cast<int>(kernel) << " ta " << ta << " tb " << tb);
+        CHECK(std::memcmp(from_floats.data(), from_bf16s.data(), sizeof(float) * M * N) == 0);
+      }
+    }
+  }
+  set_bf16_kernel(bf16_native_available() ? Bf16Kernel::Native : Bf16Kernel::Emulated);
+}
+
 namespace {
 
 // A linear layer and self-attention on its output under autocast: the output's and the

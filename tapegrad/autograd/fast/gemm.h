@@ -15,12 +15,13 @@
 
 namespace tapegrad {
 
-// Asks for steps [k0, k1) of an operand whose steps are `lines` consecutive floats (step k at
+// Asks for steps [k0, k1) of an operand whose steps are `lines` consecutive values (step k at
 // src + k * k_step): the packers take a few steps at a time and fetch the next few meanwhile.
-inline void prefetch_steps(const float* src, int64_t k_step, int64_t k0, int64_t k1,
-                           int64_t lines) {
+template <class S>
+void prefetch_steps(const S* src, int64_t k_step, int64_t k0, int64_t k1, int64_t lines) {
+  constexpr int64_t kLine = 64 / sizeof(S);  // values in a cache line
   for (int64_t k = k0; k < k1; ++k) {
-    for (int64_t l = 0; l < lines; l += 16) __builtin_prefetch(src + k * k_step + l);
+    for (int64_t l = 0; l < lines; l += kLine) __builtin_prefetch(src + k * k_step + l);
   }
 }
 

@@ -29,12 +29,16 @@ constexpr int64_t MR = 12, NR = 32;  // NR: two vectors of 16 float32 lanes
 constexpr int64_t KC = 512, MC = MR * 12, NC = NR * 64;
 constexpr int64_t KP = KC / 2;  // a row-major A panel's row stride, in pairs
 
-// Lines [0, lines) and steps [0, kc) of an operand as bfloat16 pairs in panels of W lines,
-// each pair-major: out[panel][p][r] = (line r at step 2p, at step 2p + 1), the line at step k
-// being src[line * l_step + k * k_step] (a line is a row of op(A) or a column of op(B)); past
-// the lines or the steps, zeros.
-template <int64_t W>
-void pack_pairs(const float* src, int64_t l_step, int64_t k_step, int64_t lines, int64_t kc,
+// An operand's value as the 16 bits of a pair: a float rounded, a bfloat16 as it is.
+uint16_t bf16_bits(float x) { return to_bf16(x); }
+uint16_t bf16_bits(uint16_t h) { return h; }
+
+// Lines [0, lines) and steps [0, kc) of an operand (floats, or bfloat16s: S) as bfloat16 pairs
+// in panels of W lines, each pair-major: out[panel][p][r] = (line r at step 2p, at step 2p + 1),
+// the line at step k being src[line * l_step + k * k_step] (a line is a row of op(A) or a column
+// of op(B)); past the lines or the steps, zeros.
+template <int64_t W, class S>
+void pack_pairs(const S* src, int64_t l_step, int64_t k_step, int64_t lines, int64_t kc,
                 uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t l0 = 0; l0 < lines; l0 += W) {
@@ -44,9 +48,9 @@ void pack_pairs(const float* src, int64_t l_step, int64_t k_step, int64_t lines,
       for (int64_t r = 0; r < W; ++r) {
         uint32_t lo = 0, hi = 0;
         if (l0 + r < lines) {
-          const float* at = src + (l0 + r) * l_step + k * k_step;
-          lo = to_bf16(at[0]);
-          hi = k + 1 < kc ? to_bf16(at[k_step]) : 0;
+          const S* at = src + (l0 + r) * l_step + k * k_step;
+          lo = bf16_bits(at[0]);
+          hi = k + 1 < kc ? bf16_bits(at[k_step]) : 0;
         }
         panel[p * W + r] = lo | hi << 16;
       }
@@ -102,9 +106,12 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
   }
 }
 
-// The first n of 16 lanes.
+// The first n of 16 lanes; of 32.
 __mmask16 first(int64_t n) {
   return static_cast<__mmask16>((1u << std::clamp<int64_t>(n, 0, 16)) - 1);
+}
+__mmask32 first32(int64_t n) {
+  return static_cast<__mmask32>((uint64_t{1} << std::clamp<int64_t>(n, 0, 32)) - 1);
 }
 
 // 16 lines' values at two steps as 16 pairs: lo's rounded to bfloat16 in the low half of each
@@ -115,16 +122,32 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) __m512i pairs_of(__m512 l
   return _mm512_permutexvar_epi16(order, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
+// The first n (take) of 16 lines at a step (at) and at the next (at + k_step; with hi false,
+// zeros) as 16 pairs: floats through pairs_of, bfloat16s interleaved.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) __m512i step_pairs(const float* at,
+                                                                          int64_t k_step,
+                                                                          __mmask16 take, bool hi) {
+  return pairs_of(_mm512_maskz_loadu_ps(take, at),
+                  hi ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps());
+}
+__attribute__((target("avx512f,avx512bw"))) __m512i step_pairs(const uint16_t* at, int64_t k_step,
+                                                               __mmask16 take, bool hi) {
+  const __m512i order = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
+                                         8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i high = hi ? _mm512_maskz_loadu_epi16(take, at + k_step) : _mm512_setzero_si512();
+  return _mm512_permutex2var_epi16(_mm512_maskz_loadu_epi16(take, at), order, high);
+}
+
 // pack_pairs with the CPU's conversion (vcvtneps2bf16 rounds as to_bf16 does) where a step's
-// lines are consecutive floats (l_step 1: B of a plain product, a transposed A): 16 lines of two
-// steps become 16 pairs (pairs_of). The steps are taken G pairs at a time, every panel's part of
+// lines are consecutive values (l_step 1: B of a plain product, a transposed A): 16 lines of two
+// steps become 16 pairs (step_pairs). The steps are taken G pairs at a time, every panel's part of
 // them before the next G: one panel's walk down all the steps would read a piece of each of kc
 // rows, and rows a multiple of 2 KiB apart (a weight gradient's dh and x, 512 or 2048 wide)
 // share a few sets of L1 and evict each other; 2G rows fit. The next group's rows are fetched
 // while this group's are packed.
-template <int64_t W>
+template <int64_t W, class S>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
-    const float* src, int64_t, int64_t k_step, int64_t lines, int64_t kc, uint32_t* out) {
+    const S* src, int64_t, int64_t k_step, int64_t lines, int64_t kc, uint32_t* out) {
   constexpr int64_t G = 4;
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t g0 = 0; g0 < pairs; g0 += G) {
@@ -141,17 +164,14 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
         // already written, takes the masked store.
         if (take == 0xffff) {
           for (; p < g1 && 2 * p + 1 < kc && (W % 16 == 0 || p + 1 < pairs); ++p) {
-            const float* at = src + l0 + r0 + 2 * p * k_step;
-            _mm512_storeu_si512(panel + p * W + r0,
-                                pairs_of(_mm512_loadu_ps(at), _mm512_loadu_ps(at + k_step)));
+            const S* at = src + l0 + r0 + 2 * p * k_step;
+            _mm512_storeu_si512(panel + p * W + r0, step_pairs(at, k_step, 0xffff, true));
           }
         }
         for (; p < g1; ++p) {
-          const float* at = src + l0 + r0 + 2 * p * k_step;
-          const __m512 lo = _mm512_maskz_loadu_ps(take, at);
-          const __m512 hi =
-              2 * p + 1 < kc ? _mm512_maskz_loadu_ps(take, at + k_step) : _mm512_setzero_ps();
-          _mm512_mask_storeu_epi32(panel + p * W + r0, put, pairs_of(lo, hi));
+          const S* at = src + l0 + r0 + 2 * p * k_step;
+          _mm512_mask_storeu_epi32(panel + p * W + r0, put,
+                                   step_pairs(at, k_step, take, 2 * p + 1 < kc));
         }
       }
     }
@@ -229,31 +249,36 @@ __attribute__((target("avx512f,avx512bf16"))) void pack_lines_native(const float
   }
 }
 
+// The first n of 32 steps of a line (the rest zero) as its 16 pairs: floats with one
+// conversion; bfloat16s are pairs as they lie.
+__attribute__((target("avx512f,avx512bf16"))) __m512i row_pairs(const float* at, int64_t n) {
+  const __m512 x0 = _mm512_maskz_loadu_ps(first(n), at);
+  const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), at + 16);
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+}
+__attribute__((target("avx512f,avx512bw"))) __m512i row_pairs(const uint16_t* at, int64_t n) {
+  return _mm512_maskz_loadu_epi16(first32(n), at);
+}
+
 // Lines [0, lines) of a row-major op(A) (line r at src + r * l_step, its steps consecutive),
 // steps [0, kc), as row-major panels of MR lines: out[panel][r][p] = (line r at step 2p, at
 // step 2p + 1), rows KP pairs apart; past the steps, zeros. 32 steps of a line become its 16
-// pairs with one conversion and one store, where the pair-major layout takes 16 stores.
-__attribute__((target("avx512f,avx512bf16"))) void pack_rows_native(const float* src,
-                                                                    int64_t l_step, int64_t kc,
-                                                                    int64_t lines, uint32_t* out) {
+// pairs with one store, where the pair-major layout takes 16 stores.
+template <class S>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_native(
+    const S* src, int64_t l_step, int64_t kc, int64_t lines, uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t l0 = 0; l0 < lines; l0 += MR) {
     for (int64_t r = 0; r < MR; ++r) {
-      const float* line = src + (l0 + r) * l_step;
+      const S* line = src + (l0 + r) * l_step;
       uint32_t* row = out + (l0 + r) * KP;
       int64_t k0 = 0;
-      if (l0 + r < lines) {  // whole 32s of a real line, unmasked
-        for (; k0 + 32 <= kc; k0 += 32) {
-          const __m512 x0 = _mm512_loadu_ps(line + k0), x1 = _mm512_loadu_ps(line + k0 + 16);
-          _mm512_storeu_si512(row + k0 / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
-        }
+      if (l0 + r < lines) {  // whole 32s of a real line
+        for (; k0 + 32 <= kc; k0 += 32) _mm512_storeu_si512(row + k0 / 2, row_pairs(line + k0, 32));
       }
       for (; k0 < kc; k0 += 32) {
         const int64_t n = l0 + r < lines ? std::min<int64_t>(32, kc - k0) : 0;
-        const __m512 x0 = _mm512_maskz_loadu_ps(first(n), line + k0);
-        const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), line + k0 + 16);
-        _mm512_mask_storeu_epi32(row + k0 / 2, first(pairs - k0 / 2),
-                                 reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+        _mm512_mask_storeu_epi32(row + k0 / 2, first(pairs - k0 / 2), row_pairs(line + k0, n));
       }
     }
   }
@@ -288,19 +313,23 @@ void set_bf16_kernel(Bf16Kernel kernel) {
   g_kernel.store(static_cast<int>(kernel), std::memory_order_relaxed);
 }
 
-void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-               const Epilogue<float>& epilogue) {
+namespace {
+
+// bf16_gemm for A of floats or of bfloat16s (S).
+template <class S>
+void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  const Epilogue<float>& epilogue) {
   auto tile_kernel = tile_emulated;
-  auto pack_a = pack_pairs<MR>;
-  auto pack_b = pack_pairs<NR>;
+  auto pack_a = pack_pairs<MR, S>;
+  auto pack_b = pack_pairs<NR, float>;
   bool rows_a = false;  // A in row-major panels (pack_rows_native)
 #if defined(__x86_64__)
   if (bf16_kernel() == Bf16Kernel::Native) {
     rows_a = !ta;
     tile_kernel = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
-    pack_a = pack_steps_native<MR>;  // a transposed A; a row-major one: pack_rows_native
-    pack_b = tb ? pack_lines_native : pack_steps_native<NR>;
+    pack_a = pack_steps_native<MR, S>;  // a transposed A; a row-major one: pack_rows_native
+    pack_b = tb ? pack_lines_native : pack_steps_native<NR, float>;
   }
 #endif
   thread_local std::vector<uint32_t> a_pack, b_pack;
@@ -320,7 +349,7 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
              b_pack.data());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        const float* a = A + (ta ? pc * lda + ic : ic * lda + pc);
+        const S* a = A + (ta ? pc * lda + ic : ic * lda + pc);
 #if defined(__x86_64__)
         if (rows_a) pack_rows_native(a, lda, kc, mc, a_pack.data());
 #endif
@@ -347,6 +376,20 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
       }
     }
   }
+}
+
+}  // namespace
+
+void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const Epilogue<float>& epilogue) {
+  bf16_product(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+}
+
+void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const Epilogue<float>& epilogue) {
+  bf16_product(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
 }
 
 }  // namespace tapegrad

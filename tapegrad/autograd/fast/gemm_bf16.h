@@ -45,4 +45,11 @@ void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                const Epilogue<float>& epilogue = {});
 
+// The same with A given as bfloat16s (to_bf16's bits), rounded already by what made them: the
+// product's bits are those of the floats they were rounded from, and its packing reads half the
+// bytes. linear's backward under autocast hands its products the gradient this way.
+void bf16_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const Epilogue<float>& epilogue = {});
+
 }  // namespace tapegrad

@@ -12,6 +12,7 @@
 
 #include "tapegrad/autograd/fast/fast_room.h"
 #include "tapegrad/autograd/fast/gemm.h"
+#include "tapegrad/autograd/fast/gemm_bf16.h"
 #include "tapegrad/autograd/fast/vmath.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
@@ -215,19 +216,31 @@ bool weight_grad_in_halves(int64_t N, int64_t OC, int64_t C) {
   return N >= 1024 && std::max(OC, C) <= 2 * std::min(OC, C) && OC * C >= 128 * 128;
 }
 
+// gemm (ta, not tb) in `precision`; for an A of bfloat16s (linear's dh under autocast),
+// bf16_gemm.
+template <class T>
+void product(Precision precision, bool ta, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+             const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  gemm<T>(precision, ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+void product(Precision, bool ta, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  bf16_gemm(ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 // Share p of `shares` of dw [OC, C] += dh^T x (dy: dh [N, OC], px: x [N, C]; beta 0 assigns).
 // In halves (weight_grad_in_halves): half 0 into dw, half 1 into `upper` (beta 0), each share
 // taking half p % 2 (both when alone) over its part of dw's rows. Else split along dw's longer
 // side: each share packs all of the shorter operand and its part of the longer one.
-template <class T>
-void weight_grad_share(Precision precision, int64_t p, int shares, bool halves, const T* dy,
+template <class T, class D>
+void weight_grad_share(Precision precision, int64_t p, int shares, bool halves, const D* dy,
                        const T* px, int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
   if (!halves) {
     if (const auto [c0, c1] = share(OC, p, shares); OC >= C && c1 > c0) {  // dh's columns
-      gemm<T>(precision, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta, dw + c0 * C, C);
+      product(precision, true, c1 - c0, C, N, dy + c0, OC, px, C, beta, dw + c0 * C, C);
     }
     if (const auto [j0, j1] = share(C, p, shares); OC < C && j1 > j0) {
-      gemm<T>(precision, true, false, OC, j1 - j0, N, dy, OC, px + j0, C, beta, dw + j0, C);
+      product(precision, true, OC, j1 - j0, N, dy, OC, px + j0, C, beta, dw + j0, C);
     }
     return;
   }
@@ -237,7 +250,7 @@ void weight_grad_share(Precision precision, int64_t p, int shares, bool halves, 
     const auto [r0, r1] = share(OC, shares == 1 ? 0 : p / 2, in_half);
     const auto [n0, n1] = share(N, h, 2);
     if (r1 == r0) continue;
-    gemm<T>(precision, true, false, r1 - r0, C, n1 - n0, dy + n0 * OC + r0, OC, px + n0 * C, C,
+    product(precision, true, r1 - r0, C, n1 - n0, dy + n0 * OC + r0, OC, px + n0 * C, C,
             h == 0 ? beta : T{0}, (h == 0 ? dw : upper) + r0 * C, C);
   }
 }
@@ -274,35 +287,148 @@ struct LinearTail {
   }
 };
 
-// dh [n0, n1) rows = dout through the dropout (mask, null for none) and activation of linear's
-// epilogue: for ReLU from the output y alone (y > 0 exactly where the element was kept and its
-// pre-activation positive; the gradient is dout * scale there, 0 elsewhere), for GELU from the
-// slope its forward kept.
+// Rows [n0, n1) of dh = dout through the dropout (mask, null for none) and activation of
+// linear's epilogue, into rows (row n0 first): for ReLU from the output y alone (y > 0 exactly
+// where the element was kept and its pre-activation positive; the gradient is dout * scale
+// there, 0 elsewhere), for GELU from the slope its forward kept.
 template <class T>
-void tail_backward(T* __restrict dh, const T* __restrict dout, const T* __restrict y,
+void tail_backward(T* __restrict rows, const T* __restrict dout, const T* __restrict y,
                    const T* __restrict slope, Activation activation,
                    const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n0, int64_t n1) {
-  const int64_t i0 = n0 * OC, i1 = n1 * OC;
+  const int64_t i0 = n0 * OC, n = (n1 - n0) * OC;  // element i0 + e goes to rows[e]
+  dout += i0;
   if (activation == Activation::ReLU) {
     // every dout read, then a select: a read under the condition became a masked load whose
     // merge went through the stack each element
-    for (int64_t i = i0; i < i1; ++i) {
-      const T g = dout[i] * scale;
-      dh[i] = y[i] > 0 ? g : T{0};
+    y += i0;
+    for (int64_t e = 0; e < n; ++e) {
+      const T g = dout[e] * scale;
+      rows[e] = y[e] > 0 ? g : T{0};
     }
     return;
   }
   const bool gelu = activation == Activation::GELU;
+  if (gelu) slope += i0;
   if (mask_or_null == nullptr) {  // GELU alone (no activation and no dropout has no tail)
-    for (int64_t i = i0; i < i1; ++i) dh[i] = dout[i] * slope[i];
+    for (int64_t e = 0; e < n; ++e) rows[e] = dout[e] * slope[e];
     return;
   }
   const DropoutMask mask = *mask_or_null;
-  for (int64_t i = i0; i < i1; ++i) {
-    const T s = gelu ? slope[i] : T{1};
-    dh[i] = mask.keeps(static_cast<uint64_t>(i)) ? dout[i] * scale * s : T{0};
+  for (int64_t e = 0; e < n; ++e) {
+    const T s = gelu ? slope[e] : T{1};
+    rows[e] = mask.keeps(static_cast<uint64_t>(i0 + e)) ? dout[e] * scale * s : T{0};
   }
 }
+
+// The rows a block of the bias gradient's sums under autocast takes (tail_backward_bf16).
+constexpr int64_t kBiasRows = 64;
+
+// Under autocast: blocks [b0, b1) of kBiasRows rows of dh, as tail_backward makes them, rounded
+// to bfloat16 into dh16 ([N, OC]), as the products would round them when they pack them: they
+// read these at half the bytes, and half as many are written. Each block's float32 rows are summed
+// in order into partial[block] (OC; partial null: no bias), which the bias gradient sums in block
+// order, instead of reading all of dh again.
+void tail_backward_bf16(uint16_t* dh16, float* partial, const float* dout, const float* y,
+                        const float* slope, Activation activation, const DropoutMask* mask,
+                        float scale, int64_t N, int64_t OC, int64_t b0, int64_t b1) {
+  std::vector<float> row(static_cast<size_t>(OC));
+  for (int64_t b = b0; b < b1; ++b) {
+    float* sums = partial ? partial + b * OC : nullptr;
+    if (sums) std::fill_n(sums, OC, 0.0f);
+    for (int64_t n = b * kBiasRows; n < std::min(N, (b + 1) * kBiasRows); ++n) {
+      tail_backward<float>(row.data(), dout, y, slope, activation, mask, scale, OC, n, n + 1);
+      for (int64_t c = 0; c < OC && sums; ++c) sums[c] += row[c];
+      uint16_t* out = dh16 + n * OC;
+      for (int64_t c = 0; c < OC; ++c) out[c] = to_bf16(row[c]);
+    }
+  }
+}
+
+// Input i's gradient buffer, when wanted (and `nonempty`), and the beta of a product writing
+// it: 0 for its first writer, else 1 (adding).
+template <class T>
+std::pair<T*, T> product_target(Grads& g, size_t i, bool nonempty) {
+  if (!g.wants(i) || !nonempty) return {nullptr, T{1}};
+  const auto [grad, first] = g.write(i, Writes::Every);
+  return {grad.data<T>(), first ? T{0} : T{1}};
+}
+
+// linear's recorded backward, and what it keeps of the forward: dh through the tail, then
+// every thread's share of dx, dw and dbias in one parallel loop.
+struct LinearBackward {
+  Tensor x, w, y, slope;  // y: the output, kept for a tail; slope: GELU's
+  Activation activation;
+  DropoutMask mask;
+  double scale;
+  bool drop, tail, with_bias;
+  int64_t N, C, OC;
+  Precision precision;
+
+  template <class T>
+  void run(const Tensor& dout, Grads& g) const {
+    const T *px = x.data<T>(), *pw = w.data<T>();
+    const auto [dx, beta_x] = product_target<T>(g, 0, C > 0);
+    const auto [dw, beta_w] = product_target<T>(g, 1, C > 0);
+    T* db = with_bias && g.wants(2) ? g.write(2, Writes::Some).grad.data<T>() : nullptr;
+    const bool halves = dw && weight_grad_in_halves(N, OC, C);
+    Tensor upper = halves ? empty({OC, C}, dout.dtype()) : Tensor();
+    const int shares = shares_of(4.0 * static_cast<double>(N) * static_cast<double>(C) * OC);
+    // The products from dh (in T, or bfloat16s), dbias from the sums of `rows` rows of `sums`
+    // (dh's own, or its blocks').
+    const auto products = [&](const auto* dh, const T* sums, int64_t rows) {
+      parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          // dx [N, C] += dh [N, OC] @ w [OC, C]
+          if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
+            product(precision, false, n1 - n0, C, OC, dh + n0 * OC, OC, pw, C, beta_x, dx + n0 * C,
+                    C);
+          }
+          // dw [OC, C] += dh^T @ x [N, C]
+          if (dw) {
+            weight_grad_share(precision, p, shares, halves, dh, px, N, OC, C, beta_w, dw,
+                              halves ? upper.data<T>() : nullptr);
+          }
+          const auto [c0, c1] = share(OC, p, shares);
+          if (db) bias_backward<T>(db, sums, rows, OC, c0, c1);
+        }
+      });
+      if (halves) {  // the second half's sum added to the first's
+        const T* pu = upper.data<T>();
+        parallel_for(OC * C, kGrainElements, [&](int64_t e0, int64_t e1) {
+          for (int64_t e = e0; e < e1; ++e) dw[e] += pu[e];
+        });
+      }
+    };
+    const T* py = tail ? y.data<T>() : nullptr;
+    const T* ps = slope.defined() ? slope.data<T>() : nullptr;
+    const DropoutMask* m = drop ? &mask : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      if (tail && precision == Precision::BFloat16) {
+        const int64_t blocks = (N + kBiasRows - 1) / kBiasRows;
+        const Tensor dh16 = empty({(N * OC + 3) / 4}, DType::Int64);  // 4 bfloat16s a value
+        const Tensor sums = db ? empty({blocks, OC}, dout.dtype()) : Tensor();
+        auto* p16 = reinterpret_cast<uint16_t*>(dh16.data<int64_t>());
+        float* psums = db ? sums.data<float>() : nullptr;
+        parallel_for(blocks, grain_of_items(kBiasRows * OC), [&](int64_t b0, int64_t b1) {
+          tail_backward_bf16(p16, psums, dout.data<float>(), py, ps, activation, m,
+                             static_cast<float>(scale), N, OC, b0, b1);
+        });
+        products(static_cast<const uint16_t*>(p16), psums, blocks);
+        return;
+      }
+    }
+    Tensor dh = dout;  // the gradient of the product plus bias
+    if (tail) {
+      dh = empty(dout.shape(), dout.dtype());
+      T* pdh = dh.data<T>();
+      parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
+        tail_backward<T>(pdh + n0 * OC, dout.data<T>(), py, ps, activation, m,
+                         static_cast<T>(scale), OC, n0, n1);
+      });
+    }
+    products(dh.data<T>(), dh.data<T>(), N);
+  }
+};
 
 }  // namespace
 
@@ -368,65 +494,14 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   if (record_it) {
     record("linear", inputs, out,
            {.fast =
-                [x = x.detach(), w = w.detach(), y = tail ? out.detach() : Tensor(), slope,
-                 activation, mask, scale, drop, tail, with_bias = b.defined(), N, C, OC, flops,
-                 precision](const Tensor& dout_in, Grads& g) {
-                  if (N == 0 || OC == 0) return;
+                [backward = LinearBackward{x.detach(), w.detach(), tail ? out.detach() : Tensor(),
+                                           slope, activation, mask, scale, drop, tail, b.defined(),
+                                           N, C, OC, precision},
+                 flops](const Tensor& dout_in, Grads& g) {
+                  if (backward.N == 0 || backward.OC == 0) return;
                   profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
-                  dispatch_floating("linear", dout_in.dtype(), [&](auto tag) {
-                    using T = decltype(tag);
-                    Tensor dh = dout_in;  // the gradient of the product plus bias
-                    if (tail) {
-                      dh = empty(dout_in.shape(), dout_in.dtype());
-                      const T *dy = dout_in.data<T>(), *py = y.data<T>();
-                      const T* ps = slope.defined() ? slope.data<T>() : nullptr;
-                      T* pdh = dh.data<T>();
-                      parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
-                        tail_backward<T>(pdh, dy, py, ps, activation, drop ? &mask : nullptr,
-                                         static_cast<T>(scale), OC, n0, n1);
-                      });
-                    }
-                    const T *dy = dh.data<T>(), *px = x.data<T>(), *pw = w.data<T>();
-                    T *dx = nullptr, *dw = nullptr, *db = nullptr;
-                    T beta_x = T{1}, beta_w = T{1};
-                    if (g.wants(0) && C > 0) {
-                      const auto [grad, first] = g.write(0, Writes::Every);
-                      dx = grad.data<T>();
-                      beta_x = first ? T{0} : T{1};
-                    }
-                    if (g.wants(1) && C > 0) {
-                      const auto [grad, first] = g.write(1, Writes::Every);
-                      dw = grad.data<T>();
-                      beta_w = first ? T{0} : T{1};
-                    }
-                    if (with_bias && g.wants(2)) db = g.write(2, Writes::Some).grad.data<T>();
-                    const bool halves = dw && weight_grad_in_halves(N, OC, C);
-                    Tensor upper = halves ? empty({OC, C}, dout_in.dtype()) : Tensor();
-                    const int shares = shares_of(2 * flops);
-                    parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
-                      for (int64_t p = p0; p < p1; ++p) {
-                        // dx [N, C] += dh [N, OC] @ w [OC, C]
-                        if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
-                          gemm<T>(precision, false, false, n1 - n0, C, OC, dy + n0 * OC, OC, pw, C,
-                                  beta_x, dx + n0 * C, C);
-                        }
-                        // dw [OC, C] += dh^T @ x [N, C]
-                        if (dw) {
-                          weight_grad_share<T>(precision, p, shares, halves, dy, px, N, OC, C,
-                                               beta_w, dw, halves ? upper.data<T>() : nullptr);
-                        }
-                        const auto [c0, c1] = share(OC, p, shares);
-                        // dbias [OC] += sum over rows of dh
-                        if (db) bias_backward<T>(db, dy, N, OC, c0, c1);
-                      }
-                    });
-                    if (halves) {  // the second half's sum added to the first's
-                      const T* pu = upper.data<T>();
-                      parallel_for(OC * C, kGrainElements, [&](int64_t e0, int64_t e1) {
-                        for (int64_t e = e0; e < e1; ++e) dw[e] += pu[e];
-                      });
-                    }
-                  });
+                  dispatch_floating("linear", dout_in.dtype(),
+                                    [&](auto tag) { backward.run<decltype(tag)>(dout_in, g); });
                 },
             .reference =
                 [x = x.detach(), w = w.detach(), b = b.defined() ? b.detach() : Tensor(),
