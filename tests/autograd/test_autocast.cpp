@@ -125,3 +125,27 @@ TEST_CASE("a linear layer in bfloat16 is within the bound of the exact product, 
     });
   }
 }
+
+TEST_CASE("a linear layer under autocast has the same bits on one thread and on two",
+          "[autograd][autocast]") {
+  // on two, threads split the rows; through a ReLU and dropout, dh goes to the products as
+  // bfloat16s and the bias gradient sums it by blocks of rows, the same blocks for any split
+  Generator gen(5);
+  const Tensor x0 = uniform({300, 256}, -1, 1, gen), w0 = uniform({512, 256}, -0.1, 0.1, gen);
+  const Tensor b0 = uniform({512}, -0.1, 0.1, gen), dout = uniform({300, 512}, -1, 1, gen);
+  const auto run = [&](int threads) {
+    const int previous = num_threads();
+    set_num_threads(threads);
+    Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+    const AutocastGuard bf16;
+    Generator drop(6);
+    const Tensor y = linear(
+        x, w, b, {.activation = Activation::ReLU, .dropout = 0.2, .training = true, .gen = &drop});
+    std::vector<std::vector<float>> all{y.to_vector<float>()};
+    for (const Tensor& g : grad({y}, {x, w, b}, {dout})) all.push_back(g.to_vector<float>());
+    set_num_threads(previous);
+    return all;
+  };
+  CHECK(run(1) == run(2));
+}
