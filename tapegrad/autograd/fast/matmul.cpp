@@ -320,26 +320,31 @@ void tail_backward(T* __restrict rows, const T* __restrict dout, const T* __rest
   }
 }
 
-// The rows a block of the bias gradient's sums under autocast takes (tail_backward_bf16).
+// The rows a block of the bias gradient's sums takes (tail_blocks).
 constexpr int64_t kBiasRows = 64;
 
-// Under autocast: blocks [b0, b1) of kBiasRows rows of dh, as tail_backward makes them, rounded
-// to bfloat16 into dh16 ([N, OC]), as the products would round them when they pack them: they
-// read these at half the bytes, and half as many are written. Each block's float32 rows are summed
-// in order into partial[block] (OC; partial null: no bias), which the bias gradient sums in block
-// order, instead of reading all of dh again.
-void tail_backward_bf16(uint16_t* dh16, float* partial, const float* dout, const float* y,
-                        const float* slope, Activation activation, const DropoutMask* mask,
-                        float scale, int64_t N, int64_t OC, int64_t b0, int64_t b1) {
-  std::vector<float> row(static_cast<size_t>(OC));
+// Blocks [b0, b1) of kBiasRows rows of dh, as tail_backward makes them, into dh ([N, OC]): in T,
+// or as bfloat16s (D uint16_t, under autocast), rounded as the products would round them when
+// they pack them, which then read half the bytes. Each block's rows are summed in order, in T,
+// into partial[block] (OC; null: no bias), which the bias gradient sums in block order: dh is
+// not read again for it, and the bits do not depend on the thread count.
+template <class D, class T>
+void tail_blocks(D* dh, T* partial, const T* dout, const T* y, const T* slope,
+                 Activation activation, const DropoutMask* mask, T scale, int64_t N, int64_t OC,
+                 int64_t b0, int64_t b1) {
+  constexpr bool rounded = std::is_same_v<D, uint16_t>;
+  std::vector<T> buffer(rounded ? static_cast<size_t>(OC) : 0);
   for (int64_t b = b0; b < b1; ++b) {
-    float* sums = partial ? partial + b * OC : nullptr;
-    if (sums) std::fill_n(sums, OC, 0.0f);
+    T* sums = partial ? partial + b * OC : nullptr;
+    if (sums) std::fill_n(sums, OC, T{0});
     for (int64_t n = b * kBiasRows; n < std::min(N, (b + 1) * kBiasRows); ++n) {
-      tail_backward<float>(row.data(), dout, y, slope, activation, mask, scale, OC, n, n + 1);
+      T* row = buffer.data();
+      if constexpr (!rounded) row = dh + n * OC;
+      tail_backward<T>(row, dout, y, slope, activation, mask, scale, OC, n, n + 1);
       for (int64_t c = 0; c < OC && sums; ++c) sums[c] += row[c];
-      uint16_t* out = dh16 + n * OC;
-      for (int64_t c = 0; c < OC; ++c) out[c] = to_bf16(row[c]);
+      if constexpr (rounded) {
+        for (int64_t c = 0; c < OC; ++c) dh[n * OC + c] = to_bf16(row[c]);
+      }
     }
   }
 }
@@ -399,34 +404,31 @@ struct LinearBackward {
         });
       }
     };
-    const T* py = tail ? y.data<T>() : nullptr;
-    const T* ps = slope.defined() ? slope.data<T>() : nullptr;
-    const DropoutMask* m = drop ? &mask : nullptr;
+    if (!tail) {
+      products(dout.data<T>(), dout.data<T>(), N);
+      return;
+    }
+    const int64_t blocks = (N + kBiasRows - 1) / kBiasRows;
+    const Tensor sums = db ? empty({blocks, OC}, dout.dtype()) : Tensor();
+    T* psums = db ? sums.data<T>() : nullptr;
+    // dh through the tail, in T or bfloat16s (tail_blocks), then the products from it
+    const auto through_tail = [&](auto* dh) {
+      parallel_for(blocks, grain_of_items(kBiasRows * OC), [&](int64_t b0, int64_t b1) {
+        tail_blocks(dh, psums, dout.data<T>(), y.data<T>(),
+                    slope.defined() ? slope.data<T>() : nullptr, activation, drop ? &mask : nullptr,
+                    static_cast<T>(scale), N, OC, b0, b1);
+      });
+      products(dh, psums, blocks);
+    };
     if constexpr (std::is_same_v<T, float>) {
-      if (tail && precision == Precision::BFloat16) {
-        const int64_t blocks = (N + kBiasRows - 1) / kBiasRows;
+      if (precision == Precision::BFloat16) {
         const Tensor dh16 = empty({(N * OC + 3) / 4}, DType::Int64);  // 4 bfloat16s a value
-        const Tensor sums = db ? empty({blocks, OC}, dout.dtype()) : Tensor();
-        auto* p16 = reinterpret_cast<uint16_t*>(dh16.data<int64_t>());
-        float* psums = db ? sums.data<float>() : nullptr;
-        parallel_for(blocks, grain_of_items(kBiasRows * OC), [&](int64_t b0, int64_t b1) {
-          tail_backward_bf16(p16, psums, dout.data<float>(), py, ps, activation, m,
-                             static_cast<float>(scale), N, OC, b0, b1);
-        });
-        products(static_cast<const uint16_t*>(p16), psums, blocks);
+        through_tail(reinterpret_cast<uint16_t*>(dh16.data<int64_t>()));
         return;
       }
     }
-    Tensor dh = dout;  // the gradient of the product plus bias
-    if (tail) {
-      dh = empty(dout.shape(), dout.dtype());
-      T* pdh = dh.data<T>();
-      parallel_for(N, grain_of_items(OC), [&](int64_t n0, int64_t n1) {
-        tail_backward<T>(pdh + n0 * OC, dout.data<T>(), py, ps, activation, m,
-                         static_cast<T>(scale), OC, n0, n1);
-      });
-    }
-    products(dh.data<T>(), dh.data<T>(), N);
+    const Tensor dh = empty(dout.shape(), dout.dtype());
+    through_tail(dh.data<T>());
   }
 };
 
