@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -372,8 +373,9 @@ struct LinearBackward {
   template <class T>
   void run(const Tensor& dout, Grads& g) const {
     const T *px = x.data<T>(), *pw = w.data<T>();
-    const auto [dx, beta_x] = product_target<T>(g, 0, C > 0);
-    const auto [dw, beta_w] = product_target<T>(g, 1, C > 0);
+    T *dx, *dw, beta_x, beta_w;  // plain variables: clang 14 cannot capture structured bindings
+    std::tie(dx, beta_x) = product_target<T>(g, 0, C > 0);
+    std::tie(dw, beta_w) = product_target<T>(g, 1, C > 0);
     T* db = with_bias && g.wants(2) ? g.write(2, Writes::Some).grad.data<T>() : nullptr;
     const bool halves = dw && weight_grad_in_halves(N, OC, C);
     Tensor upper = halves ? empty({OC, C}, dout.dtype()) : Tensor();
