@@ -141,7 +141,7 @@ TEST_CASE("bf16_gemm of an A given as bfloat16s has the bits of the floats they 
   std::normal_distribution<float> n(0, 3);
   // K odd: a last step without its pair; M and lda: lines past whole panels and vectors
   const int64_t M = 29, N = 70, K = 515, pad = 3;
-  std::vector<float> A((K + pad) * (K + pad)), B(K * N);
+  std::vector<float> A(std::max(M * (K + pad), K * (M + pad))), B(K * N);  // either layout
   for (float& x : A) x = n(rng);
   for (float& x : B) x = n(rng);
   std::vector<uint16_t> A16(A.size());

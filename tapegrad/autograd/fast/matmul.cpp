@@ -288,36 +288,36 @@ struct LinearTail {
   }
 };
 
-// Rows [n0, n1) of dh = dout through the dropout (mask, null for none) and activation of
-// linear's epilogue, into rows (row n0 first): for ReLU from the output y alone (y > 0 exactly
-// where the element was kept and its pre-activation positive; the gradient is dout * scale
-// there, 0 elsewhere), for GELU from the slope its forward kept.
+// Row n of dh = dout through the dropout (mask, null for none) and activation of linear's
+// epilogue, into row: for ReLU from the output y alone (y > 0 exactly where the element was kept
+// and its pre-activation positive; the gradient is dout * scale there, 0 elsewhere), for GELU
+// from the slope its forward kept.
 template <class T>
-void tail_backward(T* __restrict rows, const T* __restrict dout, const T* __restrict y,
+void tail_backward(T* __restrict row, const T* __restrict dout, const T* __restrict y,
                    const T* __restrict slope, Activation activation,
-                   const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n0, int64_t n1) {
-  const int64_t i0 = n0 * OC, n = (n1 - n0) * OC;  // element i0 + e goes to rows[e]
+                   const DropoutMask* mask_or_null, T scale, int64_t OC, int64_t n) {
+  const int64_t i0 = n * OC;  // element i0 + c goes to row[c]
   dout += i0;
   if (activation == Activation::ReLU) {
-    // every dout read, then a select: a read under the condition became a masked load whose
-    // merge went through the stack each element
+    // every dout read, then a select: a read under the condition would be a masked load whose
+    // merge goes through the stack each element
     y += i0;
-    for (int64_t e = 0; e < n; ++e) {
-      const T g = dout[e] * scale;
-      rows[e] = y[e] > 0 ? g : T{0};
+    for (int64_t c = 0; c < OC; ++c) {
+      const T g = dout[c] * scale;
+      row[c] = y[c] > 0 ? g : T{0};
     }
     return;
   }
   const bool gelu = activation == Activation::GELU;
   if (gelu) slope += i0;
   if (mask_or_null == nullptr) {  // GELU alone (no activation and no dropout has no tail)
-    for (int64_t e = 0; e < n; ++e) rows[e] = dout[e] * slope[e];
+    for (int64_t c = 0; c < OC; ++c) row[c] = dout[c] * slope[c];
     return;
   }
   const DropoutMask mask = *mask_or_null;
-  for (int64_t e = 0; e < n; ++e) {
-    const T s = gelu ? slope[e] : T{1};
-    rows[e] = mask.keeps(static_cast<uint64_t>(i0 + e)) ? dout[e] * scale * s : T{0};
+  for (int64_t c = 0; c < OC; ++c) {
+    const T s = gelu ? slope[c] : T{1};
+    row[c] = mask.keeps(static_cast<uint64_t>(i0 + c)) ? dout[c] * scale * s : T{0};
   }
 }
 
@@ -341,7 +341,7 @@ void tail_blocks(D* dh, T* partial, const T* dout, const T* y, const T* slope,
     for (int64_t n = b * kBiasRows; n < std::min(N, (b + 1) * kBiasRows); ++n) {
       T* row = buffer.data();
       if constexpr (!rounded) row = dh + n * OC;
-      tail_backward<T>(row, dout, y, slope, activation, mask, scale, OC, n, n + 1);
+      tail_backward<T>(row, dout, y, slope, activation, mask, scale, OC, n);
       for (int64_t c = 0; c < OC && sums; ++c) sums[c] += row[c];
       if constexpr (rounded) {
         for (int64_t c = 0; c < OC; ++c) dh[n * OC + c] = to_bf16(row[c]);
