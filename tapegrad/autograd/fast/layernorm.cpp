@@ -1,9 +1,9 @@
 // The fast room's layer norm (ops/layernorm.cpp): layer_norm, add_layer_norm and
 // add_and_layer_norm as fused kernels (after llm.c's layernorm_forward/backward), each tested
 // equal to its reference there. The forward saves
-// the per-row mean and rstd = 1 / sqrt(var + eps); backward needs nothing else. Backward is
-// two kernels so each splits between threads without sharing a sum: the input's gradient by
-// rows, the weight's and bias's by columns.
+// the per-row mean and rstd = 1 / sqrt(var + eps); backward needs nothing else. Backward takes
+// the rows in blocks, split between threads: a block's input gradients, then its partial sums
+// of the weight's and bias's gradients, which are added in block order at the end.
 //
 // Glossary: N rows (all leading dims flattened), C features per row.
 #include <cmath>
@@ -93,23 +93,64 @@ void layernorm_backward_input(Store store, T* dinp, const T* dout, const T* inp,
   }
 }
 
-//   dbias   += sum_n dy
-//   dweight += sum_n dy * xhat
-// for the columns c0..c1, summed over the rows in order (so a column's sum never depends on
-// how the columns are split between threads).
-// dout, inp (N,C), mean, rstd (N) -> dweight (C) or null, dbias (C) or null
+// The rows of a block of the weight's and bias's gradient sums. Backward takes the rows a block
+// at a time: the block's input gradients, then its partial sums of the parameters' gradients
+// while its rows are still in cache (a pass of their own would read dy and x again from
+// memory); the partial sums are added in block order, so the bits do not depend on how the
+// threads split the blocks.
+constexpr int64_t kParamRows = 64;
+
+//   dbias   = sum_n dy
+//   dweight = sum_n dy * xhat
+// over a block's rows, in order, into its partial sums pw (C) or null, pb (C) or null.
+// dout, inp (rows,C), mean, rstd (rows) -> pw, pb
 template <class T>
-void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp, const T* mean,
-                               const T* rstd, int64_t N, int64_t C, int64_t c0, int64_t c1) {
-  for (int64_t n = 0; n < N; ++n) {
+void layernorm_block_params(T* pw, T* pb, const T* dout, const T* inp, const T* mean, const T* rstd,
+                            int64_t rows, int64_t C) {
+  if (pw) std::fill_n(pw, C, T{0});
+  if (pb) std::fill_n(pb, C, T{0});
+  for (int64_t n = 0; n < rows; ++n) {
     const T* dy = dout + n * C;
     const T* x = inp + n * C;
     const T m = mean[n], s = rstd[n];
-    for (int64_t c = c0; c < c1; ++c) {
-      if (dbias) dbias[c] += dy[c];
-      if (dweight) dweight[c] += dy[c] * (x[c] - m) * s;
+    for (int64_t c = 0; c < C; ++c) {
+      if (pb) pb[c] += dy[c];
+      if (pw) pw[c] += dy[c] * (x[c] - m) * s;
     }
   }
+}
+
+// Layer norm's backward over blocks of kParamRows rows, split between threads: for each block,
+// input(r0, r1) makes the input gradients of rows [r0, r1) (and whatever else the op's rows
+// need), then the block's partial sums of dweight and dbias; dweight and dbias (null: not
+// wanted) then add the blocks' sums in block order, a thread's share of the columns each.
+// dout, inp (N,C), mean, rstd (N) -> dweight, dbias (C) or null
+template <class T, class Input>
+void layernorm_backward_blocks(Input input, T* dweight, T* dbias, const T* dout, const T* inp,
+                               const T* mean, const T* rstd, int64_t N, int64_t C) {
+  const int64_t blocks = (N + kParamRows - 1) / kParamRows;
+  const bool params = dweight || dbias;
+  const Tensor parts = params ? empty({2, blocks, C}, kDTypeOf<T>) : Tensor();
+  T* pw = dweight ? parts.data<T>() : nullptr;
+  T* pb = dbias ? parts.data<T>() + blocks * C : nullptr;
+  parallel_for(blocks, grain_of_items(kParamRows * C), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kParamRows, r1 = std::min(N, r0 + kParamRows);
+      input(r0, r1);
+      if (!params) continue;
+      layernorm_block_params<T>(pw ? pw + b * C : nullptr, pb ? pb + b * C : nullptr, dout + r0 * C,
+                                inp + r0 * C, mean + r0, rstd + r0, r1 - r0, C);
+    }
+  });
+  if (!params) return;
+  parallel_for(C, grain_of_items(blocks), [&](int64_t c0, int64_t c1) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t c = c0; c < c1; ++c) {
+        if (dbias) dbias[c] += pb[b * C + c];
+        if (dweight) dweight[c] += pw[b * C + c];
+      }
+    }
+  });
 }
 
 // s = x + (kept ? d * scale : 0), every element kept when mask is null: a row of the sum
@@ -198,20 +239,23 @@ Tensor fast_layer_norm(const Tensor& input, const Tensor& weight, const Tensor& 
         T* db = with_b && g.wants(ib) ? g.write(ib, Writes::Some).grad.data<T>() : nullptr;
         const T *dy = dout.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(), *ps = rstd.data<T>();
         const T* pw = with_w ? w.data<T>() : nullptr;
-        if (g.wants(0)) {
-          const auto [grad, first] = g.write(0, Writes::Every);
-          assign_or_add(first, [&, dx = grad.data<T>()](auto store) {
-            parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-              layernorm_backward_input<T>(store, dx + n0 * C, dy + n0 * C, px + n0 * C, pw, pm + n0,
-                                          ps + n0, n1 - n0, C);
-            });
-          });
+        // the blocks with the input's gradient assigned or added, or with none wanted
+        const auto blocks = [&](T* dx, auto store) {
+          layernorm_backward_blocks<T>(
+              [&](int64_t r0, int64_t r1) {
+                if (dx) {
+                  layernorm_backward_input<T>(store, dx + r0 * C, dy + r0 * C, px + r0 * C, pw,
+                                              pm + r0, ps + r0, r1 - r0, C);
+                }
+              },
+              dw, db, dy, px, pm, ps, N, C);
+        };
+        if (!g.wants(0)) {
+          blocks(nullptr, [](T&, T) {});
+          return;
         }
-        if (dw || db) {
-          parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
-            layernorm_backward_params<T>(dw, db, dy, px, pm, ps, N, C, c0, c1);
-          });
-        }
+        const auto [grad, first] = g.write(0, Writes::Every);
+        assign_or_add(first, [&, dx = grad.data<T>()](auto store) { blocks(dx, store); });
       });
     };
     ReferenceFn reference = [x = x.detach(), w = with_w ? w.detach() : Tensor(),
@@ -310,40 +354,36 @@ SumNorm fast_add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, co
         dd = grad.data<T>();
         first_d = first;
       }
-      if (dx || dd) {
-        const auto sc = static_cast<T>(scale);
-        parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-          std::vector<T> ds(dy ? C : 0);      // the sum's gradient, a row at a time
-          std::vector<T> part(both ? C : 0);  // layer norm's part of it, when both came
-          const auto assign = [](T& dst, T v) { dst = v; };
-          for (int64_t n = n0; n < n1; ++n) {
-            const auto at = static_cast<uint64_t>(n * C);
-            const T* row = dsum ? dsum + n * C : nullptr;
-            if (both) {
-              layernorm_backward_input<T>(assign, part.data(), dy + n * C, ps + n * C, pw, pm + n,
-                                          pr + n, 1, C);
-              for (int64_t c = 0; c < C; ++c) ds[c] = part[c] + row[c];
-              // d's row first: the sum's row may be x's, which the next line changes
-              if (dd) put_row<T>(dd + n * C, ds.data(), first_d, drop ? &mask : nullptr, at, C, sc);
-              if (dx) put_row<T>(dx + n * C, part.data(), false, nullptr, at, C, T{1});
-              continue;
-            }
-            if (dy) {
-              layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
-                                          pr + n, 1, C);
-              row = ds.data();
-            }
-            // x's row first: when x and d are one tensor, d's then adds to it
-            if (dx) put_row<T>(dx + n * C, row, first_x, nullptr, at, C, T{1});
-            if (dd) put_row<T>(dd + n * C, row, first_d, drop ? &mask : nullptr, at, C, sc);
+      const auto sc = static_cast<T>(scale);
+      // rows [r0, r1) of dx and dd
+      const auto input = [&](int64_t r0, int64_t r1) {
+        if (!dx && !dd) return;
+        std::vector<T> ds(dy ? C : 0);      // the sum's gradient, a row at a time
+        std::vector<T> part(both ? C : 0);  // layer norm's part of it, when both came
+        const auto assign = [](T& dst, T v) { dst = v; };
+        for (int64_t n = r0; n < r1; ++n) {
+          const auto at = static_cast<uint64_t>(n * C);
+          const T* row = dsum ? dsum + n * C : nullptr;
+          if (both) {
+            layernorm_backward_input<T>(assign, part.data(), dy + n * C, ps + n * C, pw, pm + n,
+                                        pr + n, 1, C);
+            for (int64_t c = 0; c < C; ++c) ds[c] = part[c] + row[c];
+            // d's row first: the sum's row may be x's, which the next line changes
+            if (dd) put_row<T>(dd + n * C, ds.data(), first_d, drop ? &mask : nullptr, at, C, sc);
+            if (dx) put_row<T>(dx + n * C, part.data(), false, nullptr, at, C, T{1});
+            continue;
           }
-        });
-      }
-      if (dw || db) {
-        parallel_for(C, grain_of_items(N), [&](int64_t c0, int64_t c1) {
-          layernorm_backward_params<T>(dw, db, dy, ps, pm, pr, N, C, c0, c1);
-        });
-      }
+          if (dy) {
+            layernorm_backward_input<T>(assign, ds.data(), dy + n * C, ps + n * C, pw, pm + n,
+                                        pr + n, 1, C);
+            row = ds.data();
+          }
+          // x's row first: when x and d are one tensor, d's then adds to it
+          if (dx) put_row<T>(dx + n * C, row, first_x, nullptr, at, C, T{1});
+          if (dd) put_row<T>(dd + n * C, row, first_d, drop ? &mask : nullptr, at, C, sc);
+        }
+      };
+      layernorm_backward_blocks<T>(input, dw, db, dy, ps, pm, pr, N, C);
     });
   };
   // d is not kept (one more [.., C] a layer until backward): the reference reads it through
