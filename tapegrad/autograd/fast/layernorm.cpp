@@ -93,13 +93,6 @@ void layernorm_backward_input(Store store, T* dinp, const T* dout, const T* inp,
   }
 }
 
-// The rows of a block of the weight's and bias's gradient sums. Backward takes the rows a block
-// at a time: the block's input gradients, then its partial sums of the parameters' gradients
-// while its rows are still in cache (a pass of their own would read dy and x again from
-// memory); the partial sums are added in block order, so the bits do not depend on how the
-// threads split the blocks.
-constexpr int64_t kParamRows = 64;
-
 //   dbias   = sum_n dy
 //   dweight = sum_n dy * xhat
 // over a block's rows, in order, into its partial sums pw (C) or null, pb (C) or null.
@@ -120,7 +113,7 @@ void layernorm_block_params(T* pw, T* pb, const T* dout, const T* inp, const T* 
   }
 }
 
-// Layer norm's backward over blocks of kParamRows rows, split between threads: for each block,
+// Layer norm's backward over blocks of kSumBlockRows rows, split between threads: for each block,
 // input(r0, r1) makes the input gradients of rows [r0, r1) (and whatever else the op's rows
 // need), then the block's partial sums of dweight and dbias; dweight and dbias (null: not
 // wanted) then add the blocks' sums in block order, a thread's share of the columns each.
@@ -128,14 +121,14 @@ void layernorm_block_params(T* pw, T* pb, const T* dout, const T* inp, const T* 
 template <class T, class Input>
 void layernorm_backward_blocks(Input input, T* dweight, T* dbias, const T* dout, const T* inp,
                                const T* mean, const T* rstd, int64_t N, int64_t C) {
-  const int64_t blocks = (N + kParamRows - 1) / kParamRows;
+  const int64_t blocks = (N + kSumBlockRows - 1) / kSumBlockRows;
   const bool params = dweight || dbias;
   const Tensor parts = params ? empty({2, blocks, C}, kDTypeOf<T>) : Tensor();
   T* pw = dweight ? parts.data<T>() : nullptr;
   T* pb = dbias ? parts.data<T>() + blocks * C : nullptr;
-  parallel_for(blocks, grain_of_items(kParamRows * C), [&](int64_t b0, int64_t b1) {
+  parallel_for(blocks, grain_of_items(kSumBlockRows * C), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * kParamRows, r1 = std::min(N, r0 + kParamRows);
+      const int64_t r0 = b * kSumBlockRows, r1 = std::min(N, r0 + kSumBlockRows);
       input(r0, r1);
       if (!params) continue;
       layernorm_block_params<T>(pw ? pw + b * C : nullptr, pb ? pb + b * C : nullptr, dout + r0 * C,
@@ -144,12 +137,8 @@ void layernorm_backward_blocks(Input input, T* dweight, T* dbias, const T* dout,
   });
   if (!params) return;
   parallel_for(C, grain_of_items(blocks), [&](int64_t c0, int64_t c1) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      for (int64_t c = c0; c < c1; ++c) {
-        if (dbias) dbias[c] += pb[b * C + c];
-        if (dweight) dweight[c] += pw[b * C + c];
-      }
-    }
+    if (dbias) column_sums(dbias, pb, blocks, C, c0, c1);
+    if (dweight) column_sums(dweight, pw, blocks, C, c0, c1);
   });
 }
 

@@ -187,25 +187,6 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
   return {n * p / shares, n * (p + 1) / shares};
 }
 
-// dbias[c] += sum_n dout[n, c] for the columns c0..c1, each summed over the rows in order.
-template <class T>
-void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, int64_t c0, int64_t c1) {
-  // A block of columns at a time down all N rows, its sums in a local array: each row's part is
-  // a kilobyte the prefetcher streams in, where a single vector of columns would be one line a
-  // row, a page or more from the last, each load waiting on memory.
-  constexpr int64_t kBlock = 1024 / sizeof(T);
-  for (int64_t b = c0; b < c1; b += kBlock) {
-    const int64_t w = std::min(kBlock, c1 - b);
-    T acc[kBlock];
-    std::copy(dbias + b, dbias + b + w, acc);
-    for (int64_t n = 0; n < N; ++n) {
-      const T* row = dout + n * OC + b;
-      for (int64_t l = 0; l < w; ++l) acc[l] += row[l];
-    }
-    std::copy(acc, acc + w, dbias + b);
-  }
-}
-
 // Whether linear's weight gradient dw [OC, C] = dh^T x sums its N rows as two halves, [0, N/2)
 // and [N/2, N), the second's sum added to the first's once both are done. A thread then packs
 // half of each operand, where splitting dw's rows (or columns) between threads has each pack all
@@ -321,11 +302,8 @@ void tail_backward(T* __restrict row, const T* __restrict dout, const T* __restr
   }
 }
 
-// The rows a block of the bias gradient's sums takes (tail_blocks).
-constexpr int64_t kBiasRows = 64;
-
-// Blocks [b0, b1) of kBiasRows rows of dh, as tail_backward makes them, into dh ([N, OC]): in T,
-// or as bfloat16s (D uint16_t, under autocast), rounded as the products would round them when
+// Blocks [b0, b1) of kSumBlockRows rows of dh, as tail_backward makes them, into dh ([N, OC]): in
+// T, or as bfloat16s (D uint16_t, under autocast), rounded as the products would round them when
 // they pack them, which then read half the bytes. Each block's rows are summed in order, in T,
 // into partial[block] (OC; null: no bias), which the bias gradient sums in block order: dh is
 // not read again for it, and the bits do not depend on the thread count.
@@ -338,7 +316,7 @@ void tail_blocks(D* dh, T* partial, const T* dout, const T* y, const T* slope,
   for (int64_t b = b0; b < b1; ++b) {
     T* sums = partial ? partial + b * OC : nullptr;
     if (sums) std::fill_n(sums, OC, T{0});
-    for (int64_t n = b * kBiasRows; n < std::min(N, (b + 1) * kBiasRows); ++n) {
+    for (int64_t n = b * kSumBlockRows; n < std::min(N, (b + 1) * kSumBlockRows); ++n) {
       T* row = buffer.data();
       if constexpr (!rounded) row = dh + n * OC;
       tail_backward<T>(row, dout, y, slope, activation, mask, scale, OC, n);
@@ -396,7 +374,7 @@ struct LinearBackward {
                               halves ? upper.data<T>() : nullptr);
           }
           const auto [c0, c1] = share(OC, p, shares);
-          if (db) bias_backward<T>(db, sums, rows, OC, c0, c1);
+          if (db) column_sums<T>(db, sums, rows, OC, c0, c1);
         }
       });
       if (halves) {  // the second half's sum added to the first's
@@ -410,12 +388,12 @@ struct LinearBackward {
       products(dout.data<T>(), dout.data<T>(), N);
       return;
     }
-    const int64_t blocks = (N + kBiasRows - 1) / kBiasRows;
+    const int64_t blocks = (N + kSumBlockRows - 1) / kSumBlockRows;
     const Tensor sums = db ? empty({blocks, OC}, dout.dtype()) : Tensor();
     T* psums = db ? sums.data<T>() : nullptr;
     // dh through the tail, in T or bfloat16s (tail_blocks), then the products from it
     const auto through_tail = [&](auto* dh) {
-      parallel_for(blocks, grain_of_items(kBiasRows * OC), [&](int64_t b0, int64_t b1) {
+      parallel_for(blocks, grain_of_items(kSumBlockRows * OC), [&](int64_t b0, int64_t b1) {
         tail_blocks(dh, psums, dout.data<T>(), y.data<T>(),
                     slope.defined() ? slope.data<T>() : nullptr, activation, drop ? &mask : nullptr,
                     static_cast<T>(scale), N, OC, b0, b1);

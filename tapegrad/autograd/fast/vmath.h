@@ -4,7 +4,8 @@
 // in two parts so n ln2 is exact), e^r by a degree-6 polynomial, 2^n written into the exponent
 // bits. Within 2 ulp of std::exp (tests/autograd/test_softmax.cpp checks it); results below
 // FLT_MIN, which would be denormals, are 0; exp(-inf) is 0 and exp(NaN) is NaN.
-// float64 keeps std::exp: it serves the gradchecks, where precision is the point.
+// float64 keeps std::exp: it serves the gradchecks, where precision is the point. Then the
+// sums kernels share: in lanes, and a gradient's column sums by blocks of rows.
 #pragma once
 
 #include <algorithm>
@@ -133,6 +134,31 @@ T lane_max(const T* x, int64_t n) {
   for (; j < n; ++j) best = best < x[j] ? x[j] : best;
   for (int64_t k = 0; k < L; ++k) best = best < acc[k] ? acc[k] : best;
   return best;
+}
+
+// The rows a block of partial column sums takes where a backward sums a gradient's columns as
+// it makes the rows (linear's bias, layer norm's weight and bias): each block's sums made while
+// its rows are in cache, the blocks then added in order (column_sums), so the bits do not
+// depend on how the threads split the blocks.
+constexpr int64_t kSumBlockRows = 64;
+
+// dst[c] += sum_n rows[n, c] for the columns c0..c1 of `rows` [N, C], each summed over the rows
+// in order. A block of columns at a time down all N rows, its sums in a local array: each row's
+// part is a kilobyte the prefetcher streams in, where a single vector of columns would be one
+// line a row, a page or more from the last, each load waiting on memory.
+template <class T>
+void column_sums(T* dst, const T* rows, int64_t N, int64_t C, int64_t c0, int64_t c1) {
+  constexpr int64_t kBlock = 1024 / sizeof(T);
+  for (int64_t b = c0; b < c1; b += kBlock) {
+    const int64_t w = std::min(kBlock, c1 - b);
+    T acc[kBlock];
+    std::copy(dst + b, dst + b + w, acc);
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = rows + n * C + b;
+      for (int64_t l = 0; l < w; ++l) acc[l] += row[l];
+    }
+    std::copy(acc, acc + w, dst + b);
+  }
 }
 
 }  // namespace tapegrad
