@@ -226,7 +226,7 @@ Result decode(const nn::MiniTransformerConfig& cfg, int64_t sources, int64_t bat
 // The machine's matmul rate on the shapes the workloads use, three ways: OpenBLAS sgemm alone
 // on its own `threads` threads (the roofline), tapegrad's matmul (our gemm kernel,
 // split over our `threads` threads), and the bfloat16 product of mixed precision (bf16_gemm,
-// split by rows the same way; the CPU's kernel where it has one: bf16_kernel= says which).
+// split by rows the same way; the fastest kernel the CPU has: bf16_kernel= says which).
 void sgemm_roofline(int threads) {
   openblas_set_num_threads(threads);
   struct Shape3 {
@@ -268,7 +268,9 @@ void sgemm_roofline(int threads) {
         "sgemm shape=\"{}\" openblas_gflops={:.1f} tapegrad_gflops={:.1f} bf16_gflops={:.1f} "
         "bf16_kernel={}\n",
         s.what, openblas, ours, bf16,
-        bf16_kernel() == Bf16Kernel::Native ? "avx512bf16" : "emulated");
+        bf16_kernel() == Bf16Kernel::Native ? "avx512bf16"
+        : bf16_kernel() == Bf16Kernel::Fma  ? "avx512fma"
+                                            : "emulated");
   }
 }
 

@@ -2,7 +2,8 @@
 // worked values; the product against a float64 sum of the rounded operands (so the operands
 // are rounded, and nothing else is lost but float32's sums) and within the stated bound of
 // the exact product, on shapes that cross the tile and block edges in all four layouts; the
-// CPU's kernel and the emulation giving the same bits; and the emulation forced.
+// kernels (the CPU's vdpbf16ps, float32 multiply-adds, the emulation) giving the same bits; and
+// each forced.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -67,6 +68,8 @@ void check_product(const Case& c, float beta, std::mt19937& rng) {
   CHECK(worst_exact <= 1);    // the stated bound on the exact product
 }
 
+const Bf16Kernel kKernels[] = {Bf16Kernel::Native, Bf16Kernel::Fma, Bf16Kernel::Emulated};
+
 const std::vector<Case> kShapes = {
     {false, false, 1, 1, 1},     {false, false, 13, 33, 3},   {true, false, 12, 32, 2},
     {false, true, 25, 65, 7},    {true, true, 7, 5, 513},     {false, false, 150, 40, 1030},
@@ -96,23 +99,46 @@ TEST_CASE("to_bf16 rounds to nearest, ties to even", "[gemm_bf16]") {
 
 TEST_CASE("bf16_gemm is the rounded operands' product, within the stated bound", "[gemm_bf16]") {
   std::mt19937 rng(7);
-  for (const Bf16Kernel kernel : {Bf16Kernel::Emulated, Bf16Kernel::Native}) {
-    if (kernel == Bf16Kernel::Native && !bf16_native_available()) continue;
+  for (const Bf16Kernel kernel : kKernels) {
+    if (!bf16_kernel_available(kernel)) continue;
     set_bf16_kernel(kernel);
     for (const Case& c : kShapes) {
       check_product(c, 0, rng);
       check_product(c, 0.5f, rng);
     }
   }
-  set_bf16_kernel(bf16_native_available() ? Bf16Kernel::Native : Bf16Kernel::Emulated);
+  set_bf16_kernel(bf16_default_kernel());
 }
 
-TEST_CASE("bf16_gemm's CPU kernel and its emulation give the same bits", "[gemm_bf16]") {
-  if (!bf16_native_available()) {
+namespace {
+
+// Each kernel's product of A and B, in all four layouts, against the `reference` kernel's bits.
+void check_same_bits(Bf16Kernel kernel, Bf16Kernel reference, int64_t M, int64_t N, int64_t K,
+                     const std::vector<float>& A, const std::vector<float>& B) {
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      std::vector<float> got(M * N), want(M * N);
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      set_bf16_kernel(kernel);
+      bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0, got.data(), N);
+      set_bf16_kernel(reference);
+      bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0, want.data(), N);
+      INFO("kernel " << static_cast<int>(kernel) << " ta " << ta << " tb " << tb);
+      CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * got.size()) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bf16_gemm's kernels give the same bits", "[gemm_bf16]") {
+  if (!bf16_kernel_available(Bf16Kernel::Native)) {
     CHECK_THROWS_WITH(set_bf16_kernel(Bf16Kernel::Native),
-                      "set_bf16_kernel: this CPU has no AVX512_BF16; only the emulated kernel "
-                      "runs here");
-    return;
+                      "set_bf16_kernel: this CPU has no AVX512_BF16; the native kernel needs it");
+  }
+  if (!bf16_kernel_available(Bf16Kernel::Fma)) {
+    CHECK_THROWS_WITH(set_bf16_kernel(Bf16Kernel::Fma),
+                      "set_bf16_kernel: this CPU has no AVX-512; the fma kernel needs it");
   }
   std::mt19937 rng(11);
   std::normal_distribution<float> n(0, 3);
@@ -120,19 +146,18 @@ TEST_CASE("bf16_gemm's CPU kernel and its emulation give the same bits", "[gemm_
   std::vector<float> A(M * K), B(K * N);
   for (float& x : A) x = n(rng);
   for (float& x : B) x = n(rng);
-  for (const bool ta : {false, true}) {
-    for (const bool tb : {false, true}) {
-      std::vector<float> native(M * N), emulated(M * N);
-      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-      set_bf16_kernel(Bf16Kernel::Native);
-      bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0, native.data(), N);
-      set_bf16_kernel(Bf16Kernel::Emulated);
-      bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0, emulated.data(), N);
-      INFO("ta " << ta << " tb " << tb);
-      CHECK(std::memcmp(native.data(), emulated.data(), sizeof(float) * native.size()) == 0);
-    }
+  for (const Bf16Kernel kernel : {Bf16Kernel::Native, Bf16Kernel::Fma}) {
+    if (bf16_kernel_available(kernel)) check_same_bits(kernel, Bf16Kernel::Emulated, M, N, K, A, B);
   }
-  set_bf16_kernel(Bf16Kernel::Native);
+  // where the emulation keeps subnormals, the two CPU kernels flush them: operands of 2^-64
+  // (their products and sums subnormal) and one in ten subnormal itself
+  if (bf16_kernel_available(Bf16Kernel::Native) && bf16_kernel_available(Bf16Kernel::Fma)) {
+    for (std::vector<float>* v : {&A, &B}) {
+      for (size_t i = 0; i < v->size(); ++i) (*v)[i] = i % 10 == 3 ? 1e-39f : (*v)[i] * 0x1p-64f;
+    }
+    check_same_bits(Bf16Kernel::Fma, Bf16Kernel::Native, M, N, K, A, B);
+  }
+  set_bf16_kernel(bf16_default_kernel());
 }
 
 TEST_CASE("bf16_gemm of an A given as bfloat16s has the bits of the floats they round",
@@ -146,8 +171,8 @@ TEST_CASE("bf16_gemm of an A given as bfloat16s has the bits of the floats they 
   for (float& x : B) x = n(rng);
   std::vector<uint16_t> A16(A.size());
   std::transform(A.begin(), A.end(), A16.begin(), [](float x) { return to_bf16(x); });
-  for (const Bf16Kernel kernel : {Bf16Kernel::Emulated, Bf16Kernel::Native}) {
-    if (kernel == Bf16Kernel::Native && !bf16_native_available()) continue;
+  for (const Bf16Kernel kernel : kKernels) {
+    if (!bf16_kernel_available(kernel)) continue;
     set_bf16_kernel(kernel);
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
@@ -160,7 +185,7 @@ TEST_CASE("bf16_gemm of an A given as bfloat16s has the bits of the floats they 
       }
     }
   }
-  set_bf16_kernel(bf16_native_available() ? Bf16Kernel::Native : Bf16Kernel::Emulated);
+  set_bf16_kernel(bf16_default_kernel());
 }
 
 namespace {
@@ -188,12 +213,16 @@ std::vector<double> autocast_step() {
 
 }  // namespace
 
-// The fallback forced: a CPU without AVX512_BF16 trains as this one does.
-TEST_CASE("autocast on the emulated kernel gives the CPU kernel's bits", "[gemm_bf16]") {
+// The fallbacks forced: a CPU without AVX512_BF16, or without AVX-512, trains as this one does.
+TEST_CASE("autocast gives the same bits on every kernel", "[gemm_bf16]") {
   set_bf16_kernel(Bf16Kernel::Emulated);
   const std::vector<double> emulated = autocast_step();
   REQUIRE(emulated.size() == 2 * 24 * 64 * 2 + 64 * 64);
-  if (!bf16_native_available()) return;
-  set_bf16_kernel(Bf16Kernel::Native);
-  REQUIRE(autocast_step() == emulated);
+  for (const Bf16Kernel kernel : {Bf16Kernel::Native, Bf16Kernel::Fma}) {
+    if (!bf16_kernel_available(kernel)) continue;
+    set_bf16_kernel(kernel);
+    INFO("kernel " << static_cast<int>(kernel));
+    CHECK(autocast_step() == emulated);
+  }
+  set_bf16_kernel(bf16_default_kernel());
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -103,6 +104,59 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
   for (int64_t i = 0; i < MR; ++i) {
     _mm512_storeu_ps(c + i * ldc, acc[i][0]);
     _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+  }
+}
+
+// tile_native's sums with float32 multiply-adds, for CPUs whose vdpbf16ps takes more than two
+// of them (bf16_kernel): A's pairs as floats (expand_pairs: the high step's value at a[2 x], the
+// low's at a[2 x + 1] for the pair at x), B's split in registers. Subnormal operands read as zero
+// and subnormal sums flush to zero while it runs, as the instruction is specified to, so the
+// two kernels give the same bits on all inputs.
+template <int64_t kRow, int64_t kPair>
+__attribute__((target("avx512f"))) void tile_fma(int64_t pairs, const float* a, const uint32_t* b,
+                                                 float* c, int64_t ldc) {
+  const unsigned int csr = _mm_getcsr();
+  _mm_setcsr(csr | _MM_FLUSH_ZERO_ON | 0x0040);  // 0x0040: denormals are zeros
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512 acc[MR][2];
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p, a += 2 * kPair, b += NR) {
+    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
+    const __m512 b0_hi = _mm512_castsi512_ps(_mm512_and_si512(b0, high));
+    const __m512 b1_hi = _mm512_castsi512_ps(_mm512_and_si512(b1, high));
+    const __m512 b0_lo = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, b0, 16));
+    const __m512 b1_lo = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, b1, 16));
+#pragma GCC unroll 12
+    for (int64_t i = 0; i < MR; ++i) {
+      const __m512 hi = _mm512_set1_ps(a[2 * i * kRow]), lo = _mm512_set1_ps(a[2 * i * kRow + 1]);
+      acc[i][0] = _mm512_fmadd_ps(lo, b0_lo, _mm512_fmadd_ps(hi, b0_hi, acc[i][0]));
+      acc[i][1] = _mm512_fmadd_ps(lo, b1_lo, _mm512_fmadd_ps(hi, b1_hi, acc[i][1]));
+    }
+  }
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < MR; ++i) {
+    _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+  }
+  _mm_setcsr(csr);
+}
+
+// n packed pairs as 2n floats for tile_fma: out[2 x] the high step's value, out[2 x + 1] the low's.
+__attribute__((target("avx512f"))) void expand_pairs(const uint32_t* pairs, int64_t n, float* out) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512i first8 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i last8 = _mm512_add_epi32(first8, _mm512_set1_epi32(8));
+  int64_t x = 0;
+  for (; x + 16 <= n; x += 16) {
+    const __m512i w = _mm512_loadu_si512(pairs + x);
+    const __m512i hi = _mm512_and_si512(w, high), lo = _mm512_maskz_slli_epi32(0xffff, w, 16);
+    _mm512_storeu_si512(out + 2 * x, _mm512_permutex2var_epi32(hi, first8, lo));
+    _mm512_storeu_si512(out + 2 * x + 16, _mm512_permutex2var_epi32(hi, last8, lo));
+  }
+  for (; x < n; ++x) {
+    out[2 * x] = std::bit_cast<float>(pairs[x] & 0xffff0000u);
+    out[2 * x + 1] = std::bit_cast<float>(pairs[x] << 16);
   }
 }
 
@@ -283,33 +337,77 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_native(
     }
   }
 }
+// The seconds of 4096 rounds of 12 independent vdpbf16ps (native) or vfmadd231ps, best of 5.
+template <bool kNative>
+__attribute__((target("avx512f,avx512bf16"))) double rounds_seconds() {
+  double best = 1e9;
+  for (int run = 0; run < 5; ++run) {
+    __m512 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));  // not one sum
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < 4096; ++r) {
+#pragma GCC unroll 12
+      for (__m512& x : acc) {
+        x = kNative ? _mm512_dpbf16_ps(x, (__m512bh)one, (__m512bh)one)
+                    : _mm512_fmadd_ps(one, one, x);
+      }
+    }
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    __m512 sum = _mm512_setzero_ps();
+    for (const __m512& x : acc) sum = _mm512_add_ps(sum, x);
+    float lanes[16];
+    _mm512_storeu_ps(lanes, sum);
+    volatile float keep = lanes[0];  // the sums used: the rounds not optimized away
+    (void)keep;
+  }
+  return best;
+}
 #endif
 
-// -1: not chosen yet; else a Bf16Kernel
+// -1: set_bf16_kernel has not chosen; else a Bf16Kernel
 std::atomic<int> g_kernel{-1};
 
 }  // namespace
 
-bool bf16_native_available() {
+bool bf16_kernel_available(Bf16Kernel kernel) {
 #if defined(__x86_64__)
-  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-#else
-  return false;
+  switch (kernel) {
+    case Bf16Kernel::Native:
+      return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+    case Bf16Kernel::Fma: return __builtin_cpu_supports("avx512f");
+    case Bf16Kernel::Emulated: return true;
+  }
 #endif
+  return kernel == Bf16Kernel::Emulated;
+}
+
+Bf16Kernel bf16_default_kernel() {
+  static const Bf16Kernel chosen = [] {
+#if defined(__x86_64__)
+    // tile_native issues 24 vdpbf16ps a pair of steps where tile_fma issues 52 instructions on
+    // the same ports, 48 of them multiply-adds
+    if (bf16_kernel_available(Bf16Kernel::Native) &&
+        rounds_seconds<true>() <= 2 * rounds_seconds<false>()) {
+      return Bf16Kernel::Native;
+    }
+#endif
+    return bf16_kernel_available(Bf16Kernel::Fma) ? Bf16Kernel::Fma : Bf16Kernel::Emulated;
+  }();
+  return chosen;
 }
 
 Bf16Kernel bf16_kernel() {
-  int k = g_kernel.load(std::memory_order_relaxed);
-  if (k < 0) {
-    k = static_cast<int>(bf16_native_available() ? Bf16Kernel::Native : Bf16Kernel::Emulated);
-    g_kernel.store(k, std::memory_order_relaxed);
-  }
-  return static_cast<Bf16Kernel>(k);
+  const int k = g_kernel.load(std::memory_order_relaxed);
+  return k < 0 ? bf16_default_kernel() : static_cast<Bf16Kernel>(k);
 }
 
 void set_bf16_kernel(Bf16Kernel kernel) {
-  TG_CHECK(kernel == Bf16Kernel::Emulated || bf16_native_available(),
-           "set_bf16_kernel: this CPU has no AVX512_BF16; only the emulated kernel runs here");
+  TG_CHECK(bf16_kernel_available(kernel),
+           "set_bf16_kernel: this CPU has no {}; the {} kernel needs it",
+           kernel == Bf16Kernel::Native ? "AVX512_BF16" : "AVX-512",
+           kernel == Bf16Kernel::Native ? "native" : "fma");
   g_kernel.store(static_cast<int>(kernel), std::memory_order_relaxed);
 }
 
@@ -320,21 +418,27 @@ template <class S>
 void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                   const Epilogue<float>& epilogue) {
+  static const bool native_packers = bf16_kernel_available(Bf16Kernel::Native);
+  const Bf16Kernel kernel = bf16_kernel();
   auto tile_kernel = tile_emulated;
+  void (*fma_kernel)(int64_t, const float*, const uint32_t*, float*, int64_t) = nullptr;
   auto pack_a = pack_pairs<MR, S>;
   auto pack_b = pack_pairs<NR, float>;
   bool rows_a = false;  // A in row-major panels (pack_rows_native)
 #if defined(__x86_64__)
-  if (bf16_kernel() == Bf16Kernel::Native) {
+  if (kernel != Bf16Kernel::Emulated && native_packers) {
     rows_a = !ta;
-    tile_kernel = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
     pack_a = pack_steps_native<MR, S>;  // a transposed A; a row-major one: pack_rows_native
     pack_b = tb ? pack_lines_native : pack_steps_native<NR, float>;
   }
+  if (kernel == Bf16Kernel::Native) tile_kernel = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
+  if (kernel == Bf16Kernel::Fma) fma_kernel = rows_a ? tile_fma<KP, 1> : tile_fma<1, MR>;
 #endif
   thread_local std::vector<uint32_t> a_pack, b_pack;
+  thread_local std::vector<float> a_floats;  // A's panels expanded for tile_fma
   a_pack.resize(static_cast<size_t>((MC + MR) * KP));
   b_pack.resize(static_cast<size_t>((NC + NR) * KC / 2));
+  if (fma_kernel) a_floats.resize(2 * a_pack.size());
   float tile[MR * NR];
   for (int64_t i = 0; i < M && K == 0; ++i) {  // no steps: C = beta C
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
@@ -354,6 +458,14 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
         if (rows_a) pack_rows_native(a, lda, kc, mc, a_pack.data());
 #endif
         if (!rows_a) pack_a(a, ta ? 1 : lda, ta ? lda : 1, mc, kc, a_pack.data());
+        const int64_t a_lines = (mc + MR - 1) / MR * MR;
+#if defined(__x86_64__)
+        for (int64_t r = 0; fma_kernel && r < (rows_a ? a_lines : 1); ++r) {  // a row, or all
+          const int64_t at = rows_a ? r * KP : 0;
+          expand_pairs(a_pack.data() + at, rows_a ? pairs : a_lines * pairs,
+                       a_floats.data() + 2 * at);
+        }
+#endif
         for (int64_t jr = 0; jr < nc; jr += NR) {
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
@@ -362,8 +474,14 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
             // a ragged one, or one added to C (later k blocks), through `tile` and the loop below
             // (adding from the registers made products of several k blocks slower).
             const bool direct = m == MR && n == NR && block_beta == 0;
-            tile_kernel(pairs, a_pack.data() + ir * (rows_a ? KP : pairs),
-                        b_pack.data() + jr * pairs, direct ? corner : tile, direct ? ldc : NR);
+            const int64_t a_at = ir * (rows_a ? KP : pairs);
+            if (fma_kernel) {
+              fma_kernel(pairs, a_floats.data() + 2 * a_at, b_pack.data() + jr * pairs,
+                         direct ? corner : tile, direct ? ldc : NR);
+            } else {
+              tile_kernel(pairs, a_pack.data() + a_at, b_pack.data() + jr * pairs,
+                          direct ? corner : tile, direct ? ldc : NR);
+            }
             for (int64_t i = 0; i < m; ++i) {
               float* c = corner + i * ldc;
               for (int64_t j = 0; j < n && !direct; ++j) {

@@ -5,12 +5,15 @@
 // error: |C - C_exact| <= (2^-7 + 2^-16 + (K + 1) 2^-24) sum_k |a_ik| |b_kj|, the bound the
 // tests hold it to.
 //
-// CPUs with AVX512_BF16 (AMD Zen 4 and later, Intel since Cooper Lake) do a pair of k steps a
-// vector lane an instruction (vdpbf16ps), at about twice the float32 multiply-add rate. One
-// build runs everywhere: the kernel is chosen when first used, by what the CPU reports, and a
-// CPU without the instruction runs an emulation in plain C++ that rounds and sums exactly as
-// the instruction is specified to (per pair of steps, k + 1's product is added, then k's), so
-// the two give the same bits on normal numbers (the instruction flushes subnormals to zero).
+// CPUs with AVX512_BF16 do a pair of k steps a vector lane an instruction (vdpbf16ps): AMD's
+// Zen 4 and 5 at the float32 multiply-add's rate, twice its flops; Intel's Sapphire and Emerald
+// Rapids at a quarter of it (their bfloat16 unit is AMX), half the flops of float32. There, and
+// on AVX-512 CPUs without the instruction, a kernel of float32 multiply-adds on the rounded
+// operands does the same sums faster. One build runs everywhere: the kernel is chosen when first
+// used, by what the CPU reports and by timing the two instructions, and a CPU without AVX-512
+// runs an emulation in plain C++. All three round and sum exactly as the instruction is specified
+// to (per pair of steps, k + 1's product is added, then k's), so they give the same bits on
+// normal numbers (the instruction and the multiply-add kernel flush subnormals to zero).
 #pragma once
 
 #include <bit>
@@ -26,14 +29,17 @@ inline uint16_t to_bf16(float x) {
 }
 inline float from_bf16(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 
-// The kernels bf16_gemm can run: the CPU's vdpbf16ps, or the emulation.
-enum class Bf16Kernel { Native, Emulated };
+// The kernels bf16_gemm can run: the CPU's vdpbf16ps, AVX-512 float32 multiply-adds, or the
+// emulation.
+enum class Bf16Kernel { Native, Fma, Emulated };
 
-// Whether this CPU has AVX512_BF16 (and this build is for x86-64).
-bool bf16_native_available();
+// Whether this CPU (and this build, for x86-64) can run `kernel`.
+bool bf16_kernel_available(Bf16Kernel kernel);
 
-// The kernel in use: Native where available, unless set_bf16_kernel chose the emulation (the
-// tests run both). Choosing Native on a CPU without it throws an Error that says so.
+// The fastest kernel this CPU can run, chosen at the first call; bf16_kernel(), the one in use:
+// the default unless set_bf16_kernel chose another (the tests run all). Choosing one the CPU
+// cannot run throws an Error that says so.
+Bf16Kernel bf16_default_kernel();
 Bf16Kernel bf16_kernel();
 void set_bf16_kernel(Bf16Kernel kernel);
 
