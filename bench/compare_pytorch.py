@@ -417,7 +417,10 @@ def bf16_table(args, avx512, peaks):
     float32 and against PyTorch's CPU autocast in bfloat16 (its best torch threads), and against
     the bfloat16 floor: the workload's matmul flops at tapegrad's bfloat16 product rate."""
     rows = []
+    chosen = args.workloads.split(",")
     for w in ("encoder-train", "mini-train-small", "mini-train-base", "lm-recipe", "lm-large"):
+        if w not in chosen:
+            continue
         rounds = []
         for _ in range(max(1, args.rounds)):
             rate = peaks()[2]
@@ -474,17 +477,21 @@ def main():
         decode_table(args, avx512)
         return
 
+    kernel = set()  # the bfloat16 product's kernel, as bench names it
+
     def sgemm_peaks():
         """The best product rate on the workloads' shapes now: (OpenBLAS's sgemm, tapegrad's,
         tapegrad's bfloat16 product)."""
         out = run([args.bench, "--workload", "sgemm"])
+        kernel.update(re.findall(r"bf16_kernel=(\w+)", out)[:1])
         return tuple(max(float(g) for g in re.findall(rf"{side}_gflops=([\d.]+)", out))
                      for side in ("openblas", "tapegrad", "bf16"))
 
     if args.bf16:
+        table = bf16_table(args, avx512, sgemm_peaks)
         lines = [f"{os.cpu_count()} vCPUs of {cpu_name()}, {time.strftime('%Y-%m-%d')}, commit "
-                 f"{commit()}: `bench/compare_pytorch.py --bf16 --iterations {args.iterations} "
-                 f"--rounds {args.rounds}`.", ""] + bf16_table(args, avx512, sgemm_peaks)
+                 f"{commit()}, bfloat16 kernel {'/'.join(sorted(kernel))}: `bench/compare_pytorch.py "
+                 f"--bf16 --iterations {args.iterations} --rounds {args.rounds}`.", ""] + table
         if args.readme:
             write_between_markers(args.readme, lines, BF16_BEGIN, BF16_END)
         else:
