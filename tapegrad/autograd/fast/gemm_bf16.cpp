@@ -413,32 +413,69 @@ void set_bf16_kernel(Bf16Kernel kernel) {
 
 namespace {
 
+// What bf16_product runs for the kernel in use: its packers, and its tile kernel on A's
+// block, packed as pairs (a_pack) and for tile_fma expanded to floats too (a_floats).
+template <class S>
+struct Bf16Plan {
+  void (*tile_pairs)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t) = tile_emulated;
+  void (*tile_floats)(int64_t, const float*, const uint32_t*, float*, int64_t) = nullptr;
+  void (*pack_a)(const S*, int64_t, int64_t, int64_t, int64_t, uint32_t*) = pack_pairs<MR, S>;
+  void (*pack_b)(const float*, int64_t, int64_t, int64_t, int64_t,
+                 uint32_t*) = pack_pairs<NR, float>;
+  bool rows_a = false;  // A in row-major panels (pack_rows_native)
+  std::vector<uint32_t>& a_pack;
+  std::vector<float>& a_floats;
+
+  Bf16Plan(bool ta, bool tb, std::vector<uint32_t>& pack, std::vector<float>& floats)
+      : a_pack(pack), a_floats(floats) {
+    static const bool native_packers = bf16_kernel_available(Bf16Kernel::Native);
+    const Bf16Kernel kernel = bf16_kernel();
+#if defined(__x86_64__)
+    if (kernel != Bf16Kernel::Emulated && native_packers) {
+      rows_a = !ta;
+      pack_a = pack_steps_native<MR, S>;  // a transposed A; a row-major one: pack_rows_native
+      pack_b = tb ? pack_lines_native : pack_steps_native<NR, float>;
+    }
+    if (kernel == Bf16Kernel::Native) tile_pairs = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
+    if (kernel == Bf16Kernel::Fma) tile_floats = rows_a ? tile_fma<KP, 1> : tile_fma<1, MR>;
+#endif
+    a_pack.resize(static_cast<size_t>((MC + MR) * KP));
+    if (tile_floats) a_floats.resize(2 * a_pack.size());
+  }
+
+  // Lines [0, mc) and steps [0, kc) of op(A) from a (lda apart).
+  void pack_a_block(const S* a, bool ta, int64_t lda, int64_t mc, int64_t kc) {
+    const int64_t pairs = (kc + 1) / 2, lines = (mc + MR - 1) / MR * MR;
+    if (!rows_a) pack_a(a, ta ? 1 : lda, ta ? lda : 1, mc, kc, a_pack.data());
+#if defined(__x86_64__)
+    if (rows_a) pack_rows_native(a, lda, kc, mc, a_pack.data());
+    for (int64_t r = 0; tile_floats && r < (rows_a ? lines : 1); ++r) {  // a row, or all
+      const int64_t at = rows_a ? r * KP : 0;
+      expand_pairs(a_pack.data() + at, rows_a ? pairs : lines * pairs, a_floats.data() + 2 * at);
+    }
+#endif
+  }
+
+  // The tile of A's block from line ir, times the B panel b, into c (rows ldc apart).
+  void tile(int64_t ir, int64_t pairs, const uint32_t* b, float* c, int64_t ldc) const {
+    const int64_t at = ir * (rows_a ? KP : pairs);
+    if (tile_floats) {
+      tile_floats(pairs, a_floats.data() + 2 * at, b, c, ldc);
+    } else {
+      tile_pairs(pairs, a_pack.data() + at, b, c, ldc);
+    }
+  }
+};
+
 // bf16_gemm for A of floats or of bfloat16s (S).
 template <class S>
 void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                   const Epilogue<float>& epilogue) {
-  static const bool native_packers = bf16_kernel_available(Bf16Kernel::Native);
-  const Bf16Kernel kernel = bf16_kernel();
-  auto tile_kernel = tile_emulated;
-  void (*fma_kernel)(int64_t, const float*, const uint32_t*, float*, int64_t) = nullptr;
-  auto pack_a = pack_pairs<MR, S>;
-  auto pack_b = pack_pairs<NR, float>;
-  bool rows_a = false;  // A in row-major panels (pack_rows_native)
-#if defined(__x86_64__)
-  if (kernel != Bf16Kernel::Emulated && native_packers) {
-    rows_a = !ta;
-    pack_a = pack_steps_native<MR, S>;  // a transposed A; a row-major one: pack_rows_native
-    pack_b = tb ? pack_lines_native : pack_steps_native<NR, float>;
-  }
-  if (kernel == Bf16Kernel::Native) tile_kernel = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
-  if (kernel == Bf16Kernel::Fma) fma_kernel = rows_a ? tile_fma<KP, 1> : tile_fma<1, MR>;
-#endif
   thread_local std::vector<uint32_t> a_pack, b_pack;
-  thread_local std::vector<float> a_floats;  // A's panels expanded for tile_fma
-  a_pack.resize(static_cast<size_t>((MC + MR) * KP));
+  thread_local std::vector<float> a_floats;
+  Bf16Plan<S> plan(ta, tb, a_pack, a_floats);
   b_pack.resize(static_cast<size_t>((NC + NR) * KC / 2));
-  if (fma_kernel) a_floats.resize(2 * a_pack.size());
   float tile[MR * NR];
   for (int64_t i = 0; i < M && K == 0; ++i) {  // no steps: C = beta C
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
@@ -449,23 +486,11 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc), pairs = (kc + 1) / 2;
       const float block_beta = pc == 0 ? beta : 1;  // later k blocks add to the first's sum
-      pack_b(B + (tb ? jc * ldb + pc : pc * ldb + jc), tb ? ldb : 1, tb ? 1 : ldb, nc, kc,
-             b_pack.data());
+      plan.pack_b(B + (tb ? jc * ldb + pc : pc * ldb + jc), tb ? ldb : 1, tb ? 1 : ldb, nc, kc,
+                  b_pack.data());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        const S* a = A + (ta ? pc * lda + ic : ic * lda + pc);
-#if defined(__x86_64__)
-        if (rows_a) pack_rows_native(a, lda, kc, mc, a_pack.data());
-#endif
-        if (!rows_a) pack_a(a, ta ? 1 : lda, ta ? lda : 1, mc, kc, a_pack.data());
-        const int64_t a_lines = (mc + MR - 1) / MR * MR;
-#if defined(__x86_64__)
-        for (int64_t r = 0; fma_kernel && r < (rows_a ? a_lines : 1); ++r) {  // a row, or all
-          const int64_t at = rows_a ? r * KP : 0;
-          expand_pairs(a_pack.data() + at, rows_a ? pairs : a_lines * pairs,
-                       a_floats.data() + 2 * at);
-        }
-#endif
+        plan.pack_a_block(A + (ta ? pc * lda + ic : ic * lda + pc), ta, lda, mc, kc);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
@@ -474,14 +499,8 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
             // a ragged one, or one added to C (later k blocks), through `tile` and the loop below
             // (adding from the registers made products of several k blocks slower).
             const bool direct = m == MR && n == NR && block_beta == 0;
-            const int64_t a_at = ir * (rows_a ? KP : pairs);
-            if (fma_kernel) {
-              fma_kernel(pairs, a_floats.data() + 2 * a_at, b_pack.data() + jr * pairs,
-                         direct ? corner : tile, direct ? ldc : NR);
-            } else {
-              tile_kernel(pairs, a_pack.data() + a_at, b_pack.data() + jr * pairs,
-                          direct ? corner : tile, direct ? ldc : NR);
-            }
+            plan.tile(ir, pairs, b_pack.data() + jr * pairs, direct ? corner : tile,
+                      direct ? ldc : NR);
             for (int64_t i = 0; i < m; ++i) {
               float* c = corner + i * ldc;
               for (int64_t j = 0; j < n && !direct; ++j) {
