@@ -337,6 +337,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_native(
     }
   }
 }
+
 // The seconds of 4096 rounds of 12 independent vdpbf16ps (native) or vfmadd231ps, best of 5.
 template <bool kNative>
 __attribute__((target("avx512f,avx512bf16"))) double rounds_seconds() {
