@@ -108,10 +108,10 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
 }
 
 // tile_native's sums with float32 multiply-adds, for CPUs whose vdpbf16ps takes more than two
-// of them (bf16_kernel): A's pairs as floats (expand_pairs: the high step's value at a[2 x], the
-// low's at a[2 x + 1] for the pair at x), B's split in registers. Subnormal operands read as zero
-// and subnormal sums flush to zero while it runs, as the instruction is specified to, so the
-// two kernels give the same bits on all inputs.
+// of them (bf16_default_kernel): A's pairs as floats (expand_pairs: for the pair at x, the high
+// step's value at a[2 x], the low's at a[2 x + 1]), B's split in registers. Subnormal operands
+// read as zero and subnormal sums flush to zero while it runs, as the instruction is specified
+// to, so the two kernels give the same bits on all inputs.
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f"))) void tile_fma(int64_t pairs, const float* a, const uint32_t* b,
                                                  float* c, int64_t ldc) {
