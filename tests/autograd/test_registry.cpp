@@ -325,6 +325,13 @@ std::vector<OpCase> packed_product_cases() {
        [](const Inputs& in) {
          return R{linear(in[0], in[1], in[2], {.activation = Activation::ReLU})};
        }},
+      {"linear", "[4, 96, 48] x [200, 48], GELU: a small step's weight gradient in halves",
+       [] {
+         return Inputs{leaf({4, 96, 48}, 54), leaf({200, 48}, 55), leaf({200}, 56)};
+       },
+       [](const Inputs& in) {
+         return R{linear(in[0], in[1], in[2], {.activation = Activation::GELU})};
+       }},
       {"linear", "[2, 20, 16] x [600, 16]: the bias gradient summed in blocks of columns",
        [] {
          return Inputs{leaf({2, 20, 16}, 48), leaf({600, 16}, 49), leaf({600}, 50)};

@@ -175,26 +175,31 @@ TEST_CASE("results and gradients are reproducible and agree across thread counts
 }
 
 TEST_CASE("linear's gradients have the same bits on any thread count", "[autograd]") {
-  // 1200 rows: the weight gradient sums them in two halves whichever threads take them
-  // (weight_grad_in_halves, fast/matmul.cpp); in float32 and under autocast.
-  for (const Precision precision : {Precision::Float32, Precision::BFloat16}) {
-    auto run = [precision](int n) {
-      ThreadCount threads(n);
-      const AutocastGuard autocast(precision);
-      Generator gen(23);
-      Tensor x = uniform({3, 400, 128}, -1, 1, gen), w = uniform({130, 128}, -1, 1, gen);
-      Tensor bias = uniform({130}, -1, 1, gen);
-      for (Tensor* t : {&x, &w, &bias}) t->set_requires_grad(true);
-      const Tensor y = linear(x, w, bias, {.activation = Activation::ReLU});
-      const auto g = grad({y}, {x, w, bias}, {uniform(y.shape(), -1, 1, gen)});
-      std::vector<std::vector<float>> r;
-      for (const Tensor& t : g) r.push_back(t.to_vector<float>());
-      return r;
-    };
-    const auto one = run(1);
-    INFO("bfloat16 " << (precision == Precision::BFloat16));
-    CHECK(run(2) == one);
-    CHECK(run(3) == one);
+  // 1200 rows, and a small model's 384: the weight gradient sums them in two halves whichever
+  // threads take them (weight_grad_in_halves, fast/matmul.cpp); in float32 and under autocast.
+  const std::vector<std::pair<Shape, Shape>> shapes{{{3, 400, 128}, {130, 128}},
+                                                    {{4, 96, 64}, {256, 64}}};
+  for (const auto& [x_shape, w_shape] : shapes) {
+    for (const Precision precision : {Precision::Float32, Precision::BFloat16}) {
+      auto run = [&, precision](int n) {
+        ThreadCount threads(n);
+        const AutocastGuard autocast(precision);
+        Generator gen(23);
+        Tensor x = uniform(x_shape, -1, 1, gen), w = uniform(w_shape, -1, 1, gen);
+        Tensor bias = uniform({w_shape[0]}, -1, 1, gen);
+        for (Tensor* t : {&x, &w, &bias}) t->set_requires_grad(true);
+        const Tensor y = linear(x, w, bias, {.activation = Activation::ReLU});
+        const auto g = grad({y}, {x, w, bias}, {uniform(y.shape(), -1, 1, gen)});
+        std::vector<std::vector<float>> r;
+        for (const Tensor& t : g) r.push_back(t.to_vector<float>());
+        return r;
+      };
+      const auto one = run(1);
+      INFO("x with " << x_shape[1] << " rows an item, bfloat16 "
+                     << (precision == Precision::BFloat16));
+      CHECK(run(2) == one);
+      CHECK(run(3) == one);
+    }
   }
 }
 

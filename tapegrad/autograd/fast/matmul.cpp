@@ -189,13 +189,19 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t p, int shares) {
 
 // Whether linear's weight gradient dw [OC, C] = dh^T x sums its N rows as two halves, [0, N/2)
 // and [N/2, N), the second's sum added to the first's once both are done. A thread then packs
-// half of each operand, where splitting dw's rows (or columns) between threads has each pack all
-// of the other operand: as much again as its own part when the weight is about square. Chosen by
-// the shapes alone, so the bits do not depend on the thread count; for weights no more than
-// twice as long as wide and not tiny (the final add reads them again), and halves that fill the
-// packed kernels' k blocks (512 steps).
+// half of each operand, the rows it made itself (linear, its tail and the ops around it split
+// rows the same way), where splitting dw's rows (or columns) between threads has each pack all
+// of the other operand: as much again as its own part when the weight is about square. Chosen
+// by the shapes alone, so the bits do not depend on the thread count. Halves of at least 128
+// rows; below 1024 rows (a small model's step, whose k blocks are short either way) when the
+// rows are at least the weight's longer side, so the final add (which reads dw again) costs
+// less than the packing it saves; above, for weights no more than twice as long as wide and not
+// tiny, and halves that fill the packed kernels' k blocks (512 steps).
 bool weight_grad_in_halves(int64_t N, int64_t OC, int64_t C) {
-  return N >= 1024 && std::max(OC, C) <= 2 * std::min(OC, C) && OC * C >= 128 * 128;
+  const int64_t longer = std::max(OC, C), shorter = std::min(OC, C);
+  if (N < 256) return false;
+  if (N < 1024) return N >= longer;
+  return longer <= 2 * shorter && OC * C >= 128 * 128;
 }
 
 // gemm (ta, not tb) in `precision`; for an A of bfloat16s (linear's dh under autocast),
