@@ -300,13 +300,8 @@ int main(int argc, char** argv) {
                           "costs a little time of its own)");
     g_norm_first = f.boolean("norm-first",
                              "encoder and mini-train workloads: pre-norm layers (and final norms)");
-    const std::string precision =
-        f.text("precision", "fp32",
-               "the models' matrix products: fp32, or bf16 (mixed precision, train's --precision)");
-    if (precision != "fp32" && precision != "bf16")
-      throw examples::FlagError(fmt::format("--precision: fp32 or bf16, got '{}'", precision));
+    g_precision = examples::read_precision(f);
     if (!f.finish()) return 0;
-    g_precision = precision == "bf16" ? Precision::BFloat16 : Precision::Float32;
     const AutocastGuard autocast(g_precision);
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {
@@ -359,8 +354,9 @@ int main(int argc, char** argv) {
     fmt::print(
         "workload={} precision={} seconds={:.6f} tokens_per_s={:.0f} gflops={:.1f} "
         "peak_rss_mb={:.0f}\n",
-        w, precision, r.seconds, static_cast<double>(r.tokens) / r.seconds,
-        r.flops / r.seconds / 1e9, static_cast<double>(usage.ru_maxrss) / 1024);
+        w, g_precision == Precision::BFloat16 ? "bf16" : "fp32", r.seconds,
+        static_cast<double>(r.tokens) / r.seconds, r.flops / r.seconds / 1e9,
+        static_cast<double>(usage.ru_maxrss) / 1024);
     return 0;
   });
 }

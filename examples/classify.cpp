@@ -6,6 +6,7 @@
 //   ./build/examples/classify --data reviews.tsv --level word --out runs/reviews  # text TAB label
 //   ./build/examples/classify --tag --data tagged.tsv             # tokens TAB tags
 //   ./build/examples/classify --out runs/reviews --resume --steps 2000
+//   ./build/examples/classify --precision bf16    # mixed precision, as train's
 //   ./build/examples/classify --run runs/reviews "a fine film" < more_reviews.txt
 //
 // Sequence task: the words a..j are "positive", k..t "negative"; the label says whether a text
@@ -60,6 +61,7 @@ struct Settings {
   int64_t vocab_size = 0, max_len = 0, steps = 0, save_every = 0, stop_after = 0;
   double lr = 0;
   uint64_t seed = 0;
+  Precision precision = Precision::Float32;
   train::RunFlags flags;  // the run's, kept in trainer.json
 };
 
@@ -289,8 +291,9 @@ void checkpoint(Run& r, const Settings& s) {
                  .best = {}});
 }
 
-// One step on the next batch of the order (a new epoch's order drawn when it runs out).
-double step(Run& r, bool tagging) {
+// One step on the next batch of the order (a new epoch's order drawn when it runs out), its
+// products in `precision`.
+double step(Run& r, bool tagging, Precision precision) {
   std::vector<const Sequence*> members;
   while (members.size() < std::min<size_t>(kBatch, r.train.size())) {
     if (r.next == r.order.size()) r.new_epoch();
@@ -298,6 +301,7 @@ double step(Run& r, bool tagging) {
   }
   const Batch b = make_batch(members, tagging);
   const auto K = static_cast<int64_t>(r.c.classes.size());
+  const AutocastGuard autocast(precision);
   Tensor loss = cross_entropy(reshape(r.c.logits(b.ids), {-1, K}), reshape(b.labels, {-1}),
                               {.ignore_index = kIgnore});
   loss.backward();
@@ -307,9 +311,11 @@ double step(Run& r, bool tagging) {
   return loss.item();
 }
 
-// The held-out set scored: accuracy, per-class and macro F1, the confusion matrix.
-void evaluate(Run& r, bool tagging) {
+// The held-out set scored, its products in `precision`: accuracy, per-class and macro F1, the
+// confusion matrix.
+void evaluate(Run& r, bool tagging, Precision precision) {
   NoGradGuard no_grad;
+  const AutocastGuard autocast(precision);
   r.c.model().eval();
   std::vector<int64_t> expected, predicted;
   for (size_t start = 0; start < r.valid.size(); start += 256) {
@@ -351,7 +357,7 @@ int train_run(const Settings& s) {
              r.train.size(), r.valid.size(), r.c.vocab.size(), r.c.classes.size(), s.out);
   const int64_t first = r.adam->step_count() + 1;
   for (int64_t step = first; step <= s.steps; ++step) {
-    const double loss = ::step(r, s.tagging);
+    const double loss = ::step(r, s.tagging, s.precision);
     if (step % 100 == 0) fmt::print("step {:>4}  loss {:.4f}\n", step, loss);
     if (s.save_every > 0 && step % s.save_every == 0) checkpoint(r, s);
     if (s.stop_after > 0 && step - first + 1 == s.stop_after && step < s.steps) {
@@ -361,7 +367,7 @@ int train_run(const Settings& s) {
     }
   }
   checkpoint(r, s);
-  evaluate(r, s.tagging);
+  evaluate(r, s.tagging, s.precision);
   fmt::print("\nmodel, vocabulary and labels in {}/ (classify --run {} TEXT)\n", s.out, s.out);
   return 0;
 }
@@ -464,6 +470,7 @@ void read_training_flags(examples::Flags& f, Settings& s) {
                            0, 10'000'000);
   s.lr = f.real("lr", 1e-3, "Adam learning rate", 0, 1);
   s.seed = static_cast<uint64_t>(f.integer("seed", 0, "seed", 0, INT64_MAX));
+  s.precision = examples::read_precision(f);
   const auto parsed = data::level_from_name(level);
   if (!parsed)
     throw examples::FlagError(

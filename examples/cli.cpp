@@ -210,6 +210,16 @@ std::string unused_folder(const std::string& base) {
   return next;
 }
 
+Precision read_precision(Flags& f) {
+  const std::string precision =
+      f.text("precision", "fp32",
+             "the model's matrix products: fp32, or bf16 (mixed precision: bfloat16 operands "
+             "summed in float32; the weights and the optimizer stay float32)");
+  if (precision != "fp32" && precision != "bf16")
+    throw FlagError(fmt::format("{}: fp32 or bf16, got '{}'", f.label("precision"), precision));
+  return precision == "bf16" ? Precision::BFloat16 : Precision::Float32;
+}
+
 int run_main(const char* program, const std::function<int()>& body) {
   try {
     return body();

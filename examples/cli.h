@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/autograd/bfloat16.h"
+
 namespace tapegrad::examples {
 
 class FlagError : public std::runtime_error {
@@ -77,6 +79,9 @@ std::string flag_file_text(const std::map<std::string, std::string>& flags);
 // `base`, or when something exists there the first of base-2, base-3, ... that does not: the
 // default folder of a new run, so that a run is never written over.
 std::string unused_folder(const std::string& base);
+
+// --precision: fp32 (the default) or bf16, the programs that train a model read it alike.
+Precision read_precision(Flags& f);
 
 // Runs a program's body and turns its exceptions into "program: message" on stderr, with exit
 // code 2 for flag errors and 1 for anything else.

@@ -279,13 +279,7 @@ void read_training_flags(Flags& f, TrainSettings& s) {
   s.threads =
       f.integer("threads", 2, "threads for products and kernels (set_num_threads), in each process",
                 1, kMaxThreads);
-  const std::string precision =
-      f.text("precision", "fp32",
-             "the model's matrix products: fp32, or bf16 (mixed precision: bfloat16 operands "
-             "summed in float32; the weights and the optimizer stay float32)");
-  if (precision != "fp32" && precision != "bf16")
-    throw FlagError(fmt::format("{}: fp32 or bf16, got '{}'", f.label("precision"), precision));
-  t.precision = precision == "bf16" ? Precision::BFloat16 : Precision::Float32;
+  t.precision = read_precision(f);
   t.bucket_kb = f.integer("bucket-kb", 1024,
                           "under mpirun: gradients are summed over the processes in buckets of "
                           "this many KiB while backward runs (0: all at once after it)",

@@ -22,6 +22,16 @@ for f in checkpoints/step-00000060/model.safetensors checkpoints/step-00000060/o
     checkpoints/step-00000060/trainer.json loss.tsv; do
   cmp -s "straight/$f" "resumed/$f" || fail "$f differs after stopping at 30 and resuming"
 done
+# in mixed precision too, which the run keeps: a resume that asks for float32 is refused
+"$classify" "${small[@]}" --precision bf16 --out bf16 > /dev/null 2>&1 || fail "the bf16 run"
+"$classify" "${small[@]}" --precision bf16 --stop-after 30 --out bf16-resumed > /dev/null 2>&1 ||
+  fail "the stopped bf16 run"
+"$classify" --out bf16-resumed --resume > /dev/null 2>&1 || fail "the bf16 resume"
+for f in checkpoints/step-00000060/model.safetensors loss.tsv; do
+  cmp -s "bf16/$f" "bf16-resumed/$f" || fail "bf16: $f differs after stopping at 30 and resuming"
+done
+cmp -s straight/loss.tsv bf16/loss.tsv && fail "--precision bf16 trained the float32 run's losses"
+expect 2 "--precision: the run has bf16, got fp32" -- "$classify" --out bf16-resumed --resume --steps 80 --precision fp32
 grep -q "macro avg" straight.log && grep -q "confusion (rows expected, columns predicted)" straight.log ||
   fail "no per-class scores or confusion matrix: $(tail -12 straight.log)"
 expect 2 "--lr: the run has 0.001, got 0.01" -- "$classify" --out resumed --resume --steps 80 --lr 0.01
