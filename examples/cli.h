@@ -80,7 +80,7 @@ std::string flag_file_text(const std::map<std::string, std::string>& flags);
 // default folder of a new run, so that a run is never written over.
 std::string unused_folder(const std::string& base);
 
-// --precision: fp32 (the default) or bf16, the programs that train a model read it alike.
+// --precision: fp32 (the default) or bf16, read alike by train, classify and bench.
 Precision read_precision(Flags& f);
 
 // Runs a program's body and turns its exceptions into "program: message" on stderr, with exit

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A classifier is kept and asked: classify writes a run folder (never over another run), resumes
-# it bit-identically, and classify --run predicts a label (or a tag per token) with its
-# probability for texts given as arguments or on standard input; a text it cannot classify is
-# named and the others still answered; a damaged classifier directory is refused naming the file
-# and field, before the model is built.
+# it bit-identically (in bf16 mixed precision too, which the run keeps), and classify --run
+# predicts a label (or a tag per token) with its probability for texts given as arguments or on
+# standard input; a text it cannot classify is named and the others still answered; a damaged
+# classifier directory is refused naming the file and field, before the model is built.
 #   classify_run.sh TRAIN TRANSLATE CLASSIFY
 set -uo pipefail
 classify=$3
