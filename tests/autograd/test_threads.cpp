@@ -179,7 +179,8 @@ TEST_CASE("linear's gradients have the same bits on any thread count", "[autogra
   // threads take them (weight_grad_in_halves, fast/matmul.cpp); in float32 and under autocast.
   const std::vector<std::pair<Shape, Shape>> shapes{{{3, 400, 128}, {130, 128}},
                                                     {{4, 96, 64}, {256, 64}}};
-  for (const auto& [x_shape, w_shape] : shapes) {
+  for (const auto& shape : shapes) {
+    const Shape &x_shape = shape.first, &w_shape = shape.second;
     for (const Precision precision : {Precision::Float32, Precision::BFloat16}) {
       auto run = [&, precision](int n) {
         ThreadCount threads(n);
