@@ -12,11 +12,12 @@
 namespace tapegrad {
 
 // The counter-th draw of a SplitMix64 seeded with key (Steele, Lea & Flood, 2014): 64 bits of
-// (key, counter) alone, made for any element in any order by any thread (as Philox's), or for
-// lanes at once where U is a vector of uint64_t (GCC's extension): counter_bits<U>(keys, ...).
+// (key, counter) alone, for any element in any order by any thread (as Philox's), or for lanes
+// at once where U is a vector of uint64_t (GCC's extension). Its state steps by the gamma.
+constexpr uint64_t kSplitMixGamma = 0x9e3779b97f4a7c15ULL;
 template <class U = uint64_t>
 U counter_bits(std::type_identity_t<U> key, std::type_identity_t<U> counter) {
-  U z = key + counter * 0x9e3779b97f4a7c15ULL;
+  U z = key + counter * kSplitMixGamma;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
@@ -27,7 +28,6 @@ class Generator {
   explicit Generator(uint64_t seed = 0) { manual_seed(seed); }
 
   void manual_seed(uint64_t seed);
-
   uint64_t next_u64();
   // Uniform in [0, 1), with 53 random bits.
   double uniform();

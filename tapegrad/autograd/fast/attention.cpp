@@ -107,12 +107,16 @@ struct TileDropout {
   uint64_t first;  // item n's first counter: n T S
   int64_t S;
   F scale;  // dropout_scale
-  // row j's factors at lanes [c, c + kTileLanes), their kept flags into *word (bit l: lane c + l)
-  typename Lanes<F>::Vec factors(int64_t j, int64_t c, uint16_t* word) const {
-    // DropoutMask::keeps of the 16 counters
-    const Counters z =
-        counter_bits<Counters>(Counters{} + mask.key, first + static_cast<uint64_t>(c * S + j) +
-                                                          kLane * static_cast<uint64_t>(S));
+  // The draw states (fast_room.h) of row 0's lanes [c, c + kTileLanes); row j + 1's are
+  // kSplitMixGamma further on than row j's (its counters are one further).
+  Counters states(int64_t c) const {
+    return mask.key + (first + static_cast<uint64_t>(c * S) + kLane * static_cast<uint64_t>(S)) *
+                          kSplitMixGamma;
+  }
+  // The factors of a row's lanes from their draw states, their kept flags into *word (bit l:
+  // lane l)
+  typename Lanes<F>::Vec factors(Counters state, uint16_t* word) const {
+    const Counters z = counter_bits<Counters>(state, Counters{});  // as kept_at draws
     // the high halves compared in 32-bit lanes (a 64-bit comparison's mask is slow to narrow)
     typedef uint32_t Half32 __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
     const Flags kept = __builtin_convertvector(z >> 32, Half32) >= mask.threshold;
@@ -181,13 +185,14 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale, const TileDro
       sum += V::load(row);
     }
     const Vec inv = sum == 0 ? Vec{} : 1 / sum;
-    for (int64_t j = 0; j < S; ++j) {
+    Counters state = drop ? drop->states(c) : Counters{};
+    for (int64_t j = 0; j < S; ++j, state += kSplitMixGamma) {
       const int64_t at = j * TP + c;
       const Vec w = V::load(p + at) * inv;
       V::store(p + at, w);
       if (drop) {
         uint16_t* word = keep + flag_word(j, c, TP);
-        V::store(dropped + at, w * drop->factors(j, c, word));
+        V::store(dropped + at, w * drop->factors(state, word));
       }
     }
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "tapegrad/autograd/fast_ops.h"
+#include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/tape.h"
 
 namespace tapegrad {
@@ -24,5 +25,16 @@ Tensor fast_cross_entropy(const Tensor& logits, const Tensor& targets,
 Tensor fast_softmax(const char* op, const Tensor& x, int64_t dim, bool log);  // softmax.cpp
 Tensor fast_masked_softmax(const Tensor& x, const Tensor& mask);
 void fast_run_sums(const Tensor& x, int64_t rows, int64_t count, double* sums);  // reduce.cpp
+
+// Element i's draw state in a dropout mask (random.h's counter_bits): consecutive elements'
+// states are kSplitMixGamma apart, so a loop over them steps a state where DropoutMask::keeps
+// multiplies each index by it. kept_at(mask, element i's state) is mask.keeps(i).
+inline uint64_t draw_state(const DropoutMask& mask, uint64_t i) {
+  return mask.key + i * kSplitMixGamma;
+}
+inline bool kept_at(DropoutMask mask, uint64_t state) {
+  mask.key = state;  // counter_bits(key, i) is counter_bits(key + i * kSplitMixGamma, 0)
+  return mask.keeps(0);
+}
 
 }  // namespace tapegrad

@@ -153,7 +153,10 @@ void add_row(T* __restrict s, const T* __restrict x, const T* __restrict d, cons
     return;
   }
   const DropoutMask m = *mask;
-  for (int64_t i = 0; i < n; ++i) s[i] = x[i] + (m.keeps(start + i) ? d[i] * scale : T{0});
+  uint64_t state = draw_state(m, start);
+  for (int64_t i = 0; i < n; ++i, state += kSplitMixGamma) {
+    s[i] = x[i] + (kept_at(m, state) ? d[i] * scale : T{0});
+  }
 }
 
 // dst = or += (kept ? g * scale : 0), every element kept when mask is null: a gradient row of
@@ -174,8 +177,9 @@ void put_row_as(T* __restrict dst, const T* __restrict g, const DropoutMask* mas
     return;
   }
   const DropoutMask m = *mask;
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = m.keeps(start + i) ? g[i] * scale : T{0};
+  uint64_t state = draw_state(m, start);
+  for (int64_t i = 0; i < n; ++i, state += kSplitMixGamma) {
+    const T v = kept_at(m, state) ? g[i] * scale : T{0};
     if constexpr (kAssign) {
       dst[i] = v;
     } else {

@@ -269,8 +269,10 @@ struct LinearTail {
     }
     if (t.mask) {
       const DropoutMask mask = *t.mask;
-      const auto first = static_cast<uint64_t>(r * t.OC + j0);
-      for (int64_t j = 0; j < n; ++j) c[j] = mask.keeps(first + j) ? c[j] * t.scale : T{0};
+      uint64_t state = draw_state(mask, static_cast<uint64_t>(r * t.OC + j0));
+      for (int64_t j = 0; j < n; ++j, state += kSplitMixGamma) {
+        c[j] = kept_at(mask, state) ? c[j] * t.scale : T{0};
+      }
     }
   }
 };
@@ -302,9 +304,10 @@ void tail_backward(T* __restrict row, const T* __restrict dout, const T* __restr
     return;
   }
   const DropoutMask mask = *mask_or_null;
-  for (int64_t c = 0; c < OC; ++c) {
+  uint64_t state = draw_state(mask, static_cast<uint64_t>(i0));
+  for (int64_t c = 0; c < OC; ++c, state += kSplitMixGamma) {
     const T s = gelu ? slope[c] : T{1};
-    row[c] = mask.keeps(static_cast<uint64_t>(i0 + c)) ? dout[c] * scale * s : T{0};
+    row[c] = kept_at(mask, state) ? dout[c] * scale * s : T{0};
   }
 }
 
