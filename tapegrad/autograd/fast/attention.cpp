@@ -330,19 +330,25 @@ Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16,
 // the right operand of the tile's products with a head's rows, whole vectors of queries wide.
 // Its pad columns are never written: the caller's buffer starts as zeros, so products with it
 // give zero pad lanes. kTileLanes queries at a time, so the rows written stay few while their
-// lines fill; in floats, a whole 16 x 16 block at a time through a transpose in registers.
+// lines fill; in floats, 16 x 16 blocks through a transpose in registers, each row of a block
+// loaded whole where its 16 floats lie within the `room` elements readable from `in`: a block's
+// rows past T are zeros (they fill pad lanes), and its columns past D (the next head's) become
+// rows of the transpose that are not stored. A small model's head (T = 12, D = 8) is one block.
 template <class F>
-void transpose_head(F* out, const F* in, const Heads& x, bool bf16) {
+void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16) {
   using V = Lanes<F>;
   for (int64_t i0 = 0; i0 < x.T; i0 += kTileLanes) {
     const int64_t i1 = std::min(x.T, i0 + kTileLanes);
     int64_t d0 = 0;
     if constexpr (detail::kTranspose16InRegisters && std::is_same_v<F, float>) {
-      for (; i1 - i0 == kTileLanes && d0 + kTileLanes <= x.D; d0 += kTileLanes) {
+      for (; x.TP % kTileLanes == 0 && d0 < x.D && (i1 - 1) * x.C + d0 + kTileLanes <= room;
+           d0 += kTileLanes) {
         typename V::Vec rows[kTileLanes];
-        for (int64_t r = 0; r < kTileLanes; ++r) rows[r] = V::load(in + (i0 + r) * x.C + d0);
+        for (int64_t r = 0; r < kTileLanes; ++r) {
+          rows[r] = i0 + r < i1 ? V::load(in + (i0 + r) * x.C + d0) : typename V::Vec{};
+        }
         detail::transpose16(rows);
-        for (int64_t d = 0; d < kTileLanes; ++d) {
+        for (int64_t d = 0; d < std::min(kTileLanes, x.D - d0); ++d) {
           F* row = out + (d0 + d) * x.TP + i0;
           V::store(row, rows[d]);
           round_in_place(row, kTileLanes, bf16);
@@ -362,18 +368,19 @@ void zero_pad(F* tile, int64_t S, int64_t T, int64_t TP) {
   for (int64_t j = 0; j < S && T < TP; ++j) std::fill(tile + j * TP + T, tile + (j + 1) * TP, F{0});
 }
 
-// scores^T (S, TP) = kb (S, D) q_bh^T of a head, pad columns zero (q_bh's rows C apart): in
-// bfloat16 (precision) reading q by rows; else through the transposed copy of q (`transposed`,
-// zero past T), rounded when bf16.
+// scores^T (S, TP) = kb (S, D) q_bh^T of item n's head, pad columns zero (q_bh's rows C apart
+// in q, [B, T, C]): in bfloat16 (precision) reading q by rows; else through the transposed copy
+// of q (`transposed`, zero past T), rounded when bf16.
 template <class F>
-void head_scores(F* scores, const F* q, Block<F> kb, const Heads& x, Precision precision, bool bf16,
-                 F* transposed) {
+void head_scores(F* scores, const F* q_all, int64_t n, Block<F> kb, const Heads& x,
+                 Precision precision, bool bf16, F* transposed) {
+  const F* q = q_all + x.q_at(n);
   if (precision == Precision::BFloat16) {
     gemm<F>(precision, false, true, x.S, x.T, x.D, kb.data, kb.ld, q, x.C, F{0}, scores, x.TP);
     zero_pad(scores, x.S, x.T, x.TP);
     return;
   }
-  transpose_head<F>(transposed, q, x, bf16);
+  transpose_head<F>(transposed, q, x.B * x.T * x.C - x.q_at(n), x, bf16);
   gemm<F>(precision, false, false, x.S, x.TP, x.D, kb.data, kb.ld, transposed, x.TP, F{0}, scores,
           x.TP);
 }
@@ -453,7 +460,7 @@ struct AttentionBackward {
     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
     // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the softmax
     const Block<F> vb = head_block<F>(v + x.kv_at(n), S, x.C, x.D, bf16, s.v_head.data());
-    head_scores<F>(s.ds.data(), dout + x.q_at(n), vb, x, precision, bf16, s.transposed.data());
+    head_scores<F>(s.ds.data(), dout, n, vb, x, precision, bf16, s.transposed.data());
     if (dropout > 0 && !keep) {
       for (int64_t e = 0; e < tile; ++e) s.ds[e] *= s.factor[e];
     }
@@ -581,7 +588,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
           detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
                                             &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
         } else {
-          head_scores<F>(p, pq + x.q_at(n), kb, x, precision, bf16, transposed.data());
+          head_scores<F>(p, pq, n, kb, x, precision, bf16, transposed.data());
           if (pm && x.mask_at(n) != bias_of) {
             mask_tile<F>(bias.data(), x, n, pm);
             bias_of = x.mask_at(n);

@@ -43,7 +43,7 @@ void transpose_stage(V (&rows)[16], std::integer_sequence<int, j...>) {
 }
 
 template <class V>  // a vector of 16 floats
-void transpose16(V (&rows)[16]) {
+[[gnu::always_inline]] inline void transpose16(V (&rows)[16]) {
   static_assert(sizeof(V) == 16 * sizeof(float));
   constexpr auto lanes = std::make_integer_sequence<int, 16>{};
   transpose_stage<8>(rows, lanes);
