@@ -13,7 +13,7 @@ namespace tapegrad {
 
 // The counter-th draw of a SplitMix64 seeded with key (Steele, Lea & Flood, 2014): 64 bits of
 // (key, counter) alone, for any element in any order by any thread (as Philox's), or for lanes
-// at once where U is a vector of uint64_t (GCC's extension). Its state steps by the gamma.
+// at once where U is a vector of uint64_t (GCC's extension): the mix of key + counter * gamma.
 constexpr uint64_t kSplitMixGamma = 0x9e3779b97f4a7c15ULL;
 template <class U = uint64_t>
 U counter_bits(std::type_identity_t<U> key, std::type_identity_t<U> counter) {

@@ -328,12 +328,13 @@ Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16,
 
 // out (D, TP) = the transpose of a head's block in (T, D) (rows C apart), rounded when bf16:
 // the right operand of the tile's products with a head's rows, whole vectors of queries wide.
-// Its pad columns are never written: the caller's buffer starts as zeros, so products with it
-// give zero pad lanes. kTileLanes queries at a time, so the rows written stay few while their
-// lines fill; in floats, 16 x 16 blocks through a transpose in registers, each row of a block
-// loaded whole where its 16 floats lie within the `room` elements readable from `in`: a block's
-// rows past T are zeros (they fill pad lanes), and its columns past D (the next head's) become
-// rows of the transpose that are not stored. A small model's head (T = 12, D = 8) is one block.
+// Its pad columns hold zeros (the caller's buffer starts as zeros; a register block writes
+// them as zeros), so products with it give zero pad lanes. kTileLanes queries at a time, so the
+// rows written stay few while their lines fill; in floats, 16 x 16 blocks through a transpose in
+// registers, each row of a block loaded whole where its 16 floats lie within the `room` elements
+// readable from `in`: a block's rows past T are zeros (they fill pad lanes), and its columns past D
+// (the next head's) become rows of the transpose that are not stored. A small model's head (T = 12,
+// D = 8) is one block.
 template <class F>
 void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16) {
   using V = Lanes<F>;
