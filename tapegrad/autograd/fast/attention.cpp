@@ -110,8 +110,8 @@ struct TileDropout {
   // The draw states (fast_room.h) of row 0's lanes [c, c + kTileLanes); row j + 1's are
   // kSplitMixGamma further on than row j's (its counters are one further).
   Counters states(int64_t c) const {
-    return mask.key + (first + static_cast<uint64_t>(c * S) + kLane * static_cast<uint64_t>(S)) *
-                          kSplitMixGamma;
+    return draw_state(mask,
+                      first + static_cast<uint64_t>(c * S) + kLane * static_cast<uint64_t>(S));
   }
   // The factors of a row's lanes from their draw states, their kept flags into *word (bit l:
   // lane l)

@@ -26,10 +26,12 @@ Tensor fast_softmax(const char* op, const Tensor& x, int64_t dim, bool log);  //
 Tensor fast_masked_softmax(const Tensor& x, const Tensor& mask);
 void fast_run_sums(const Tensor& x, int64_t rows, int64_t count, double* sums);  // reduce.cpp
 
-// Element i's draw state in a dropout mask (random.h's counter_bits): consecutive elements'
-// states are kSplitMixGamma apart, so a loop over them steps a state where DropoutMask::keeps
-// multiplies each index by it. kept_at(mask, element i's state) is mask.keeps(i).
-inline uint64_t draw_state(const DropoutMask& mask, uint64_t i) {
+// Element i's draw state in a dropout mask (random.h's counter_bits), or lanes' at once where U
+// is a vector of uint64_t: consecutive elements' states are kSplitMixGamma apart, so a loop over
+// them steps a state where DropoutMask::keeps multiplies each index by it. kept_at(mask,
+// element i's state) is mask.keeps(i).
+template <class U>
+U draw_state(const DropoutMask& mask, U i) {
   return mask.key + i * kSplitMixGamma;
 }
 inline bool kept_at(DropoutMask mask, uint64_t state) {
