@@ -38,7 +38,7 @@ std::optional<DType> dtype_from_code(const std::string& code) {
   return std::nullopt;
 }
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
+[[noreturn]] void fail_checkpoint(const std::string& path, const std::string& what) {
   throw CheckpointError(fmt::format("{}: {}", path, what));
 }
 
@@ -105,20 +105,22 @@ struct Entry {
 // bounded; header_len is set to its length.
 nlohmann::json read_header(std::istream& in, uint64_t file_size, const std::string& path,
                            uint64_t& header_len) {
-  if (file_size < 8) fail(path, fmt::format("truncated: {} bytes, expected at least 8", file_size));
+  if (file_size < 8)
+    fail_checkpoint(path, fmt::format("truncated: {} bytes, expected at least 8", file_size));
   in.read(reinterpret_cast<char*>(&header_len), 8);
   if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
-    fail(path, fmt::format("header length {} is impossible for a file of {} bytes", header_len,
-                           file_size));
+    fail_checkpoint(path, fmt::format("header length {} is impossible for a file of {} bytes",
+                                      header_len, file_size));
   }
   std::string text(header_len, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_len));
-  if (!in) fail(path, "truncated header");
+  if (!in) fail_checkpoint(path, "truncated header");
   if (json_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
-    fail(path, fmt::format("header nests deeper than {} levels", kMaxJsonDepth));
+    fail_checkpoint(path, fmt::format("header nests deeper than {} levels", kMaxJsonDepth));
   }
   nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) fail(path, "header is not a JSON object");
+  if (header.is_discarded() || !header.is_object())
+    fail_checkpoint(path, "header is not a JSON object");
   return header;
 }
 
@@ -128,7 +130,7 @@ nlohmann::json read_header(std::istream& in, uint64_t file_size, const std::stri
 Entry parse_entry(const std::string& name, const nlohmann::json& v, uint64_t data_size,
                   const std::string& path) {
   auto bad = [&](const std::string& why) {
-    fail(path, fmt::format("tensor '{}': {}", clip(name), why));
+    fail_checkpoint(path, fmt::format("tensor '{}': {}", clip(name), why));
   };
   if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
       !v.contains("data_offsets")) {
@@ -179,18 +181,20 @@ void check_tiling(std::vector<Entry>& entries, uint64_t data_size, const std::st
   uint64_t covered = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].begin < covered) {
-      fail(path, fmt::format("tensors '{}' and '{}' overlap", clip(entries[i - 1].name),
-                             clip(entries[i].name)));
+      fail_checkpoint(path, fmt::format("tensors '{}' and '{}' overlap", clip(entries[i - 1].name),
+                                        clip(entries[i].name)));
     }
     if (entries[i].begin > covered) {
-      fail(path, fmt::format("data bytes [{}, {}) before tensor '{}' belong to no tensor", covered,
-                             entries[i].begin, clip(entries[i].name)));
+      fail_checkpoint(
+          path, fmt::format("data bytes [{}, {}) before tensor '{}' belong to no tensor", covered,
+                            entries[i].begin, clip(entries[i].name)));
     }
     covered = entries[i].end;
   }
   if (covered != data_size) {
-    fail(path, fmt::format("data bytes [{}, {}) after the last tensor belong to no tensor", covered,
-                           data_size));
+    fail_checkpoint(
+        path, fmt::format("data bytes [{}, {}) after the last tensor belong to no tensor", covered,
+                          data_size));
   }
 }
 
@@ -200,12 +204,13 @@ Tensor read_tensor(std::istream& in, uint64_t data_start, const Entry& e, const 
   in.seekg(static_cast<std::streamoff>(data_start + e.begin));
   in.read(static_cast<char*>(t.impl().storage->data()),
           static_cast<std::streamsize>(e.end - e.begin));
-  if (!in) fail(path, fmt::format("tensor '{}': read failed", clip(e.name)));
+  if (!in) fail_checkpoint(path, fmt::format("tensor '{}': read failed", clip(e.name)));
   if (e.dtype == DType::Bool) {
     const auto* p = static_cast<const uint8_t*>(t.impl().storage->data());
     for (uint64_t i = 0; i < e.end - e.begin; ++i) {
       if (p[i] > 1) {
-        fail(path, fmt::format("tensor '{}': bool byte {} is not 0 or 1", clip(e.name), p[i]));
+        fail_checkpoint(path,
+                        fmt::format("tensor '{}': bool byte {} is not 0 or 1", clip(e.name), p[i]));
       }
     }
   }
@@ -227,9 +232,10 @@ SafetensorsContents read_safetensors(std::istream& in, uint64_t file_size,
       entries.push_back(parse_entry(item.key(), v, data_size, path));
       continue;
     }
-    if (!v.is_object()) fail(path, "__metadata__ is not an object");
+    if (!v.is_object()) fail_checkpoint(path, "__metadata__ is not an object");
     for (const auto& [k, s] : v.items()) {
-      if (!s.is_string()) fail(path, fmt::format("metadata '{}' is not a string", clip(k)));
+      if (!s.is_string())
+        fail_checkpoint(path, fmt::format("metadata '{}' is not a string", clip(k)));
       out.metadata[k] = s.get<std::string>();
     }
   }

@@ -14,7 +14,7 @@ namespace {
 
 using model_dir::fail;
 
-constexpr const char* kTasks[] = {"lm"};
+constexpr const char* kLmTasks[] = {"lm"};
 
 nn::LanguageModelConfig parse(const std::string& text, const std::string& source) {
   try {
@@ -45,7 +45,7 @@ nn::LanguageModelConfig lm_config_from_json(const std::string& text, const std::
   io::JsonFields r(j);
   nn::LanguageModelConfig c;
   int task = 0;
-  r.choice("task", task, kTasks);
+  r.choice("task", task, kLmTasks);
   r.integer("vocab", c.vocab);
   r.integer("d_model", c.d_model);
   r.integer("heads", c.heads);

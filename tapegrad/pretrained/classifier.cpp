@@ -18,10 +18,10 @@ using model_dir::read;
 constexpr uint64_t kMaxLabelsBytes = 64 << 20;
 constexpr int64_t kMaxClasses = 1'000'000;
 constexpr const char* kActivations[] = {"none", "relu", "gelu"};  // Activation's order
-constexpr const char* kTasks[] = {"sequence", "tokens"};
+constexpr const char* kClassifierTasks[] = {"sequence", "tokens"};
 
 std::string config_text(const nn::EncoderClassifierConfig& c, bool tokens) {
-  return nlohmann::json{{"task", kTasks[tokens ? 1 : 0]},
+  return nlohmann::json{{"task", kClassifierTasks[tokens ? 1 : 0]},
                         {"vocab", c.vocab},
                         {"classes", c.classes},
                         {"d_model", c.d_model},
@@ -37,22 +37,22 @@ std::string config_text(const nn::EncoderClassifierConfig& c, bool tokens) {
       .dump();
 }
 
-struct Config {
+struct ClassifierConfig {
   nn::EncoderClassifierConfig model;
   bool tokens = false;
 };
 
 // config.json, every field present, of its type and in range.
-Config parse_config(const std::string& text, const std::string& path) {
+ClassifierConfig parse_classifier_config(const std::string& text, const std::string& path) {
   if (io::json_depth(text) > io::kMaxJsonDepth)
     fail(path, fmt::format("nests deeper than {} levels", io::kMaxJsonDepth));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) fail(path, "not a JSON object");
   io::JsonFields r(j);
-  Config c;
+  ClassifierConfig c;
   int task = 0;
   nn::EncoderClassifierConfig& m = c.model;
-  r.choice("task", task, kTasks);
+  r.choice("task", task, kClassifierTasks);
   r.integer("vocab", m.vocab);
   r.integer("classes", m.classes);
   r.integer("d_model", m.d_model);
@@ -142,12 +142,12 @@ void save_classifier(const std::string& dir, const nn::EncoderOnlyModel& model, 
 
 PretrainedClassifier load_classifier(const std::string& dir) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
-  const Config c = parse_config(read(config_path), config_path);
+  const ClassifierConfig c = parse_classifier_config(read(config_path), config_path);
   const io::SafetensorsContents contents = io::load_safetensors(weights);
   const auto meta = contents.metadata.find("config");
   if (meta == contents.metadata.end() ||
-      config_text(parse_config(meta->second, weights + ": metadata 'config'").model, c.tokens) !=
-          config_text(c.model, c.tokens))
+      config_text(parse_classifier_config(meta->second, weights + ": metadata 'config'").model,
+                  c.tokens) != config_text(c.model, c.tokens))
     fail(weights, "its metadata 'config' is missing or differs from config.json");
   check_sizes(c.model, contents, weights);
   PretrainedClassifier p;

@@ -27,7 +27,7 @@ float from_bits(uint32_t u) {
 
 float round_bf16(float x) { return from_bf16(to_bf16(x)); }
 
-struct Case {
+struct Bf16Case {
   bool ta, tb;
   int64_t M, N, K;
 };
@@ -35,7 +35,7 @@ struct Case {
 // The product of `c` on uniform values in (-1, 1) with padded row strides, beta 0 or 0.5
 // (C's old values 1), checked element by element against float64 sums of the exact and of
 // the rounded operands.
-void check_product(const Case& c, float beta, std::mt19937& rng) {
+void check_product(const Bf16Case& c, float beta, std::mt19937& rng) {
   const int64_t lda = (c.ta ? c.M : c.K) + 3, ldb = (c.tb ? c.K : c.N) + 5, ldc = c.N + 2;
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> A(static_cast<size_t>((c.ta ? c.K : c.M) * lda)),
@@ -70,7 +70,7 @@ void check_product(const Case& c, float beta, std::mt19937& rng) {
 
 const Bf16Kernel kKernels[] = {Bf16Kernel::Native, Bf16Kernel::Fma, Bf16Kernel::Emulated};
 
-const std::vector<Case> kShapes = {
+const std::vector<Bf16Case> kShapes = {
     {false, false, 1, 1, 1},     {false, false, 13, 33, 3},   {true, false, 12, 32, 2},
     {false, true, 25, 65, 7},    {true, true, 7, 5, 513},     {false, false, 150, 40, 1030},
     {false, true, 145, 2049, 9}, {true, false, 30, 70, 1024},
@@ -102,7 +102,7 @@ TEST_CASE("bf16_gemm is the rounded operands' product, within the stated bound",
   for (const Bf16Kernel kernel : kKernels) {
     if (!bf16_kernel_available(kernel)) continue;
     set_bf16_kernel(kernel);
-    for (const Case& c : kShapes) {
+    for (const Bf16Case& c : kShapes) {
       check_product(c, 0, rng);
       check_product(c, 0.5f, rng);
     }

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 using tapegrad::testing::TempDir;
 
 namespace {
-MiniTransformerConfig tiny(uint64_t seed = 0) {
+MiniTransformerConfig tiny_seeded(uint64_t seed = 0) {
   return {.src_vocab = 11,
           .tgt_vocab = 13,
           .d_model = 8,
@@ -34,7 +34,7 @@ MiniTransformerConfig tiny(uint64_t seed = 0) {
 
 TEST_CASE("save then load gives bit-identical outputs", "[nn]") {
   TempDir dir;
-  MiniTransformer a(tiny(1)), b(tiny(2));
+  MiniTransformer a(tiny_seeded(1)), b(tiny_seeded(2));
   a.eval();
   b.eval();
   const Tensor src = tensor({3, 4, 5}, {1, 3}, DType::Int64),
@@ -54,7 +54,7 @@ TEST_CASE("save then load gives bit-identical outputs", "[nn]") {
 TEST_CASE("loading reports every mismatch in one error, or loads non-strictly", "[nn][errors]") {
   TempDir dir;
   const std::string path = dir.file("m.safetensors");
-  MiniTransformer model(tiny());
+  MiniTransformer model(tiny_seeded());
   NamedTensors state = model.state();
   state.erase(state.begin());                            // missing src_embed.weight
   state[0].second = zeros({2, 2});                       // wrong shape
@@ -79,14 +79,14 @@ TEST_CASE("weights holding NaN or an infinity are refused by name unless allowed
   TempDir dir;
   const std::string path = dir.file("m.safetensors");
   for (const double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
-    MiniTransformer model(tiny());
+    MiniTransformer model(tiny_seeded());
     NamedTensors state = model.state();
     const std::string name = state[3].first;
     Tensor w = state[3].second.clone();
     w.data<float>()[w.numel() - 1] = static_cast<float>(bad);  // the last element only
     state[3].second = w;
     io::save_safetensors(path, state);
-    MiniTransformer fresh(tiny());
+    MiniTransformer fresh(tiny_seeded());
     const std::vector<float> before = fresh.state()[3].second.to_vector<float>();
     CHECK_THROWS_WITH(load(fresh, path),
                       fmt::format("{}: does not fit MiniTransformer: '{}' holds NaN or an infinity "

@@ -15,14 +15,14 @@ using namespace tapegrad;
 using namespace tapegrad::nn;
 
 namespace {
-LanguageModelConfig tiny() {
+LanguageModelConfig tiny_lm() {
   return {
       .vocab = 7, .d_model = 8, .heads = 2, .d_ff = 16, .layers = 2, .block_size = 6, .seed = 3};
 }
 }  // namespace
 
 TEST_CASE("a language model's parameters: names, count and GPT-2's initialisation", "[nn]") {
-  const LanguageModelConfig cfg = tiny();
+  const LanguageModelConfig cfg = tiny_lm();
   LanguageModel model(cfg);
   const NamedTensors params = model.named_parameters();
   REQUIRE(params.front().first == "tok_embed.weight");
@@ -57,7 +57,7 @@ TEST_CASE("a language model's parameters: names, count and GPT-2's initialisatio
 }
 
 TEST_CASE("a language model's output at position t ignores the tokens after t", "[nn]") {
-  LanguageModel model(tiny());
+  LanguageModel model(tiny_lm());
   const Tensor a = tensor({4, 1, 5, 2, 6, 3}, {1, 6}, DType::Int64);
   const Tensor b = tensor({4, 1, 5, 0, 0, 1}, {1, 6}, DType::Int64);
   const auto la = model.forward(a).to_vector<double>();
@@ -72,7 +72,7 @@ TEST_CASE("a language model's output at position t ignores the tokens after t", 
 TEST_CASE("a language model's cached step equals its forward over the prefix", "[nn]") {
   for (const DType dtype : {DType::Float64, DType::Float32}) {
     INFO(fmt::format("{}", dtype));
-    LanguageModel model(tiny());
+    LanguageModel model(tiny_lm());
     model.to(dtype);
     model.eval();
     NoGradGuard no_grad;
@@ -97,7 +97,7 @@ TEST_CASE("a language model's cached step equals its forward over the prefix", "
 }
 
 TEST_CASE("continue_text gives the same with and without the cache, past the block too", "[nn]") {
-  LanguageModel model(tiny());
+  LanguageModel model(tiny_lm());
   // weights far from GPT-2's small start, so that the most likely token depends on the context
   Generator gen(8);
   for (const auto& [name, p] : model.named_parameters())
@@ -140,7 +140,7 @@ TEST_CASE("continue_text gives the same with and without the cache, past the blo
 }
 
 TEST_CASE("the whole language model gradchecks", "[nn][gradcheck]") {
-  LanguageModelConfig cfg = tiny();
+  LanguageModelConfig cfg = tiny_lm();
   cfg.block_size = 4;
   LanguageModel model(cfg);
   model.to(DType::Float64);
@@ -179,7 +179,7 @@ TEST_CASE("a language model learns a text with AdamW", "[nn]") {
 }
 
 TEST_CASE("a language model's config is checked before it is built", "[nn][errors]") {
-  LanguageModelConfig cfg = tiny();
+  LanguageModelConfig cfg = tiny_lm();
   cfg.vocab = 0;
   cfg.heads = 3;
   cfg.block_size = 0;
@@ -187,10 +187,10 @@ TEST_CASE("a language model's config is checked before it is built", "[nn][error
                       Catch::Contains("vocab = 0 is outside [1, 1000000]") &&
                           Catch::Contains("d_model = 8 is not divisible by heads = 3") &&
                           Catch::Contains("block_size = 0 is outside [1, 65536]"));
-  cfg = tiny();
+  cfg = tiny_lm();
   cfg.layers = 0;
   REQUIRE_THROWS_WITH(LanguageModel(cfg), Catch::Contains("layers = 0 is outside [1, 128]"));
-  LanguageModel model(tiny());
+  LanguageModel model(tiny_lm());
   REQUIRE_THROWS_WITH(model.forward(zeros({1, 7}, DType::Int64)),
                       Catch::Contains("positions 0 to 6 are past the block size 6"));
   REQUIRE_THROWS_WITH(model.forward(zeros({2, 3})), Catch::Contains("must be int64 [B, T]"));
@@ -200,7 +200,7 @@ TEST_CASE("a language model's directory: saved, loaded, and refused when it does
           "[nn][errors]") {
   testing::TempDir dir;
   const std::string path = (dir.path / "lm").string();
-  LanguageModel model(tiny());
+  LanguageModel model(tiny_lm());
   const data::Vocabulary vocab = data::Vocabulary::build({"abc"}, data::Level::Char);  // 4 + 3
   save_language_model(path, model, vocab, {{"step", "5"}});
   REQUIRE(is_language_model(path));

@@ -13,7 +13,7 @@ std::vector<std::string> names(const NamedTensors& ts) {
   return out;
 }
 
-MiniTransformerConfig tiny() {
+MiniTransformerConfig tiny_modules() {
   return {.src_vocab = 11,
           .tgt_vocab = 13,
           .d_model = 8,
@@ -53,7 +53,7 @@ TEST_CASE("named_parameters gives dotted names in registration order", "[nn]") {
                                  "v_proj.weight", "v_proj.bias", "out_proj.weight",
                                  "out_proj.bias"});
 
-  MiniTransformer model(tiny());
+  MiniTransformer model(tiny_modules());
   const auto all = names(model.named_parameters());
   CHECK(all.front() == "src_embed.weight");
   CHECK(std::find(all.begin(), all.end(), "decoder.layers.1.cross_attn.q_proj.weight") !=
@@ -93,7 +93,7 @@ TEST_CASE("a Transformer-base model has the closed-form parameter count", "[nn]"
 }
 
 TEST_CASE("train and eval reach every descendant", "[nn]") {
-  MiniTransformer model(tiny());
+  MiniTransformer model(tiny_modules());
   CHECK(model.is_training());
   model.eval();
   for (auto& [name, m] : model.named_modules()) {
@@ -105,7 +105,7 @@ TEST_CASE("train and eval reach every descendant", "[nn]") {
 }
 
 TEST_CASE("to(float64) converts parameters and buffers and keeps them trainable", "[nn]") {
-  MiniTransformer model(tiny());
+  MiniTransformer model(tiny_modules());
   const double before = model.src_embed->weight.at({1, 0});
   model.to(DType::Float64);
   for (const auto& [name, t] : model.state()) {
@@ -139,7 +139,7 @@ TEST_CASE("summary lists the tree with shapes and counts", "[nn]") {
 }
 
 TEST_CASE("the shape trace reports each module's output shape only while on", "[nn]") {
-  MiniTransformer model(tiny());
+  MiniTransformer model(tiny_modules());
   const Tensor src = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Int64);
   const Tensor tgt = tensor({1, 2, 1, 2}, {2, 2}, DType::Int64);
   std::vector<std::string> lines;
@@ -165,7 +165,7 @@ TEST_CASE("the shape trace reports each module's output shape only while on", "[
 // running it, forward and backward, the loss outside any module; the figures add up to the
 // table by op.
 TEST_CASE("the profiler charges each op to the module that ran it", "[nn]") {
-  MiniTransformer model(tiny());
+  MiniTransformer model(tiny_modules());
   const Tensor src = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Int64);
   const Tensor tgt = tensor({1, 2, 1, 2}, {2, 2}, DType::Int64);
   ProfileGuard profile;
