@@ -54,7 +54,9 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
     double dropout;
   };
   // [40, 40] x 64-wide heads run on the packed sgemm; one query (T = 1) on dot products, whole
-  // vectors and a remainder (D = 20) or whole only (D = 64); the rest on the small kernel.
+  // vectors and a remainder (D = 20) or whole only (D = 64); heads within a 16 x 16 tile each
+  // way on the tile kernels in float32 (up to the edge: T = S = D = 16; the small model's
+  // 12 x 12 x 8), on gemm's small kernel in float64 and past the edge (S = 17).
   const Case cases[] = {
       {"one query", 2, 1, 9, 40, 2, {2, 1, 1, 9}, 0.0},
       {"one query, 64-wide heads", 3, 1, 70, 128, 2, {}, 0.1},
@@ -62,6 +64,9 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
       {"padding mask", 2, 5, 7, 12, 3, {2, 1, 1, 7}, 0.0},
       {"per-head mask", 2, 5, 7, 12, 3, {2, 3, 5, 7}, 0.0},
       {"query-by-key mask and dropout", 2, 5, 7, 12, 3, {5, 7}, 0.3},
+      {"the small model's heads, causal, dropout", 3, 12, 12, 64, 8, {12, 12}, 0.1},
+      {"a tile's edge, T = S = D = 16", 2, 16, 16, 48, 3, {2, 1, 1, 16}, 0.2},
+      {"past a tile's edge, S = 17", 2, 16, 17, 48, 3, {16, 17}, 0.2},
       {"large heads", 2, 40, 40, 128, 2, {40, 40}, 0.1},
   };
   for (const Case& c : cases) {
@@ -130,6 +135,31 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
       INFO("weights");
       require_close(weights,
                     blocked.defined() ? masked_softmax(scores, blocked) : softmax(scores, -1), tol);
+    }
+  }
+}
+
+TEST_CASE("attention over one tensor matches its unfused twin", "[autograd]") {
+  // q, k and v one tensor: its gradient buffer takes dq, then dk and dv added to it
+  for (const int64_t T : {12, 20}) {  // a 16 x 16 tile's kernels, then gemm's
+    for (const DType dtype : {DType::Float32, DType::Float64}) {
+      INFO("T = " << T << ", " << fmt::format("{}", dtype));
+      Tensor x = random_leaf({2, T, 24}, 11).to(dtype).detach();
+      x.set_requires_grad(true);
+      const Tensor dout = random_leaf({2, T, 24}, 12).to(dtype).detach();
+      auto run = [&](bool fused) {
+        Generator gen(3);
+        const AttentionOptions options{.dropout = 0.2, .training = true, .gen = &gen};
+        Tensor out = fused ? attention(x, x, x, 3, options)
+                           : (ReferenceModeGuard(), attention(x, x, x, 3, options));
+        x.zero_grad();
+        out.backward(dout);
+        return std::vector<Tensor>{out.detach(), x.grad()};
+      };
+      const std::vector<Tensor> fused = run(true), reference = run(false);
+      const double tol = dtype == DType::Float64 ? 1e-12 : 1e-5;
+      require_close(fused[0], reference[0], tol);
+      require_close(fused[1], reference[1], tol);
     }
   }
 }

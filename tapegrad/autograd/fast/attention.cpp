@@ -1,7 +1,10 @@
 // The fast room's attention (ops/attention.cpp), tested equal to its reference there. Fused
-// attention: one pass per (batch item, head), each its own small problem: two gemms on
+// attention: one pass per (batch item, head), each its own small problem: two products on
 // the head's strided columns, the masked softmax and the dropout in between on a tile of the
-// scores, kept transposed ([S, T]: see below).
+// scores, kept transposed ([S, T]: see below). The products run on gemm, or for a head within
+// one 16 x 16 block each way (a small model's) on a kernel of their own (tile_kernel).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -287,12 +290,12 @@ void dropout_factors(F* factor, const Heads& x, int64_t n, const DropoutMask& ma
 // operands as it packs them: q, k, v, dout, the weights and the gradient of the scores are read
 // where they are, and nothing the size of the inputs is written. Its scores' product reads q by
 // rows (op(B) = q^T) instead of through transpose_head's copy, so the tile's pad columns are
-// zeroed after it. A tiny head's products go to gemm's small kernel, which would round a copy
-// of each operand for each product; so a tiny head's operands are rounded here, once, as they
-// are copied into the thread's buffers (and the weights as product_weights copies them, the
-// gradient of the scores in place), and its products run in float32: the same exact products
-// in another order than bf16_gemm's, which only a product split between threads would have to
-// match, and a head is never split.
+// zeroed after it. A tiny head's products go to the tile kernel or gemm's small kernel, which
+// would round a copy of each operand for each product; so a tiny head's operands are rounded
+// here, once, as they are copied into the thread's buffers (and the weights as product_weights
+// copies them, the gradient of the scores in place), and its products run in float32: the same
+// exact products in another order than bf16_gemm's, which only a product split between threads
+// would have to match, and a head is never split.
 
 // x as a product reads it: rounded to bfloat16 when bf16 (F float).
 template <class F>
@@ -369,9 +372,73 @@ void zero_pad(F* tile, int64_t S, int64_t T, int64_t TP) {
   for (int64_t j = 0; j < S && T < TP; ++j) std::fill(tile + j * TP + T, tile + (j + 1) * TP, F{0});
 }
 
+// Whether F's tile rows are registers, kTileLanes floats in one AVX-512 vector, as tile_kernel's
+// masked loads and stores need.
+template <class F>
+constexpr bool kRegisterTiles = (detail::kTranspose16InRegisters && std::is_same_v<F, float>);
+
+// Whether each item's products run on the tile kernels below: a head within one 16 x 16 block
+// each way (T, S and D at most kTileLanes, T > 1: a small model's 12 x 12 x 8) in float32. Its
+// products are too small for gemm's small kernel to pay its setup (a padded copy of B,
+// accumulators through memory, the product's shape found again each call), which took most of
+// a small model's attention. Under autocast a tiny head's operands come rounded (head_block).
+template <class F>
+bool tile_head(const Heads& x, Precision precision) {
+  return kRegisterTiles<F> && x.T > 1 && x.TP == kTileLanes && x.S <= kTileLanes &&
+         x.D <= kTileLanes && precision == Precision::Float32;
+}
+
+// C (M x N, ldc) = beta C + op(A) (M x K) B (K x N, B.ld), N at most 16 (a head's D, or a
+// tile's 16 lanes): each row of C is one vector of N lanes, loaded and stored masked (past D
+// lie the next head's columns, another thread's), its sum a chain of multiply-adds by elements
+// of A, broadcast from where they lie (in a tile, a row or a column). Eight rows at a time, so
+// eight chains run at once; nothing is packed or transposed.
+template <class F>
+void tile_kernel(bool ta, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda, Block<F> B,
+                 F beta, F* C, int64_t ldc) {
+  if constexpr (kRegisterTiles<F>) {
+    constexpr int64_t R = 8;
+    const int64_t row_step = ta ? 1 : lda, col_step = ta ? lda : 1;  // op(A)[r, k]'s place
+    const auto lanes = static_cast<__mmask16>((1u << N) - 1);
+    for (int64_t r0 = 0; r0 < M; r0 += R) {
+      const F* a[R];
+      for (int64_t g = 0; g < R; ++g) a[g] = A + std::min(r0 + g, M - 1) * row_step;
+      __m512 acc[R];
+      for (int64_t g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+      for (int64_t k = 0; k < K; ++k) {
+        const __m512 b = _mm512_maskz_loadu_ps(lanes, B.data + k * B.ld);
+#pragma GCC unroll 8
+        for (int64_t g = 0; g < R; ++g) {
+          acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(a[g][k * col_step]), b, acc[g]);
+        }
+      }
+      for (int64_t g = 0; g < R && r0 + g < M; ++g) {
+        F* c = C + (r0 + g) * ldc;
+        __m512 sum = acc[g];
+        if (beta != F{0}) {
+          sum = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(lanes, c), sum);
+        }
+        _mm512_mask_storeu_ps(c, lanes, sum);
+      }
+    }
+  }
+}
+
+// C = beta C + op(A) B as gemm takes it, for A an item's tile (S, TP) and B a head's block: on
+// the tile kernel where the head fits (tiles: tile_head), else gemm.
+template <class F>
+void tile_product(bool tiles, Precision precision, bool ta, int64_t M, int64_t N, int64_t K,
+                  const F* A, int64_t lda, Block<F> B, F beta, F* C, int64_t ldc) {
+  if (tiles) {
+    tile_kernel<F>(ta, M, N, K, A, lda, B, beta, C, ldc);
+  } else {
+    gemm<F>(precision, ta, false, M, N, K, A, lda, B.data, B.ld, beta, C, ldc);
+  }
+}
+
 // scores^T (S, TP) = kb (S, D) q_bh^T of item n's head, pad columns zero (q_bh's rows C apart
 // in q, [B, T, C]): in bfloat16 (precision) reading q by rows; else through the transposed copy
-// of q (`transposed`, zero past T), rounded when bf16.
+// of q (`transposed`, zero past T), rounded when bf16, on the tile kernel where it fits.
 template <class F>
 void head_scores(F* scores, const F* q_all, int64_t n, Block<F> kb, const Heads& x,
                  Precision precision, bool bf16, F* transposed) {
@@ -382,6 +449,10 @@ void head_scores(F* scores, const F* q_all, int64_t n, Block<F> kb, const Heads&
     return;
   }
   transpose_head<F>(transposed, q, x.B * x.T * x.C - x.q_at(n), x, bf16);
+  if (tile_head<F>(x, precision)) {
+    tile_kernel<F>(false, x.S, x.TP, x.D, kb.data, kb.ld, {transposed, x.TP}, F{0}, scores, x.TP);
+    return;
+  }
   gemm<F>(precision, false, false, x.S, x.TP, x.D, kb.data, kb.ld, transposed, x.TP, F{0}, scores,
           x.TP);
 }
@@ -480,6 +551,7 @@ struct AttentionBackward {
   void items(int64_t n0, int64_t n1) const {
     const int64_t T = x.T, S = x.S, D = x.D, C = x.C, TP = x.TP, tile = S * TP;
     const int64_t rounded = bf16 ? T * D : 0, rounded_kv = bf16 ? S * D : 0;
+    const bool tiles = tile_head<F>(x, precision);
     Scratch s{std::vector<F>(tile),
               std::vector<F>(dropout > 0 || bf16 ? tile : 0),
               std::vector<F>(dropout > 0 && !kept ? tile : 0),
@@ -495,13 +567,13 @@ struct AttentionBackward {
       if (dgrad[0] || dgrad[1]) scores_gradient(n, keep, s);
       if (dgrad[0]) {
         const Block<F> kb = head_block<F>(k + x.kv_at(n), S, C, D, bf16, s.k_head.data());
-        gemm<F>(precision, true, false, T, D, S, s.ds.data(), TP, kb.data, kb.ld, beta[0],
-                dgrad[0] + x.q_at(n), C);
+        tile_product<F>(tiles, precision, true, T, D, S, s.ds.data(), TP, kb, beta[0],
+                        dgrad[0] + x.q_at(n), C);
       }
       if (dgrad[1]) {
         const Block<F> qb = head_block<F>(q + x.q_at(n), T, C, D, bf16, s.q_head.data());
-        gemm<F>(precision, false, false, S, D, T, s.ds.data(), TP, qb.data, qb.ld, beta[1],
-                dgrad[1] + x.kv_at(n), C);
+        tile_product<F>(tiles, precision, false, S, D, T, s.ds.data(), TP, qb, beta[1],
+                        dgrad[1] + x.kv_at(n), C);
       }
       if (!dgrad[2]) continue;
       // with kept flags, the dropped weights came from scores_gradient, or come here
@@ -513,8 +585,8 @@ struct AttentionBackward {
                : product_weights<F>(p, dropout > 0 ? s.factor.data() : nullptr, bf16, tile,
                                     s.dropped.data());
       const Block<F> db = head_block<F>(dout + x.q_at(n), T, C, D, bf16, s.dout_head.data());
-      gemm<F>(precision, false, false, S, D, T, pdrop, TP, db.data, db.ld, beta[2],
-              dgrad[2] + x.kv_at(n), C);
+      tile_product<F>(tiles, precision, false, S, D, T, pdrop, TP, db, beta[2],
+                      dgrad[2] + x.kv_at(n), C);
     }
   }
 };
@@ -568,6 +640,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
     F* pw = keep_weights ? weights.data<F>() : nullptr;
     F* po = out.data<F>();
     auto* pkept = keep_flags ? reinterpret_cast<uint16_t*>(kept.data<int64_t>()) : nullptr;
+    const bool tiles = tile_head<F>(x, precision);
     parallel_for(B * heads, x.grain(), [&](int64_t n0, int64_t n1) {
       std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
       std::vector<uint16_t> flags(keep_flags ? 0 : words);
@@ -604,9 +677,10 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
         if (drop && T == 1) dropout_factors<F>(dropped.data(), x, n, mask, dropout, p);
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
         const Block<F> vb = head_block<F>(pv + x.kv_at(n), S, C, x.D, bf16, v_head.data());
-        gemm<F>(precision, true, false, T, x.D, S,
-                product_weights<F>(drop ? dropped.data() : p, nullptr, bf16, tile, dropped.data()),
-                TP, vb.data, vb.ld, F{0}, po + x.q_at(n), C);
+        tile_product<F>(
+            tiles, precision, true, T, x.D, S,
+            product_weights<F>(drop ? dropped.data() : p, nullptr, bf16, tile, dropped.data()), TP,
+            vb, F{0}, po + x.q_at(n), C);
       }
     });
   });
