@@ -1,4 +1,5 @@
-// ProfileGuard: a stack of timed frames, self times and bytes charged to the innermost op.
+// ProfileGuard: a stack of timed frames, self times, bytes, flops and parallel loops charged to
+// the innermost op.
 #include "tapegrad/profile/profile.h"
 
 #include <fmt/format.h>
@@ -86,6 +87,14 @@ void ProfileGuard::add_flops(double flops) {
   module_row(stack_.back()).flops += flops;
 }
 
+void ProfileGuard::add_loop(double seconds) {
+  if (stack_.empty()) return;
+  for (Row* r : {&rows_[stack_.back().op], &module_row(stack_.back())}) {
+    ++r->loops;
+    r->loop_seconds += seconds;
+  }
+}
+
 namespace {
 // The rows that ran, by forward + backward time, longest first.
 std::vector<ProfileGuard::Row> sorted(const std::map<std::string, ProfileGuard::Row>& rows) {
@@ -104,23 +113,32 @@ std::string format_table(const std::vector<ProfileGuard::Row>& rows, const char*
                          int64_t per) {
   using Row = ProfileGuard::Row;
   const double n = static_cast<double>(std::max<int64_t>(per, 1));
-  double total = 0;
-  for (const Row& r : rows) total += r.forward_seconds + r.backward_seconds;
-  std::string out =
-      fmt::format("{:<{}} {:>9} {:>10} {:>9} {:>10} {:>6} {:>10} {:>8}\n", what, width, "fwd calls",
-                  "fwd ms", "bwd calls", "bwd ms", "share", "MB alloc", "GFLOP/s");
+  double total = 0, in_loops = 0;
+  int64_t loops = 0;
+  for (const Row& r : rows) {
+    total += r.forward_seconds + r.backward_seconds;
+    in_loops += r.loop_seconds;
+    loops += r.loops;
+  }
+  std::string out = fmt::format("{:<{}} {:>9} {:>10} {:>9} {:>10} {:>6} {:>10} {:>8} {:>6} {:>9}\n",
+                                what, width, "fwd calls", "fwd ms", "bwd calls", "bwd ms", "share",
+                                "MB alloc", "GFLOP/s", "loops", "alone ms");
   for (const Row& r : rows) {
     const double seconds = r.forward_seconds + r.backward_seconds;
-    out += fmt::format("{:<{}} {:>9.0f} {:>10.3f} {:>9.0f} {:>10.3f} {:>5.1f}% {:>10.1f} {:>8}\n",
-                       r.op, width, static_cast<double>(r.forward_calls) / n,
-                       1e3 * r.forward_seconds / n, static_cast<double>(r.backward_calls) / n,
-                       1e3 * r.backward_seconds / n, total > 0 ? 100 * seconds / total : 0.0,
-                       static_cast<double>(r.bytes) / n / 1e6,
-                       r.flops > 0 && seconds > 0 ? fmt::format("{:.1f}", r.flops / seconds / 1e9)
-                                                  : std::string("-"));
+    out += fmt::format(
+        "{:<{}} {:>9.0f} {:>10.3f} {:>9.0f} {:>10.3f} {:>5.1f}% {:>10.1f} {:>8} {:>6.0f} "
+        "{:>9.3f}\n",
+        r.op, width, static_cast<double>(r.forward_calls) / n, 1e3 * r.forward_seconds / n,
+        static_cast<double>(r.backward_calls) / n, 1e3 * r.backward_seconds / n,
+        total > 0 ? 100 * seconds / total : 0.0, static_cast<double>(r.bytes) / n / 1e6,
+        r.flops > 0 && seconds > 0 ? fmt::format("{:.1f}", r.flops / seconds / 1e9)
+                                   : std::string("-"),
+        static_cast<double>(r.loops) / n, 1e3 * std::max(0.0, seconds - r.loop_seconds) / n);
   }
-  out += fmt::format("{:<{}} {:>9} {:>10.3f} (all ops, per step)\n", "total", width, "",
-                     1e3 * total / n);
+  out += fmt::format(
+      "{:<{}} {:>9} {:>10.3f} (all ops, per step): {:.3f} in {:.0f} parallel loops, {:.3f} alone\n",
+      "total", width, "", 1e3 * total / n, 1e3 * in_loops / n, static_cast<double>(loops) / n,
+      1e3 * std::max(0.0, total - in_loops) / n);
   return out;
 }
 }  // namespace

@@ -17,6 +17,11 @@
 // time the ops took. A backward step is charged to the op that recorded it ("matmul
 // backward"), whatever it calls. Times are wall time on the calling thread, which includes
 // the kernels' worker threads working for it.
+//
+// The parallel loops an op runs (parallel_for split between threads) are counted and timed
+// too: the rest of its time the calling thread ran alone, the other threads idle (setting up,
+// allocating, recording, or a loop too small to split). With one thread, or in the learner's
+// edition, nothing is split and every op runs alone.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +37,10 @@ class ProfileGuard {
     std::string op;
     int64_t forward_calls = 0, backward_calls = 0;
     double forward_seconds = 0, backward_seconds = 0;
-    int64_t bytes = 0;  // of the tensors it allocated, forward and backward
-    double flops = 0;   // matrix products: 2 M N K each, forward and backward
+    int64_t bytes = 0;        // of the tensors it allocated, forward and backward
+    double flops = 0;         // matrix products: 2 M N K each, forward and backward
+    int64_t loops = 0;        // parallel loops, forward and backward
+    double loop_seconds = 0;  // the calling thread's wall time in them, within the times above
   };
 
   ProfileGuard();
@@ -44,19 +51,21 @@ class ProfileGuard {
   // One row an op, by forward + backward time, longest first.
   std::vector<Row> rows() const;
   // The rows as a table, times divided by `per` (the steps profiled: per-step figures), with
-  // each op's share of the total and, where it did flops, its GFLOP/s.
+  // each op's share of the total, where it did flops its GFLOP/s, its parallel loops and its
+  // time alone (outside them).
   std::string table(int64_t per = 1) const;
   // The same by module path: Row::op holds the path, the calls count the ops run in it.
   std::vector<Row> by_module() const;
   std::string module_table(int64_t per = 1) const;
 
-  // What ops and modules call (through profile::Scope, ModuleScope, note_bytes, note_flops);
-  // not for users.
+  // What ops, modules and the thread pool call (through profile::Scope, ModuleScope,
+  // note_bytes, note_flops, note_loop); not for users.
   struct Frame;
   void enter(const char* op, bool backward, const std::string* module = nullptr);
   void leave();
   void add_bytes(int64_t bytes);
   void add_flops(double flops);
+  void add_loop(double seconds);
   void enter_module(const std::string* path) { modules_.push_back(path); }
   void leave_module() { modules_.pop_back(); }
   // The innermost module's name in the table ("(root)" for the root module), empty outside any:
@@ -123,6 +132,11 @@ inline void note_bytes(int64_t bytes) {
 inline void note_flops(double flops) {
   if (t_current) [[unlikely]]
     t_current->add_flops(flops);
+}
+// A parallel loop the calling thread ran, start to join.
+inline void note_loop(double seconds) {
+  if (t_current) [[unlikely]]
+    t_current->add_loop(seconds);
 }
 }  // namespace profile
 

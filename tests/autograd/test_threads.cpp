@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
+using testing::random_leaf;
 
 namespace {
 // Sets the pool's size for one test and puts the previous size back.
@@ -88,6 +90,43 @@ TEST_CASE("parallel_for runs small and nested loops on the calling thread", "[au
   CHECK(inner == 2000);
   CHECK(elsewhere == 0);
   parallel_for(0, 1, [&](int64_t, int64_t) { FAIL("an empty loop runs nothing"); });
+}
+
+TEST_CASE("the profiler counts an op's parallel loops and its time alone", "[autograd][profile]") {
+  Tensor a = random_leaf({256, 256}, 1), b = random_leaf({256, 256}, 2);
+  const Tensor small = random_leaf({3}, 3);
+  std::string table;
+  // each op's row (its loops and their time, within its own), and the table of them
+  const auto run = [&](int threads) {
+    ThreadCount count(threads);
+    ProfileGuard profile;
+    sum(matmul(a, b)).backward();
+    add(small, small);
+    const auto loops = [&] {
+      int64_t all = 0;
+      for (const auto& r : profile.rows()) all += r.loops;
+      return all;
+    };
+    const int64_t in_ops = loops();
+    parallel_for(1000, 1, [](int64_t, int64_t) {});  // outside any op: in no row
+    CHECK(loops() == in_ops);
+    table = profile.table();
+    CHECK_THAT(table, Catch::Contains(fmt::format("in {} parallel loops", in_ops)));
+    std::map<std::string, ProfileGuard::Row> rows;
+    for (const auto& r : profile.rows()) rows[r.op] = r;
+    return rows;
+  };
+  const auto two = run(2);
+  const ProfileGuard::Row& mm = two.at("matmul");
+  CHECK(mm.loops >= 2);  // forward, and backward's products
+  CHECK(mm.loop_seconds > 0);
+  CHECK(mm.loop_seconds <= mm.forward_seconds + mm.backward_seconds);
+  CHECK(two.at("add").loops == 0);  // three elements: not split
+  // one thread: nothing is split, every op runs alone
+  const auto one = run(1);
+  CHECK(one.at("matmul").loops == 0);
+  CHECK(one.at("matmul").loop_seconds == 0);
+  CHECK_THAT(table, Catch::Contains("in 0 parallel loops"));
 }
 
 TEST_CASE("an exception thrown in a worker's range reaches the caller", "[autograd][errors]") {

@@ -1,6 +1,6 @@
 // The thread pool behind parallel_for: workers that spin, yield, then sleep between loops,
 // chunked ranges taken by whichever thread is ready, exceptions carried back to the caller,
-// and a refused thread as an Error.
+// a refused thread as an Error, and each loop timed for the profiler when one is on.
 #include <cblas.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -228,7 +229,16 @@ int chunk_count(int64_t n, int64_t grain) {
   return static_cast<int>(std::clamp<int64_t>(by_size, 1, num_threads()));
 }
 
-void run_chunks(int64_t n, int chunks, ChunkFn fn, void* ctx) { pool().run(n, chunks, fn, ctx); }
+void run_chunks(int64_t n, int chunks, ChunkFn fn, void* ctx) {
+  if (profile::t_current == nullptr) {
+    pool().run(n, chunks, fn, ctx);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  pool().run(n, chunks, fn, ctx);
+  profile::note_loop(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
 
 }  // namespace detail
 
