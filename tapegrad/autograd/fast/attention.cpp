@@ -379,9 +379,10 @@ constexpr bool kRegisterTiles = (detail::kTranspose16InRegisters && std::is_same
 
 // Whether each item's products run on the tile kernels below: a head within one 16 x 16 block
 // each way (T, S and D at most kTileLanes, T > 1: a small model's 12 x 12 x 8) in float32. Its
-// products are too small for gemm's small kernel to pay its setup (a padded copy of B,
-// accumulators through memory, the product's shape found again each call), which took most of
-// a small model's attention. Under autocast a tiny head's operands come rounded (head_block).
+// products are too small to pay for the setup of gemm's small kernel (a padded copy of B,
+// accumulators through memory, the product's shape found again each call), which would take
+// more time than their multiply-adds. Under autocast a tiny head's operands come rounded
+// (head_block).
 template <class F>
 bool tile_head(const Heads& x, Precision precision) {
   return kRegisterTiles<F> && x.T > 1 && x.TP == kTileLanes && x.S <= kTileLanes &&

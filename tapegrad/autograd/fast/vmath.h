@@ -101,9 +101,9 @@ T vgelu_and_slope(T x, T* slope) {
 // dependency chain the compiler may not reorder (that would change the rounding), while 16
 // lanes are 16 chains it turns into vectors, a whole 512-bit one of floats (8 lanes would fill
 // half of one). The lanes' sums are combined pairwise (lane k with lane k + 8, then k + 4, ...:
-// four vector adds, where adding them one by one was a chain of 16 that a short row, a small
-// model's 64 features, spent most of its sum waiting on), then the rest past the last whole 16
-// is added. The order is fixed, so the result is reproducible.
+// four vector adds, not a chain of 16 dependent ones, which a short row, a small model's 64
+// features, would spend most of its sum waiting on), then the rest past the last whole 16 is
+// added. The order is fixed, so the result is reproducible.
 // lane_sum_of sums f(j) over j in [0, n); lane_sum and lane_max take a contiguous run.
 template <class T, class F>
 T lane_sum_of(int64_t n, F f) {
