@@ -425,8 +425,9 @@ void tile_kernel(bool ta, int64_t M, int64_t N, int64_t K, const F* A, int64_t l
   }
 }
 
-// C = beta C + op(A) B as gemm takes it, for A an item's tile (S, TP) and B a head's block: on
-// the tile kernel where the head fits (tiles: tile_head), else gemm.
+// C = beta C + op(A) B as gemm takes it, for an item's products (of its tile, its head's
+// blocks, q's transposed copy): on the tile kernel where the head fits (tiles: tile_head), else
+// gemm.
 template <class F>
 void tile_product(bool tiles, Precision precision, bool ta, int64_t M, int64_t N, int64_t K,
                   const F* A, int64_t lda, Block<F> B, F beta, F* C, int64_t ldc) {
@@ -450,12 +451,8 @@ void head_scores(F* scores, const F* q_all, int64_t n, Block<F> kb, const Heads&
     return;
   }
   transpose_head<F>(transposed, q, x.B * x.T * x.C - x.q_at(n), x, bf16);
-  if (tile_head<F>(x, precision)) {
-    tile_kernel<F>(false, x.S, x.TP, x.D, kb.data, kb.ld, {transposed, x.TP}, F{0}, scores, x.TP);
-    return;
-  }
-  gemm<F>(precision, false, false, x.S, x.TP, x.D, kb.data, kb.ld, transposed, x.TP, F{0}, scores,
-          x.TP);
+  tile_product<F>(tile_head<F>(x, precision), precision, false, x.S, x.TP, x.D, kb.data, kb.ld,
+                  {transposed, x.TP}, F{0}, scores, x.TP);
 }
 
 // The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
