@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "tapegrad/autograd/fast_ops.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;
@@ -209,4 +210,15 @@ TEST_CASE("attention errors name the op and the shapes", "[autograd][errors]") {
   CHECK_THROWS_WITH(attention(q, kv, kv, 2, {.blocked = zeros({4, 1, 1, 1, 5}, DType::Bool)}),
                     "attention: blocked mask [4, 1, 1, 1, 5] does not broadcast to [B, H, T, S] "
                     "= [2, 2, 3, 5]");
+}
+
+TEST_CASE("the fast room's attention refuses dropout over a head of 2^32 scores",
+          "[autograd][errors]") {
+  // a dropout mask's counters of a head's T x S scores are 32 bits (DropoutMask's streams)
+  const FastOps* fast = fast_ops();
+  if (fast == nullptr) return;            // the learner's edition
+  const Tensor x = zeros({1, 65537, 1});  // 65537^2 scores, checked before any is made
+  CHECK_THROWS_WITH(fast->attention(x, x, x, 1, Tensor(), 0.1, 7, nullptr),
+                    "attention: dropout on a head of 65537 x 65537 scores, over 2^32 of them, is "
+                    "not supported");
 }

@@ -86,6 +86,19 @@ TEST_CASE("dropout is the identity in eval mode and reproducible with a seed", "
   CHECK(mask_with(1) == mask_with(3));
 }
 
+TEST_CASE("a dropout mask's elements 2^32 apart and two keys' masks are independent",
+          "[autograd]") {
+  const DropoutMask mask(0.5, 0x1234), other(0.5, 0x1235);
+  int64_t same_high = 0, same_key = 0;
+  for (uint64_t i = 0; i < 10000; ++i) {
+    same_high += mask.keeps(i) == mask.keeps(i + (uint64_t{1} << 32));
+    same_key += mask.keeps(i) == other.keeps(i);
+  }
+  // 5,000 expected, standard deviation 50
+  CHECK(std::abs(same_high - 5000) < 300);
+  CHECK(std::abs(same_key - 5000) < 300);
+}
+
 TEST_CASE("dropout's gradient uses the forward's mask", "[autograd][gradcheck]") {
   const Tensor x = random_leaf({4, 5}, 82);
   // A fresh generator per call makes f deterministic, as gradcheck needs.

@@ -427,7 +427,6 @@ TEST_CASE("every op of the library has a case in the registry", "[autograd][regi
       {"ne", "a comparison: no gradient"},
       {"logical_or", "bool masks: no gradient"},
       {"argmax", "an index: no gradient"},
-      {"keep_mask", "a bool mask: no gradient"},
       {"embedding_backward",
        "embedding's backward, which embedding's gradgradcheck differentiates"},
       {"dropout_scale", "a number"},

@@ -98,7 +98,7 @@ struct Lanes {
 // strip's row ([S, TP / kTileLanes] words an item), from which backward makes them again
 // (factors_of) instead of hashing the mask a second time. In vectors of GCC's extension: GCC
 // unrolls a loop over the 16 lanes and hashes them one by one.
-typedef uint64_t Counters __attribute__((vector_size(kTileLanes * sizeof(uint64_t))));
+typedef uint32_t Counters __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
 typedef int32_t Flags __attribute__((vector_size(kTileLanes * sizeof(int32_t))));
 constexpr Counters kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 constexpr Flags kLaneBit = {1 << 0, 1 << 1, 1 << 2,  1 << 3,  1 << 4,  1 << 5,  1 << 6,  1 << 7,
@@ -106,23 +106,10 @@ constexpr Flags kLaneBit = {1 << 0, 1 << 1, 1 << 2,  1 << 3,  1 << 4,  1 << 5,  
 
 template <class F>
 struct TileDropout {
-  DropoutMask mask;
-  uint64_t first;  // item n's first counter: n T S
-  int64_t S;
-  F scale;  // dropout_scale
-  // The draw states (fast_room.h) of row 0's lanes [c, c + kTileLanes); row j + 1's are
-  // kSplitMixGamma further on than row j's (its counters are one further).
-  Counters states(int64_t c) const {
-    return draw_state(mask,
-                      first + static_cast<uint64_t>(c * S) + kLane * static_cast<uint64_t>(S));
-  }
-  // The factors of a row's lanes from their draw states, their kept flags into *word (bit l:
-  // lane l)
-  typename Lanes<F>::Vec factors(Counters state, uint16_t* word) const {
-    const Counters z = counter_bits<Counters>(state, Counters{});  // as kept_at draws
-    // the high halves compared in 32-bit lanes (a 64-bit comparison's mask is slow to narrow)
-    typedef uint32_t Half32 __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
-    const Flags kept = __builtin_convertvector(z >> 32, Half32) >= mask.threshold;
+  DropoutRun run;  // from item n's first element, n T S (T S <= 2^32)
+  F scale;         // dropout_scale
+  // The factors of a row's lanes from their kept flags, the flags into *word (bit l: lane l)
+  typename Lanes<F>::Vec factors(Flags kept, uint16_t* word) const {
     const Flags bits = kept & kLaneBit;
     // the lanes' bits or-ed together by halves (a loop over the lanes runs one at a time)
     typedef int32_t I8 __attribute__((vector_size(8 * sizeof(int32_t))));
@@ -188,14 +175,15 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale, const TileDro
       sum += V::load(row);
     }
     const Vec inv = sum == 0 ? Vec{} : 1 / sum;
-    Counters state = drop ? drop->states(c) : Counters{};
-    for (int64_t j = 0; j < S; ++j, state += kSplitMixGamma) {
+    for (int64_t j = 0; j < S; ++j) {
       const int64_t at = j * TP + c;
       const Vec w = V::load(p + at) * inv;
       V::store(p + at, w);
       if (drop) {
         uint16_t* word = keep + flag_word(j, c, TP);
-        V::store(dropped + at, w * drop->factors(state, word));
+        const Counters offsets =
+            static_cast<uint32_t>(c * S + j) + kLane * static_cast<uint32_t>(S);
+        V::store(dropped + at, w * drop->factors(drop->run.kept(offsets), word));
       }
     }
   }
@@ -615,6 +603,9 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   const uint8_t* pm = blocked.defined() ? mask_bytes(blocked) : nullptr;
   const DropoutMask mask(p, key);
   const double dropout = p;
+  TG_CHECK(!drop || T * S <= int64_t{1} << 32,
+           "attention: dropout on a head of {} x {} scores, over 2^32 of them, is not supported", T,
+           S);
   // two products a head: scores q k^T and the weighted values, 2 T S D flops each
   const double product_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(T) *
                                static_cast<double>(S) * static_cast<double>(x.D);
@@ -666,7 +657,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
             bias_of = x.mask_at(n);
           }
           // the weights times their dropout factors, made as the softmax writes them
-          const TileDropout<F> tile_drop{mask, static_cast<uint64_t>(n * T * S), S,
+          const TileDropout<F> tile_drop{DropoutRun(mask, static_cast<uint64_t>(n * T * S)),
                                          static_cast<F>(dropout_scale(dropout))};
           softmax_columns<F>(p, x, pm ? bias.data() : nullptr, scale, drop ? &tile_drop : nullptr,
                              dropped.data(), keep_flags ? pkept + n * words : flags.data());

@@ -26,17 +26,23 @@ Tensor fast_softmax(const char* op, const Tensor& x, int64_t dim, bool log);  //
 Tensor fast_masked_softmax(const Tensor& x, const Tensor& mask);
 void fast_run_sums(const Tensor& x, int64_t rows, int64_t count, double* sums);  // reduce.cpp
 
-// Element i's draw state in a dropout mask (random.h's counter_bits), or lanes' at once where U
-// is a vector of uint64_t: consecutive elements' states are kSplitMixGamma apart, so a loop over
-// them steps a state where DropoutMask::keeps multiplies each index by it. kept_at(mask,
-// element i's state) is mask.keeps(i).
-template <class U>
-U draw_state(const DropoutMask& mask, U i) {
-  return mask.key + i * kSplitMixGamma;
-}
-inline bool kept_at(DropoutMask mask, uint64_t state) {
-  mask.key = state;  // counter_bits(key, i) is counter_bits(key + i * kSplitMixGamma, 0)
-  return mask.keeps(0);
-}
+// Elements start + j, j < 2^32, of a dropout mask, as a loop makes them: kept(j) is
+// mask.keeps(start + j), from the counter of the low 32 bits and the salt of the high ones (the
+// next salt once the low bits wrapped), for j a uint32_t or a vector of them (then the flags,
+// -1 where kept). A loop with the run in a local vectorises, the hash included.
+struct DropoutRun {
+  DropoutRun(const DropoutMask& mask, uint64_t start)
+      : low(static_cast<uint32_t>(start)),
+        offset(mask.offset),
+        salt(mask.salt(start >> 32)),
+        next(mask.salt((start >> 32) + 1)),
+        threshold(mask.threshold) {}
+  template <class U>
+  auto kept(U j) const {
+    const U at = low + j;
+    return dropout_bits<U>(at + offset, at < low ? U{} + next : U{} + salt) >= threshold;
+  }
+  uint32_t low, offset, salt, next, threshold;
+};
 
 }  // namespace tapegrad

@@ -142,6 +142,15 @@ void layernorm_backward_blocks(Input input, T* dweight, T* dbias, const T* dout,
   });
 }
 
+// The mask over a tensor of this shape as a bool tensor, element i kept when mask.keeps(i): for
+// a reference that reads d through the dropout.
+Tensor keep_mask(const Shape& shape, const DropoutMask& mask) {
+  Tensor keep = empty(shape, DType::Bool);
+  uint8_t* pk = mask_bytes(keep);
+  for (int64_t i = 0, n = keep.numel(); i < n; ++i) pk[i] = mask.keeps(static_cast<uint64_t>(i));
+  return keep;
+}
+
 // s = x + (kept ? d * scale : 0), every element kept when mask is null: a row of the sum
 // add_layer_norm normalises, elements [start, start + n) of the mask. Arguments restrict and
 // the mask a local, so the loops vectorise (the mask's hash included), as dropout's own.
@@ -152,10 +161,9 @@ void add_row(T* __restrict s, const T* __restrict x, const T* __restrict d, cons
     for (int64_t i = 0; i < n; ++i) s[i] = x[i] + d[i];
     return;
   }
-  const DropoutMask m = *mask;
-  uint64_t state = draw_state(m, start);
-  for (int64_t i = 0; i < n; ++i, state += kSplitMixGamma) {
-    s[i] = x[i] + (kept_at(m, state) ? d[i] * scale : T{0});
+  const DropoutRun run(*mask, start);
+  for (int64_t i = 0; i < n; ++i) {
+    s[i] = x[i] + (run.kept(static_cast<uint32_t>(i)) ? d[i] * scale : T{0});
   }
 }
 
@@ -176,10 +184,9 @@ void put_row_as(T* __restrict dst, const T* __restrict g, const DropoutMask* mas
     }
     return;
   }
-  const DropoutMask m = *mask;
-  uint64_t state = draw_state(m, start);
-  for (int64_t i = 0; i < n; ++i, state += kSplitMixGamma) {
-    const T v = kept_at(m, state) ? g[i] * scale : T{0};
+  const DropoutRun run(*mask, start);
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = run.kept(static_cast<uint32_t>(i)) ? g[i] * scale : T{0};
     if constexpr (kAssign) {
       dst[i] = v;
     } else {

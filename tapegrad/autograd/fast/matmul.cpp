@@ -268,10 +268,9 @@ struct LinearTail {
       }
     }
     if (t.mask) {
-      const DropoutMask mask = *t.mask;
-      uint64_t state = draw_state(mask, static_cast<uint64_t>(r * t.OC + j0));
-      for (int64_t j = 0; j < n; ++j, state += kSplitMixGamma) {
-        c[j] = kept_at(mask, state) ? c[j] * t.scale : T{0};
+      const DropoutRun run(*t.mask, static_cast<uint64_t>(r * t.OC + j0));
+      for (int64_t j = 0; j < n; ++j) {
+        c[j] = run.kept(static_cast<uint32_t>(j)) ? c[j] * t.scale : T{0};
       }
     }
   }
@@ -303,11 +302,10 @@ void tail_backward(T* __restrict row, const T* __restrict dout, const T* __restr
     for (int64_t c = 0; c < OC; ++c) row[c] = dout[c] * slope[c];
     return;
   }
-  const DropoutMask mask = *mask_or_null;
-  uint64_t state = draw_state(mask, static_cast<uint64_t>(i0));
-  for (int64_t c = 0; c < OC; ++c, state += kSplitMixGamma) {
+  const DropoutRun run(*mask_or_null, static_cast<uint64_t>(i0));
+  for (int64_t c = 0; c < OC; ++c) {
     const T s = gelu ? slope[c] : T{1};
-    row[c] = kept_at(mask, state) ? dout[c] * scale * s : T{0};
+    row[c] = run.kept(static_cast<uint32_t>(c)) ? dout[c] * scale * s : T{0};
   }
 }
 

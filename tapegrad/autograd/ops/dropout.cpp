@@ -28,14 +28,10 @@ void dropout_forward(T* __restrict out, const T* __restrict inp, int64_t start, 
 }  // namespace
 
 DropoutMask::DropoutMask(double p, uint64_t key)
-    : key(key), threshold(static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0))) {}
-
-Tensor keep_mask(const Shape& shape, const DropoutMask& mask) {
-  Tensor keep = empty(shape, DType::Bool);
-  uint8_t* pk = mask_bytes(keep);
-  for (int64_t i = 0, n = keep.numel(); i < n; ++i) pk[i] = mask.keeps(static_cast<uint64_t>(i));
-  return keep;
-}
+    : key(key),
+      threshold(static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0))),
+      offset(static_cast<uint32_t>(counter_bits(key, 0) >> 32)),
+      salt0(static_cast<uint32_t>(counter_bits(key, 0))) {}
 
 Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
   TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);

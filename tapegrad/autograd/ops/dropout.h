@@ -14,22 +14,26 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 Tensor dropout(const Tensor& x, double p, uint64_t key);
 
 // Which elements a dropout of probability p keeps, given its key (one draw of the caller's
-// generator): element i is kept when the high 32 bits of counter_bits(key, i) are >= p * 2^32.
-// Each element's fate is computed on its own, so threads make blocks of a mask in any order, the
-// mask does not depend on the thread count, and a loop over elements has no branch and no
-// generator state, so it vectorises.
+// generator): element i when dropout_bits(i's low 32 bits + offset, salt(i's high 32 bits)) >=
+// p * 2^32, dropout_bits a 32-bit hash (Wellons' prospector, TheIronBorn's constants). Each
+// element's fate is its own, so threads make blocks of a mask in any order and it does not depend
+// on the thread count; consecutive elements hash consecutive counters, so a loop adds lane numbers
+// to one and vectorises (DropoutRun), a vector holding twice the lanes of a 64-bit hash.
+template <class U = uint32_t, class Salt = uint32_t>
+U dropout_bits(U x, Salt salt) {
+  x = ((x ^ (x >> 16)) * 0x21f0aaadU) ^ salt;
+  x = (x ^ (x >> 15)) * 0x735a2d97U;
+  return x ^ (x >> 15);
+}
 struct DropoutMask {
   DropoutMask(double p, uint64_t key);
   bool keeps(uint64_t i) const {
-    return static_cast<uint32_t>(counter_bits(key, i) >> 32) >= threshold;
+    return dropout_bits(static_cast<uint32_t>(i) + offset, salt(i >> 32)) >= threshold;
   }
+  uint32_t salt(uint64_t high) const { return salt0 + static_cast<uint32_t>(high) * 0x9e3779b9U; }
   uint64_t key;
-  uint32_t threshold;
+  uint32_t threshold, offset, salt0;  // offset, salt0: the halves of counter_bits(key, 0)
 };
-
-// The mask over a tensor of this shape, element i kept when mask.keeps(i): what a fused op that
-// applies dropout by flat index (attention) used, as a bool tensor for its formula.
-Tensor keep_mask(const Shape& shape, const DropoutMask& mask);
 
 // What dropout multiplies a kept element by: 1 / (1 - p), and 0 at p = 1 (whatever keeps says).
 inline double dropout_scale(double p) { return p < 1 ? 1.0 / (1.0 - p) : 0.0; }
