@@ -214,7 +214,7 @@ TEST_CASE("attention errors name the op and the shapes", "[autograd][errors]") {
 
 TEST_CASE("the fast room's attention refuses dropout over a head of 2^32 scores",
           "[autograd][errors]") {
-  // a dropout mask's counters of a head's T x S scores are 32 bits (DropoutMask's streams)
+  // the dropout's counters of a head's T x S scores are 32-bit lanes (DropoutRun)
   const FastOps* fast = fast_ops();
   if (fast == nullptr) return;            // the learner's edition
   const Tensor x = zeros({1, 65537, 1});  // 65537^2 scores, checked before any is made
