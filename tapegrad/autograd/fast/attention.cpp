@@ -175,15 +175,16 @@ void softmax_columns(F* p, const Heads& x, const F* bias, F scale, const TileDro
       sum += V::load(row);
     }
     const Vec inv = sum == 0 ? Vec{} : 1 / sum;
+    // the strip's lanes' elements past the item's first in row 0: (c + l) S; row j's are j further
+    const Counters strip = static_cast<uint32_t>(c * S) + kLane * static_cast<uint32_t>(S);
     for (int64_t j = 0; j < S; ++j) {
       const int64_t at = j * TP + c;
       const Vec w = V::load(p + at) * inv;
       V::store(p + at, w);
       if (drop) {
         uint16_t* word = keep + flag_word(j, c, TP);
-        const Counters offsets =
-            static_cast<uint32_t>(c * S + j) + kLane * static_cast<uint32_t>(S);
-        V::store(dropped + at, w * drop->factors(drop->run.kept(offsets), word));
+        const Flags kept = drop->run.kept(strip + static_cast<uint32_t>(j));
+        V::store(dropped + at, w * drop->factors(kept, word));
       }
     }
   }
