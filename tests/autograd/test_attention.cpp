@@ -57,7 +57,8 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
   // [40, 40] x 64-wide heads run on the packed sgemm; one query (T = 1) on dot products, whole
   // vectors and a remainder (D = 20) or whole only (D = 64); heads within a 16 x 16 tile each
   // way on the tile kernels in float32 (up to the edge: T = S = D = 16; the small model's
-  // 12 x 12 x 8), on gemm's small kernel in float64 and past the edge (S = 17).
+  // 12 x 12 x 8), on gemm's small kernel in float64 and past the edge (S = 17); q transposed
+  // for gemm by a block of 16 columns and one of 8 (D = 24).
   const Case cases[] = {
       {"one query", 2, 1, 9, 40, 2, {2, 1, 1, 9}, 0.0},
       {"one query, 64-wide heads", 3, 1, 70, 128, 2, {}, 0.1},
@@ -69,6 +70,7 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
       {"a tile's edge, T = S = D = 16", 2, 16, 16, 48, 3, {2, 1, 1, 16}, 0.2},
       {"past a tile's edge, S = 17", 2, 16, 17, 48, 3, {16, 17}, 0.2},
       {"large heads", 2, 40, 40, 128, 2, {40, 40}, 0.1},
+      {"24-wide heads: a whole block of 16 and a half block", 2, 9, 10, 48, 2, {9, 10}, 0.1},
   };
   for (const Case& c : cases) {
     INFO(c.name);

@@ -110,6 +110,10 @@ struct TileDropout {
   F scale;         // dropout_scale
   // The factors of a row's lanes from their kept flags, the flags into *word (bit l: lane l)
   typename Lanes<F>::Vec factors(Flags kept, uint16_t* word) const {
+#if defined(__AVX512F__)
+    const auto flags = reinterpret_cast<__m512i>(kept);  // one compare into a mask register
+    *word = static_cast<uint16_t>(_mm512_test_epi32_mask(flags, flags));
+#else
     const Flags bits = kept & kLaneBit;
     // the lanes' bits or-ed together by halves (a loop over the lanes runs one at a time)
     typedef int32_t I8 __attribute__((vector_size(8 * sizeof(int32_t))));
@@ -121,6 +125,7 @@ struct TileDropout {
         __builtin_shufflevector(b8, b8, 0, 1, 2, 3) | __builtin_shufflevector(b8, b8, 4, 5, 6, 7);
     const I2 b2 = __builtin_shufflevector(b4, b4, 0, 1) | __builtin_shufflevector(b4, b4, 2, 3);
     *word = static_cast<uint16_t>(b2[0] | b2[1]);
+#endif
     using V = Lanes<F>;
     return __builtin_convertvector(kept, typename V::Mask) ? typename V::Vec{} + scale
                                                            : typename V::Vec{};
@@ -334,7 +339,7 @@ void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16
     const int64_t i1 = std::min(x.T, i0 + kTileLanes);
     int64_t d0 = 0;
     if constexpr (detail::kTranspose16InRegisters && std::is_same_v<F, float>) {
-      for (; x.TP % kTileLanes == 0 && d0 < x.D && (i1 - 1) * x.C + d0 + kTileLanes <= room;
+      for (; x.TP % kTileLanes == 0 && x.D - d0 > 8 && (i1 - 1) * x.C + d0 + kTileLanes <= room;
            d0 += kTileLanes) {
         typename V::Vec rows[kTileLanes];
         for (int64_t r = 0; r < kTileLanes; ++r) {
@@ -346,6 +351,27 @@ void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16
           V::store(row, rows[d]);
           round_in_place(row, kTileLanes, bf16);
         }
+      }
+      // 8 columns or fewer left: rows i and i + 8 a vector, 8 floats each, three stages
+      if (x.TP % kTileLanes == 0 && d0 < x.D && x.D - d0 <= 8 && (i1 - 1) * x.C + d0 + 8 <= room) {
+        typedef F Half __attribute__((vector_size(8 * sizeof(F))));
+        const auto half = [&](int64_t i) {
+          Half h{};
+          if (i < i1) std::memcpy(&h, in + i * x.C + d0, sizeof h);
+          return h;
+        };
+        typename V::Vec rows[8];
+        for (int64_t r = 0; r < 8; ++r) {
+          rows[r] = __builtin_shufflevector(half(i0 + r), half(i0 + r + 8), 0, 1, 2, 3, 4, 5, 6, 7,
+                                            8, 9, 10, 11, 12, 13, 14, 15);
+        }
+        detail::transpose16_left(rows);
+        for (int64_t d = 0; d < x.D - d0; ++d) {
+          F* row = out + (d0 + d) * x.TP + i0;
+          V::store(row, rows[d]);
+          round_in_place(row, kTileLanes, bf16);
+        }
+        d0 = x.D;
       }
     }
     for (int64_t d = d0; d < x.D; ++d) {
@@ -378,37 +404,61 @@ bool tile_head(const Heads& x, Precision precision) {
          x.D <= kTileLanes && precision == Precision::Float32;
 }
 
+// Rows [r0, r0 + R) of tile_kernel's C (those below M): R chains of multiply-adds at once, each
+// row's vector of N lanes loaded and stored masked. With ta, op(A)'s rows are A's columns, read
+// from one pointer a step of k; a column past M (to r0 + R <= lda) is read but not stored.
+template <int64_t R, bool TA>
+void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+               Block<float> B, float beta, float* C, int64_t ldc) {
+  if constexpr (kRegisterTiles<float>) {
+    const auto lanes = static_cast<__mmask16>((1u << N) - 1);
+    const float* a[TA ? 1 : R];
+#pragma GCC unroll 16
+    for (int64_t g = 0; g < (TA ? 1 : R); ++g)
+      a[g] = TA ? A + r0 : A + std::min(r0 + g, M - 1) * lda;
+    __m512 acc[R];  // every loop over g unrolled, so acc stays in registers
+#pragma GCC unroll 16
+    for (int64_t g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512 b = _mm512_maskz_loadu_ps(lanes, B.data + k * B.ld);
+#pragma GCC unroll 16
+      for (int64_t g = 0; g < R; ++g) {
+        const float x = TA ? a[0][k * lda + g] : a[g][k];
+        acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x), b, acc[g]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int64_t g = 0; g < R; ++g) {
+      if (r0 + g >= M) break;
+      float* c = C + (r0 + g) * ldc;
+      __m512 sum = acc[g];
+      if (beta != 0)
+        sum = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(lanes, c), sum);
+      _mm512_mask_storeu_ps(c, lanes, sum);
+    }
+  }
+}
+
 // C (M x N, ldc) = beta C + op(A) (M x K) B (K x N, B.ld), N at most 16 (a head's D, or a
-// tile's 16 lanes): each row of C is one vector of N lanes, loaded and stored masked (past D
-// lie the next head's columns, another thread's), its sum a chain of multiply-adds by elements
-// of A, broadcast from where they lie (in a tile, a row or a column). Eight rows at a time, so
-// eight chains run at once; nothing is packed or transposed.
+// tile's 16 lanes): each row of C is one vector of N lanes, its sum a chain of multiply-adds by
+// elements of A, broadcast from where they lie (in a tile, a row or a column); past D lie the
+// next head's columns, another thread's. Up to 16 rows at a time, as many as are left rounded
+// up to 4, so a head of 12 takes one pass over K, not two with 4 rows of repeats (with ta, A is
+// a tile: its rows TP >= M long hold the rounded-up columns). Nothing is packed or transposed.
 template <class F>
 void tile_kernel(bool ta, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda, Block<F> B,
                  F beta, F* C, int64_t ldc) {
   if constexpr (kRegisterTiles<F>) {
-    constexpr int64_t R = 8;
-    const int64_t row_step = ta ? 1 : lda, col_step = ta ? lda : 1;  // op(A)[r, k]'s place
-    const auto lanes = static_cast<__mmask16>((1u << N) - 1);
-    for (int64_t r0 = 0; r0 < M; r0 += R) {
-      const F* a[R];
-      for (int64_t g = 0; g < R; ++g) a[g] = A + std::min(r0 + g, M - 1) * row_step;
-      __m512 acc[R];
-      for (int64_t g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
-      for (int64_t k = 0; k < K; ++k) {
-        const __m512 b = _mm512_maskz_loadu_ps(lanes, B.data + k * B.ld);
-#pragma GCC unroll 8
-        for (int64_t g = 0; g < R; ++g) {
-          acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(a[g][k * col_step]), b, acc[g]);
-        }
-      }
-      for (int64_t g = 0; g < R && r0 + g < M; ++g) {
-        F* c = C + (r0 + g) * ldc;
-        __m512 sum = acc[g];
-        if (beta != F{0}) {
-          sum = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(lanes, c), sum);
-        }
-        _mm512_mask_storeu_ps(c, lanes, sum);
+    for (int64_t r0 = 0; r0 < M; r0 += 16) {
+      const int64_t left = M - r0;
+      if (left > 12) {
+        (ta ? tile_rows<16, true> : tile_rows<16, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+      } else if (left > 8) {
+        (ta ? tile_rows<12, true> : tile_rows<12, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+      } else if (left > 4) {
+        (ta ? tile_rows<8, true> : tile_rows<8, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+      } else {
+        (ta ? tile_rows<4, true> : tile_rows<4, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
       }
     }
   }

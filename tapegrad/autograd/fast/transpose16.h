@@ -24,10 +24,10 @@ inline constexpr bool kTranspose16InRegisters = false;
 // arguments.
 typedef int32_t ShuffleIndex __attribute__((vector_size(16 * sizeof(int32_t))));
 
-template <int b, class V, int... j>
-void transpose_stage(V (&rows)[16], std::integer_sequence<int, j...>) {
+template <int b, class V, int n, int... j>
+void transpose_stage(V (&rows)[n], std::integer_sequence<int, j...>) {
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < n; ++i) {
     if (i & b) continue;
     const V x = rows[i], y = rows[i + b];
 #if defined(__clang__)
@@ -47,6 +47,18 @@ template <class V>  // a vector of 16 floats
   static_assert(sizeof(V) == 16 * sizeof(float));
   constexpr auto lanes = std::make_integer_sequence<int, 16>{};
   transpose_stage<8>(rows, lanes);
+  transpose_stage<4>(rows, lanes);
+  transpose_stage<2>(rows, lanes);
+  transpose_stage<1>(rows, lanes);
+}
+
+// The left half (8 columns) of a 16 x 16 block transposed, in the three stages after the
+// first: rows[i] holds row i's 8 columns in lanes 0-7 and row i + 8's in lanes 8-15, as the
+// first stage would leave them; rows[j] becomes column j.
+template <class V>  // a vector of 16 floats
+[[gnu::always_inline]] inline void transpose16_left(V (&rows)[8]) {
+  static_assert(sizeof(V) == 16 * sizeof(float));
+  constexpr auto lanes = std::make_integer_sequence<int, 16>{};
   transpose_stage<4>(rows, lanes);
   transpose_stage<2>(rows, lanes);
   transpose_stage<1>(rows, lanes);
