@@ -90,19 +90,21 @@ void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64
   for (int64_t i = 0; i < M; ++i) epilogue.finish(C + i * ldc, i, 0, N);
 }
 
-// c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= MR rows and n <= NR
-// columns of the tile, kVecs of its two vectors of columns computed: a ragged last panel no
-// wider than one vector (N = 200 is six panels of 32 and one of 8) takes half the work. The A tile
-// is a packed panel (kPackedA: MR values per k, so every read is one base register plus a constant;
-// lda is unused) or a row-major A itself, rows lda apart; rows past m then repeat row m - 1 and
-// their sums are dropped. bp holds NR values of op(B) per k, b_k apart: a packed panel (b_k = NR)
-// or a row-major B itself (b_k = ldb). beta == 0 never reads c (it may be uninitialised).
-template <bool kPackedA, int64_t kVecs>
+// c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= kRows rows and
+// n <= NR columns of the tile, kVecs of its two vectors of columns computed: a ragged last panel
+// no wider than one vector (N = 200 is six panels of 32 and one of 8) takes half the work, and
+// so does a ragged last tile of rows its kRows (a third or two of MR: M = 64 is five tiles of 12
+// and one of 4). The A tile is a packed panel (kPackedA: MR values per k, so every read is one
+// base register plus a constant; lda is unused) or a row-major A itself, rows lda apart; rows
+// past m then repeat row m - 1 and their sums are dropped. bp holds NR values of op(B) per k, b_k
+// apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never reads c (it
+// may be uninitialised).
+template <bool kPackedA, int64_t kVecs, int64_t kRows>
 void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
                   float* c, int64_t ldc, int64_t m, int64_t n, const Finish& finish) {
-  const float* rows[MR];
+  const float* rows[kRows];
   if constexpr (!kPackedA) {
-    for (int64_t i = 0; i < MR; ++i) rows[i] = a + std::min(i, m - 1) * lda;
+    for (int64_t i = 0; i < kRows; ++i) rows[i] = a + std::min(i, m - 1) * lda;
   }
   // The C tile's lines are asked for first, to be written: they arrive while the k loop
   // runs, where C, past the caches in a large product, would stall the stores at the end (a
@@ -111,11 +113,11 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     __builtin_prefetch(c + i * ldc, 1, 3);
     if constexpr (kVecs == 2) __builtin_prefetch(c + i * ldc + kLanes, 1, 3);
   }
-  Vec acc[MR][kVecs] = {};
+  Vec acc[kRows][kVecs] = {};
   for (int64_t k = 0; k < kc; ++k, bp += b_k) {
     const Vec b0 = load(bp), b1 = kVecs == 2 ? load(bp + kLanes) : Vec{};
 #pragma GCC unroll 16
-    for (int64_t i = 0; i < MR; ++i) {
+    for (int64_t i = 0; i < kRows; ++i) {
       // A scalar times a vector broadcasts straight from memory; `Vec{} + x` cost a scalar add
       // and a register broadcast per value, on the pipes the multiply-adds need.
       float ai;
@@ -130,11 +132,11 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
   }
   const float* bias = finish.bias();
   const bool relu = finish.relu();
-  if (kVecs == 2 && m == MR && n == NR) {
+  if (kVecs == 2 && m == kRows && n == NR) {
     Vec bias_v[kVecs] = {};
     for (int64_t h = 0; h < kVecs && bias; ++h) bias_v[h] = load(bias + h * kLanes);
 #pragma GCC unroll 16
-    for (int64_t i = 0; i < MR; ++i) {
+    for (int64_t i = 0; i < kRows; ++i) {
       for (int64_t h = 0; h < kVecs; ++h) {
         float* p = c + i * ldc + h * kLanes;
         Vec sum = beta == 0 ? acc[i][h] : beta * load(p) + acc[i][h];
@@ -145,11 +147,11 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     finish.rows(c, ldc, m, n);
     return;
   }
-  float tile[MR][NR];
+  float tile[kRows][NR];
   // unrolled, so acc is indexed by constants only: a loop indexing it at run time keeps it in
   // memory, zeroed by a memset call and spilled on every call of the kernel
 #pragma GCC unroll 16
-  for (int64_t i = 0; i < MR; ++i) {
+  for (int64_t i = 0; i < kRows; ++i) {
     store(tile[i], acc[i][0]);
     if constexpr (kVecs == 2) store(tile[i] + kLanes, acc[i][kVecs - 1]);
   }
@@ -159,6 +161,22 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     bias_relu(row, n, bias, relu);
   }
   finish.rows(c, ldc, m, n);
+}
+
+// The micro-kernel for a tile of m rows and n columns: one vector of columns for a panel no
+// wider (a narrow ragged one), and the fewest rows of a third of MR, two thirds or MR that hold m.
+template <bool kPackedA>
+auto kernel_for(int64_t m, int64_t n) {
+  constexpr int64_t third = MR % 3 == 0 ? MR / 3 : MR;
+  const auto rows = [m](auto kernel_of) {
+    if (m <= third) return kernel_of(std::integral_constant<int64_t, third>{});
+    if (m <= 2 * third)
+      return kernel_of(std::integral_constant<int64_t, std::min(2 * third, MR)>{});
+    return kernel_of(std::integral_constant<int64_t, MR>{});
+  };
+  if (n > kLanes)
+    return rows([](auto r) { return &micro_kernel<kPackedA, 2, decltype(r)::value>; });
+  return rows([](auto r) { return &micro_kernel<kPackedA, 1, decltype(r)::value>; });
 }
 
 // Lines [0, count) and steps [0, kc) of an operand into panels of W lines, each kc x W in
@@ -419,9 +437,7 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             const int64_t b_k = in_place ? ldb : NR;
             const Finish finish{&epilogue, pc + kc == K, ic + ir, jc + jr};
-            const bool two = n > kLanes;  // else one vector of columns: a narrow ragged panel
-            const auto kernel = packed_a ? (two ? micro_kernel<true, 2> : micro_kernel<true, 1>)
-                                         : (two ? micro_kernel<false, 2> : micro_kernel<false, 1>);
+            const auto kernel = packed_a ? kernel_for<true>(m, n) : kernel_for<false>(m, n);
             kernel(kc, packed_a ? ap + ir * kc : a + ir * lda, packed_a ? MR : lda, panel, b_k,
                    block_beta, c, ldc, m, n, finish);
           }
