@@ -31,6 +31,8 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr);
   int64_t step_count() const { return steps_; }
+  // The parameters it updates, by name, as it was given them.
+  const NamedTensors& params() const { return params_; }
 
   // Buffers and the step count ("step", a one-element int64 tensor).
   NamedTensors state() const;

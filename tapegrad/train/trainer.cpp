@@ -334,7 +334,8 @@ StepResult TrainerBase::finish_step(Tensor loss, int signal, int64_t tokens) {
   }
   loss.backward();
   sync_->finish();
-  const auto params = module_->named_parameters();
+  // the optimizer's list, every parameter: named_parameters() would join the names each step
+  const nn::NamedTensors& params = optimizer_->params();
   const double norm = options_.clip > 0 ? optim::clip_grad_norm(params, options_.clip) : 0;
   if (options_.check_finite && (options_.clip == 0 || !std::isfinite(norm))) {
     if (const auto bad = nonfinite_gradient(params)) {
