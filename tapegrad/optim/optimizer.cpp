@@ -42,31 +42,27 @@ void Optimizer::step() {
   const profile::Scope profile_scope("optimizer step");
   NoGradGuard no_grad;
   ++steps_;
-  struct Slice {
-    size_t index;
-    int64_t start;  // of this parameter in the concatenation
-    Tensor grad;
-  };
-  std::vector<Slice> slices;
+  slices_.clear();  // empty unless the last step threw
   int64_t total = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i].second.grad();
     if (!g.defined()) continue;
-    slices.push_back({i, total, g});
+    slices_.push_back({i, total, g});
     total += g.numel();
     params_[i].second.impl().storage->bump_version();
   }
   parallel_for(total, kGrainElements, [&](int64_t b, int64_t e) {
     // the first slice that ends after b
-    auto it = std::upper_bound(slices.begin(), slices.end(), b, [](int64_t x, const Slice& s) {
+    auto it = std::upper_bound(slices_.begin(), slices_.end(), b, [](int64_t x, const Slice& s) {
       return x < s.start + s.grad.numel();
     });
-    for (; it != slices.end() && it->start < e; ++it) {
+    for (; it != slices_.end() && it->start < e; ++it) {
       const int64_t n = it->grad.numel();
       update(it->index, params_[it->index].second, it->grad, std::max<int64_t>(b - it->start, 0),
              std::min<int64_t>(e - it->start, n));
     }
   });
+  slices_.clear();  // the gradients' buffers go back with zero_grad; the list's memory stays
 }
 
 void Optimizer::zero_grad() {

@@ -54,6 +54,14 @@ class Optimizer {
 
   std::string type_name_;
   NamedTensors params_;
+  // step()'s list of the parameters with a gradient, a member so its memory is allocated once
+  // (a request over 1 KiB makes glibc merge its fast bins first, every step)
+  struct Slice {
+    size_t index;
+    int64_t start;  // of this parameter in the concatenation
+    Tensor grad;
+  };
+  std::vector<Slice> slices_;
   double lr_;
   int64_t steps_ = 0;
 

@@ -80,14 +80,16 @@ Tensor fast_cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
   Tensor out = empty({}, logits.dtype());
   dispatch_floating("cross_entropy", logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    std::vector<double> loss(N);
+    // from the buffer cache: a malloc over 1 KiB makes glibc merge its fast bins first
+    const Tensor losses = empty({N}, DType::Float64);
+    double* loss = losses.data<double>();
     T* pl = lse.data<T>();
     const T* pz = logits.data<T>();
     parallel_for(N, grain_of_items(C), [&](int64_t n0, int64_t n1) {
-      cross_entropy_forward<T>(loss.data(), pl, pz, y, C, options.ignore_index, eps, n0, n1);
+      cross_entropy_forward<T>(loss, pl, pz, y, C, options.ignore_index, eps, n0, n1);
     });
     double total = 0;  // summed in row order: the same bits for any thread count
-    for (const double l : loss) total += l;
+    for (int64_t n = 0; n < N; ++n) total += loss[n];
     *out.data<T>() = static_cast<T>(count > 0 ? total / static_cast<double>(count) : 0.0);
   });
   if (recording(logits)) {
