@@ -365,7 +365,7 @@ void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16
           rows[r] = __builtin_shufflevector(half(i0 + r), half(i0 + r + 8), 0, 1, 2, 3, 4, 5, 6, 7,
                                             8, 9, 10, 11, 12, 13, 14, 15);
         }
-        detail::transpose16_left(rows);
+        detail::transpose_last_stages(rows);
         for (int64_t d = 0; d < x.D - d0; ++d) {
           F* row = out + (d0 + d) * x.TP + i0;
           V::store(row, rows[d]);

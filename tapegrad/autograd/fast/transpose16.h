@@ -42,26 +42,22 @@ void transpose_stage(V (&rows)[n], std::integer_sequence<int, j...>) {
   }
 }
 
-template <class V>  // a vector of 16 floats
-[[gnu::always_inline]] inline void transpose16(V (&rows)[16]) {
+// The stages after the first, on n rows: all 16 of a block, or 8 for the left half of its
+// columns, rows[i] holding row i's 8 in lanes 0-7 and row i + 8's in lanes 8-15 as the first
+// stage would leave them (rows[j] becomes column j).
+template <class V, int n>
+[[gnu::always_inline]] inline void transpose_last_stages(V (&rows)[n]) {
   static_assert(sizeof(V) == 16 * sizeof(float));
   constexpr auto lanes = std::make_integer_sequence<int, 16>{};
-  transpose_stage<8>(rows, lanes);
   transpose_stage<4>(rows, lanes);
   transpose_stage<2>(rows, lanes);
   transpose_stage<1>(rows, lanes);
 }
 
-// The left half (8 columns) of a 16 x 16 block transposed, in the three stages after the
-// first: rows[i] holds row i's 8 columns in lanes 0-7 and row i + 8's in lanes 8-15, as the
-// first stage would leave them; rows[j] becomes column j.
 template <class V>  // a vector of 16 floats
-[[gnu::always_inline]] inline void transpose16_left(V (&rows)[8]) {
-  static_assert(sizeof(V) == 16 * sizeof(float));
-  constexpr auto lanes = std::make_integer_sequence<int, 16>{};
-  transpose_stage<4>(rows, lanes);
-  transpose_stage<2>(rows, lanes);
-  transpose_stage<1>(rows, lanes);
+[[gnu::always_inline]] inline void transpose16(V (&rows)[16]) {
+  transpose_stage<8>(rows, std::make_integer_sequence<int, 16>{});
+  transpose_last_stages(rows);
 }
 
 }  // namespace tapegrad::detail
