@@ -500,6 +500,12 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
             // a ragged one, or one added to C (later k blocks), through `tile` and the loop below
             // (adding from the registers made products of several k blocks slower).
             const bool direct = m == MR && n == NR && block_beta == 0;
+            // C's lines asked for before the sums, as gemm.cpp's kernel does: they arrive while
+            // the sums run, where a later k block would wait on C's reads after them
+            for (int64_t i = 0; i < m; ++i) {
+              __builtin_prefetch(corner + i * ldc, 1, 3);
+              if (n > 16) __builtin_prefetch(corner + i * ldc + 16, 1, 3);
+            }
             plan.tile(ir, pairs, b_pack.data() + jr * pairs, direct ? corner : tile,
                       direct ? ldc : NR);
             for (int64_t i = 0; i < m; ++i) {
