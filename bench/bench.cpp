@@ -2,7 +2,7 @@
 //
 //   ./build/bench/bench --workload encoder-forward   (or encoder-train, mini-train-small,
 //                                                      mini-train-base, lm-recipe, lm-large,
-//                                                      sgemm)
+//                                                      sgemm, cores)
 // Each run prints one line of key=value pairs: median seconds per iteration after warm-up,
 // tokens/s, achieved matmul GFLOP/s (flops counted analytically), peak RSS. --profile first
 // prints the timed iterations' ops by time, then by module path (profile.h). One workload per
@@ -21,6 +21,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
@@ -274,6 +276,39 @@ void sgemm_roofline(int threads) {
   }
 }
 
+// How many cores the machine's vCPUs deliver now: `threads` threads each run the same float
+// product (sgemm of [96, 256] x [256, 96], in each core's own cache) at once, and their
+// summed rate is divided by one thread's alone. A shared VM's vCPUs at times share a core or
+// are sliced by the host: two of them then deliver 1.1-1.3 cores, and every parallel
+// workload runs slower while the one-thread rate does not move (compare_pytorch.py waits
+// for the full count before timing).
+void cores_delivered(int threads) {
+  constexpr int64_t M = 96, N = 96, K = 256;
+  const auto rate = [&] {
+    std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N);
+    const auto start = std::chrono::steady_clock::now();
+    int64_t products = 0;
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(100)) {
+      sgemm(false, false, M, N, K, a.data(), K, b.data(), N, 0.0f, c.data(), N);
+      ++products;
+    }
+    const double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return 2.0 * M * N * K * static_cast<double>(products) / sec / 1e9;
+  };
+  const double one = rate();
+  std::vector<double> rates(static_cast<size_t>(threads));
+  std::vector<std::thread> others;
+  for (int t = 1; t < threads; ++t) others.emplace_back([&, t] { rates[t] = rate(); });
+  rates[0] = rate();
+  for (std::thread& t : others) t.join();
+  double sum = 0;
+  for (const double r : rates) sum += r;
+  fmt::print(
+      "cores threads={} one_thread_gflops={:.1f} all_threads_gflops={:.1f} delivered={:.2f}\n",
+      threads, one, sum, sum / one);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,7 +318,7 @@ int main(int argc, char** argv) {
     const std::string w =
         f.text("workload", "mini-train-small",
                "encoder-forward, encoder-train, mini-train-small, mini-train-base, lm-recipe, "
-               "lm-large, sgemm, "
+               "lm-large, sgemm, cores, "
                "decode-dates-greedy, decode-dates-beam4, decode-base-16 or decode-base-128");
     const int64_t iterations =
         f.integer("iterations", 5, "timed iterations after warm-up", 1, 1'000'000);
@@ -306,6 +341,10 @@ int main(int argc, char** argv) {
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {
       sgemm_roofline(static_cast<int>(threads));
+      return 0;
+    }
+    if (w == "cores") {
+      cores_delivered(static_cast<int>(threads));
       return 0;
     }
     Result r{};
