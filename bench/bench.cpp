@@ -279,9 +279,9 @@ void sgemm_roofline(int threads) {
 // How many cores the machine's vCPUs deliver now: `threads` threads each run the same float
 // product (sgemm of [96, 256] x [256, 96], in each core's own cache) at once, and their
 // summed rate is divided by one thread's alone. A shared VM's vCPUs at times share a core or
-// are sliced by the host: two of them then deliver 1.1-1.3 cores, and every parallel
-// workload runs slower while the one-thread rate does not move (compare_pytorch.py waits
-// for the full count before timing).
+// are sliced by the host: two of them then deliver 1.0-1.5 cores, and every parallel
+// workload runs slower while the one-thread rate does not move (compare_pytorch.py probes
+// before and after each timed run). A sample of a moment: the state can change within seconds.
 void cores_delivered(int threads) {
   constexpr int64_t M = 96, N = 96, K = 256;
   const auto rate = [&] {

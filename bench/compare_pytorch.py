@@ -52,8 +52,6 @@ import time
 # Every timed run warms up for at least this long first: a step of a few milliseconds timed
 # right after the other side's runs had kept both cores busy ran at up to 1.5x its steady time.
 WARMUP_SECONDS = 0.25
-# The longest a timed run waits for the vCPUs to deliver two cores (run_timed()).
-CORES_WAIT_SECONDS = 120
 # The bench binary (--bench), and the cores delivered around each timed run (run_timed()).
 BENCH = ["build/bench/bench"]
 DELIVERED = []
@@ -380,30 +378,19 @@ def cores_now():
 
 
 def run_timed(cmd, env=None):
-    """Runs a timed process (either side's) while the vCPUs deliver their cores: a shared VM's
-    two vCPUs at times deliver 1.0-1.5 cores between them, for seconds to minutes, and every
-    two-thread run is then slower while one thread is not. The run waits (up to
-    CORES_WAIT_SECONDS) for 90% of two cores, and is run again (at most twice) when it started
-    with them and the probe after it finds fewer; DELIVERED keeps the lower probe of the run
-    kept, for the table."""
-    full = 0.9 * min(2, os.cpu_count())
-    for attempt in range(3):
-        deadline = time.time() + CORES_WAIT_SECONDS
-        before = cores_now()
-        while before < full and time.time() < deadline:
-            time.sleep(1)
-            before = cores_now()
-        out = run(cmd, env)
-        after = cores_now()
-        if min(before, after) >= full or before < full or attempt == 2:
-            DELIVERED.append(min(before, after))
-            return out
+    """Runs a timed process (either side's) between two probes of the cores the vCPUs deliver,
+    kept in DELIVERED for the table: a shared VM's two vCPUs at times deliver 1.0-1.5 cores
+    between them, and every two-thread run is then slower while one thread is not."""
+    DELIVERED.append(cores_now())
+    out = run(cmd, env)
+    DELIVERED.append(cores_now())
+    return out
 
 
 def delivered_note():
     """The table's sentence on the cores the vCPUs delivered around its timed runs."""
-    return (f"The vCPUs delivered {min(DELIVERED):.2f}-{max(DELIVERED):.2f} cores around the "
-            f"timed runs (`bench --workload cores`; each run waits for 90% of two).")
+    return (f"The vCPUs delivered {min(DELIVERED):.2f}-{max(DELIVERED):.2f} cores at the probes "
+            f"before and after each timed run (`bench --workload cores`).")
 
 
 def torch_best(workload, iterations, avx512, precision="fp32"):
