@@ -404,37 +404,86 @@ bool tile_head(const Heads& x, Precision precision) {
          x.D <= kTileLanes && precision == Precision::Float32;
 }
 
+// A row of tile_kernel's C in registers: 16 lanes, or 8 for a row no wider (a head's D of 8).
+// AVX-512 cores with 256-bit multiply-add units (Zen 4) run two 8-lane multiply-adds a cycle
+// and one of 16, so a product 8 wide takes half the time on the narrow vectors; elsewhere no
+// longer. Loads and stores read and write the first n lanes only.
+#if defined(__AVX512F__)
+struct Lanes16 {
+  using Vec = __m512;
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec fma(float a, Vec b, Vec c) { return _mm512_fmadd_ps(_mm512_set1_ps(a), b, c); }
+  static __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+  static Vec load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, __mmask16 m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+struct Lanes8 {
+  using Vec = __m256;
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec fma(float a, Vec b, Vec c) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, c); }
+  static __mmask8 first(int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }
+  static Vec load(__mmask8 m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
+  static void store(float* p, __mmask8 m, Vec v) { _mm256_mask_storeu_ps(p, m, v); }
+};
+#else  // tile_rows runs only where a vector of 16 floats is a register (kRegisterTiles)
+struct Lanes16;
+struct Lanes8;
+#endif
+
 // Rows [r0, r0 + R) of tile_kernel's C (those below M): R chains of multiply-adds at once, each
-// row's vector of N lanes loaded and stored masked. With ta, op(A)'s rows are A's columns, read
-// from one pointer a step of k; a column past M (to r0 + R <= lda) is read but not stored.
-template <int64_t R, bool TA>
+// row's vector of N lanes (L) loaded and stored masked. With ta, op(A)'s rows are A's columns,
+// read from one pointer a step of k; a column past M (to r0 + R <= lda) is read but not stored.
+// Else A's rows are read where they lie: with kTile, rows of a tile (lda = kTileLanes), all R
+// of them below M, from one pointer at constant offsets; otherwise from a pointer a row, a row
+// past M reading row M - 1 (twelve pointers take more registers than there are).
+template <int64_t R, bool TA, bool kTile, class L>
 void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                Block<float> B, float beta, float* C, int64_t ldc) {
   if constexpr (kRegisterTiles<float>) {
-    const auto lanes = static_cast<__mmask16>((1u << N) - 1);
-    const float* a[TA ? 1 : R];
+    constexpr bool kOnePointer = TA || kTile;
+    const auto lanes = L::first(N);
+    const float* a[kOnePointer ? 1 : R];
+    if constexpr (kOnePointer) {
+      a[0] = TA ? A + r0 : A + r0 * kTileLanes;
+    } else {
 #pragma GCC unroll 16
-    for (int64_t g = 0; g < (TA ? 1 : R); ++g)
-      a[g] = TA ? A + r0 : A + std::min(r0 + g, M - 1) * lda;
-    __m512 acc[R];  // every loop over g unrolled, so acc stays in registers
+      for (int64_t g = 0; g < R; ++g) a[g] = A + std::min(r0 + g, M - 1) * lda;
+    }
+    typename L::Vec acc[R];  // every loop over g unrolled, so acc stays in registers
 #pragma GCC unroll 16
-    for (int64_t g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < R; ++g) acc[g] = L::zero();
     for (int64_t k = 0; k < K; ++k) {
-      const __m512 b = _mm512_maskz_loadu_ps(lanes, B.data + k * B.ld);
+      const typename L::Vec b = L::load(lanes, B.data + k * B.ld);
 #pragma GCC unroll 16
       for (int64_t g = 0; g < R; ++g) {
-        const float x = TA ? a[0][k * lda + g] : a[g][k];
-        acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x), b, acc[g]);
+        const float x = TA ? a[0][k * lda + g] : kTile ? a[0][g * kTileLanes + k] : a[g][k];
+        acc[g] = L::fma(x, b, acc[g]);
       }
     }
 #pragma GCC unroll 16
     for (int64_t g = 0; g < R; ++g) {
       if (r0 + g >= M) break;
       float* c = C + (r0 + g) * ldc;
-      __m512 sum = acc[g];
-      if (beta != 0)
-        sum = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(lanes, c), sum);
-      _mm512_mask_storeu_ps(c, lanes, sum);
+      typename L::Vec sum = acc[g];
+      if (beta != 0) sum = L::fma(beta, L::load(lanes, c), sum);
+      L::store(c, lanes, sum);
+    }
+  }
+}
+
+// Rows [r0, r0 + R) on the narrowest lanes that hold N, reading a tile's rows by one pointer
+// where they can be.
+template <int64_t R, bool TA>
+void tile_rows_of(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                  Block<float> B, float beta, float* C, int64_t ldc) {
+  if constexpr (kRegisterTiles<float>) {
+    const bool tile = !TA && lda == kTileLanes && r0 + R <= M;
+    if (N <= 8) {
+      (tile ? tile_rows<R, TA, true, Lanes8> : tile_rows<R, TA, false, Lanes8>)(r0, M, N, K, A, lda,
+                                                                                B, beta, C, ldc);
+    } else {
+      (tile ? tile_rows<R, TA, true, Lanes16>
+            : tile_rows<R, TA, false, Lanes16>)(r0, M, N, K, A, lda, B, beta, C, ldc);
     }
   }
 }
@@ -452,13 +501,15 @@ void tile_kernel(bool ta, int64_t M, int64_t N, int64_t K, const F* A, int64_t l
     for (int64_t r0 = 0; r0 < M; r0 += 16) {
       const int64_t left = M - r0;
       if (left > 12) {
-        (ta ? tile_rows<16, true> : tile_rows<16, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+        (ta ? tile_rows_of<16, true> : tile_rows_of<16, false>)(r0, M, N, K, A, lda, B, beta, C,
+                                                                ldc);
       } else if (left > 8) {
-        (ta ? tile_rows<12, true> : tile_rows<12, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+        (ta ? tile_rows_of<12, true> : tile_rows_of<12, false>)(r0, M, N, K, A, lda, B, beta, C,
+                                                                ldc);
       } else if (left > 4) {
-        (ta ? tile_rows<8, true> : tile_rows<8, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+        (ta ? tile_rows_of<8, true> : tile_rows_of<8, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
       } else {
-        (ta ? tile_rows<4, true> : tile_rows<4, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+        (ta ? tile_rows_of<4, true> : tile_rows_of<4, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
       }
     }
   }
