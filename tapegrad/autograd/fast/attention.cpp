@@ -433,18 +433,21 @@ struct Lanes8;
 // Rows [r0, r0 + R) of tile_kernel's C (those below M): R chains of multiply-adds at once, each
 // row's vector of N lanes (L) loaded and stored masked. With ta, op(A)'s rows are A's columns,
 // read from one pointer a step of k; a column past M (to r0 + R <= lda) is read but not stored.
-// Else A's rows are read where they lie: with kTile, rows of a tile (lda = kTileLanes), all R
-// of them below M, from one pointer at constant offsets; otherwise from a pointer a row, a row
-// past M reading row M - 1 (twelve pointers take more registers than there are).
-template <int64_t R, bool TA, bool kTile, class L>
+// Else A's rows are read where they lie: with kFit, all R of them below M, by a pointer every
+// third row, row g at a[g / 3] + (g % 3) lda (an address x86 forms from a pointer and lda,
+// scaled); otherwise by a pointer a row, a row past M reading row M - 1 (twelve pointers take
+// more registers than there are, and the loop reloads them).
+template <int64_t R, bool TA, bool kFit, class L>
 void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                Block<float> B, float beta, float* C, int64_t ldc) {
   if constexpr (kRegisterTiles<float>) {
-    constexpr bool kOnePointer = TA || kTile;
     const auto lanes = L::first(N);
-    const float* a[kOnePointer ? 1 : R];
-    if constexpr (kOnePointer) {
-      a[0] = TA ? A + r0 : A + r0 * kTileLanes;
+    const float* a[TA ? 1 : kFit ? (R + 2) / 3 : R];
+    if constexpr (TA) {
+      a[0] = A + r0;
+    } else if constexpr (kFit) {
+#pragma GCC unroll 16
+      for (int64_t g = 0; g < (R + 2) / 3; ++g) a[g] = A + (r0 + 3 * g) * lda;
     } else {
 #pragma GCC unroll 16
       for (int64_t g = 0; g < R; ++g) a[g] = A + std::min(r0 + g, M - 1) * lda;
@@ -456,7 +459,7 @@ void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int6
       const typename L::Vec b = L::load(lanes, B.data + k * B.ld);
 #pragma GCC unroll 16
       for (int64_t g = 0; g < R; ++g) {
-        const float x = TA ? a[0][k * lda + g] : kTile ? a[0][g * kTileLanes + k] : a[g][k];
+        const float x = TA ? a[0][k * lda + g] : kFit ? a[g / 3][g % 3 * lda + k] : a[g][k];
         acc[g] = L::fma(x, b, acc[g]);
       }
     }
@@ -471,19 +474,19 @@ void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int6
   }
 }
 
-// Rows [r0, r0 + R) on the narrowest lanes that hold N, reading a tile's rows by one pointer
-// where they can be.
+// Rows [r0, r0 + R) on the narrowest lanes that hold N, reading A's rows by a pointer every
+// third row where all are below M.
 template <int64_t R, bool TA>
 void tile_rows_of(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                   Block<float> B, float beta, float* C, int64_t ldc) {
   if constexpr (kRegisterTiles<float>) {
-    const bool tile = !TA && lda == kTileLanes && r0 + R <= M;
+    const bool fit = !TA && r0 + R <= M;
     if (N <= 8) {
-      (tile ? tile_rows<R, TA, true, Lanes8> : tile_rows<R, TA, false, Lanes8>)(r0, M, N, K, A, lda,
-                                                                                B, beta, C, ldc);
+      (fit ? tile_rows<R, TA, true, Lanes8> : tile_rows<R, TA, false, Lanes8>)(r0, M, N, K, A, lda,
+                                                                               B, beta, C, ldc);
     } else {
-      (tile ? tile_rows<R, TA, true, Lanes16>
-            : tile_rows<R, TA, false, Lanes16>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+      (fit ? tile_rows<R, TA, true, Lanes16>
+           : tile_rows<R, TA, false, Lanes16>)(r0, M, N, K, A, lda, B, beta, C, ldc);
     }
   }
 }
