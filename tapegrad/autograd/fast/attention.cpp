@@ -434,9 +434,9 @@ struct Lanes8;
 // row's vector of N lanes (L) loaded and stored masked. With ta, op(A)'s rows are A's columns,
 // read from one pointer a step of k; a column past M (to r0 + R <= lda) is read but not stored.
 // Else A's rows are read where they lie: with kFit, all R of them below M, by a pointer every
-// third row, row g at a[g / 3] + (g % 3) lda (an address x86 forms from a pointer and lda,
-// scaled); otherwise by a pointer a row, a row past M reading row M - 1 (twelve pointers take
-// more registers than there are, and the loop reloads them).
+// third row, row g at a[g / 3] + (g % 3) lda (twelve rows from four pointers and two offsets);
+// otherwise by a pointer a row, a row past M reading row M - 1 (twelve pointers take more
+// registers than there are, and the loop reloads them).
 template <int64_t R, bool TA, bool kFit, class L>
 void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                Block<float> B, float beta, float* C, int64_t ldc) {
