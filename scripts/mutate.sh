@@ -59,6 +59,20 @@ apply() {
     open(my $out, ">", $path) or exit 3; print $out $text; close $out or exit 3;' "$@"
 }
 
+# Every mutant's text must still be where it says, whichever part runs: a list gone stale
+# would otherwise surface only on the day its part comes round.
+stale=()
+for i in "${!ids[@]}"; do
+  perl -e '
+    my ($path, $find, $nth) = @ARGV;
+    open(my $in, "<", $path) or exit 3; local $/; my $text = <$in>;
+    my $count = () = $text =~ /\Q$find\E/g;
+    exit 3 if $count == 0 || ($nth == 0 && $count != 1) || $nth > $count;' \
+    "${files[i]}" "${finds[i]}" "${nths[i]}" || stale+=("${ids[i]}")
+done
+((${#stale[@]} == 0)) ||
+  { echo "mutate: find text missing or not unique, fix scripts/mutants.txt: ${stale[*]}" >&2; exit 2; }
+
 selected=()
 for i in "${!ids[@]}"; do
   if [[ -n $only ]]; then
