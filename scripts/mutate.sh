@@ -46,14 +46,15 @@ while IFS= read -r line || [[ -n $line ]]; do
 done < scripts/mutants.txt
 flush
 
-# Replaces occurrence `nth` of `find` (the only one when nth is 0) in a file; exit 3 when the
-# text is missing or, without nth, not unique.
+# Replaces occurrence `nth` of `find` (the only one when nth is 0) in a file; with a fifth
+# argument, `check`, only looks. Exit 3 when the text is missing or, without nth, not unique.
 apply() {
   perl -e '
-    my ($path, $find, $replace, $nth) = @ARGV;
+    my ($path, $find, $replace, $nth, $check) = @ARGV;
     open(my $in, "<", $path) or exit 3; local $/; my $text = <$in>; close $in;
     my $count = () = $text =~ /\Q$find\E/g;
     exit 3 if $count == 0 || ($nth == 0 && $count != 1) || $nth > $count;
+    exit 0 if $check;
     my $i = 0; my $want = $nth || 1;
     $text =~ s/\Q$find\E/++$i == $want ? $replace : $&/ge;
     open(my $out, ">", $path) or exit 3; print $out $text; close $out or exit 3;' "$@"
@@ -63,12 +64,7 @@ apply() {
 # would otherwise surface only on the day its part comes round.
 stale=()
 for i in "${!ids[@]}"; do
-  perl -e '
-    my ($path, $find, $nth) = @ARGV;
-    open(my $in, "<", $path) or exit 3; local $/; my $text = <$in>;
-    my $count = () = $text =~ /\Q$find\E/g;
-    exit 3 if $count == 0 || ($nth == 0 && $count != 1) || $nth > $count;' \
-    "${files[i]}" "${finds[i]}" "${nths[i]}" || stale+=("${ids[i]}")
+  apply "${files[i]}" "${finds[i]}" "" "${nths[i]}" check || stale+=("${ids[i]}")
 done
 ((${#stale[@]} == 0)) ||
   { echo "mutate: find text missing or not unique, fix scripts/mutants.txt: ${stale[*]}" >&2; exit 2; }
