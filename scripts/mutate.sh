@@ -3,7 +3,8 @@
 # of the tracked files, rebuilds the test binaries there and runs them; a mutant is killed when
 # the suite fails (each binary stops at its first failure) or does not finish in 5 minutes.
 # Prints one line per mutant and the score; exits 1 when any survives (a survivor is a missing
-# test) or when the list does not apply.
+# test), and 2 before building anything when any mutant's text, whichever part runs, is not
+# in its file.
 #   bash scripts/mutate.sh [--part K/N] [--only ID[,ID...]]
 # --part K/N takes every N-th mutant starting with the K-th (CI runs a rotating seventh).
 # The scratch copy is built once (Release, tests only) in $TAPEGRAD_MUTATE_DIR or a temporary
