@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -276,12 +277,45 @@ void sgemm_roofline(int threads) {
   }
 }
 
+// The time a value takes to go from one thread to another and back: two threads hand one
+// atomic back and forth, and the median of 5 runs of 4000 round trips, in ns. On a shared VM it
+// says where the host put the vCPUs: 50-80 ns when they share a last-level cache, 320-380 ns on
+// the EPYCs of these sessions when they do not (another CCD), and then every small parallel
+// workload slows, each loop's data and hand-over crossing between the caches (bench/README.md).
+double round_trip_ns() {
+  constexpr int kTrips = 4000;
+  std::vector<double> runs;
+  for (int run = 0; run < 5; ++run) {
+    std::atomic<int> ball{0};
+    std::thread other([&] {
+      for (int i = 0; i < kTrips; ++i) {
+        while (ball.load(std::memory_order_acquire) != 2 * i + 1) {
+        }
+        ball.store(2 * i + 2, std::memory_order_release);
+      }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kTrips; ++i) {
+      ball.store(2 * i + 1, std::memory_order_release);
+      while (ball.load(std::memory_order_acquire) != 2 * i + 2) {
+      }
+    }
+    const auto stop = std::chrono::steady_clock::now();
+    other.join();
+    runs.push_back(std::chrono::duration<double, std::nano>(stop - start).count() / kTrips);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
 // How many cores the machine's vCPUs deliver now: `threads` threads each run the same float
 // product (sgemm of [96, 256] x [256, 96], in each core's own cache) at once, and their
 // summed rate is divided by one thread's alone. A shared VM's vCPUs at times share a core or
 // are sliced by the host: two of them then deliver 1.0-1.5 cores, and every parallel
-// workload runs slower while the one-thread rate does not move (compare_pytorch.py probes
-// before and after each timed run). A sample of a moment: the state can change within seconds.
+// workload runs slower while the one-thread rate does not move. With two threads or more, the
+// round trip between two (round_trip_ns) follows
+// on a machine of two vCPUs or more. compare_pytorch.py probes before and after
+// each timed run; a probe samples a moment, and the state can change within seconds.
 void cores_delivered(int threads) {
   constexpr int64_t M = 96, N = 96, K = 256;
   const auto rate = [&] {
@@ -304,9 +338,13 @@ void cores_delivered(int threads) {
   for (std::thread& t : others) t.join();
   double sum = 0;
   for (const double r : rates) sum += r;
-  fmt::print(
-      "cores threads={} one_thread_gflops={:.1f} all_threads_gflops={:.1f} delivered={:.2f}\n",
-      threads, one, sum, sum / one);
+  fmt::print("cores threads={} one_thread_gflops={:.1f} all_threads_gflops={:.1f} delivered={:.2f}",
+             threads, one, sum, sum / one);
+  // two spinning threads on one vCPU would hand the atomic over once a time slice
+  if (threads > 1 && std::thread::hardware_concurrency() > 1) {
+    fmt::print(" round_trip_ns={:.0f}", round_trip_ns());
+  }
+  fmt::print("\n");
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ import time
 # Every timed run warms up for at least this long first: a step of a few milliseconds timed
 # right after the other side's runs had kept both cores busy ran at up to 1.5x its steady time.
 WARMUP_SECONDS = 0.25
-# The bench binary (--bench), and the cores delivered around each timed run (run_timed()).
+# The bench binary (--bench), and what the vCPUs delivered around each timed run (run_timed()).
 BENCH = ["build/bench/bench"]
 DELIVERED = []
 # glibc's malloc: blocks up to 256 MiB from the heap, and the heap not trimmed below that.
@@ -373,14 +373,19 @@ def run(cmd, env=None):
 
 
 def cores_now():
-    """How many cores the vCPUs deliver to two threads now (bench --workload cores)."""
-    return float(re.search(r"delivered=([\d.]+)", run([BENCH[0], "--workload", "cores"])).group(1))
+    """What the vCPUs deliver to two threads now (bench --workload cores): the cores, and the
+    round trip of a value between two threads in ns."""
+    out = run([BENCH[0], "--workload", "cores"])
+    trip = re.search(r"round_trip_ns=([\d.]+)", out)  # absent on one vCPU
+    return (float(re.search(r"delivered=([\d.]+)", out).group(1)),
+            float(trip.group(1)) if trip else None)
 
 
 def run_timed(cmd, env=None):
-    """Runs a timed process (either side's) between two probes of the cores the vCPUs deliver,
-    kept in DELIVERED for the table: a shared VM's two vCPUs at times deliver 1.0-1.5 cores
-    between them, and every two-thread run is then slower while one thread is not."""
+    """Runs a timed process (either side's) between two probes of what the vCPUs deliver, kept
+    in DELIVERED for the table: a shared VM's two vCPUs at times deliver 1.0-1.5 cores between
+    them, or sit apart (a round trip of 320-380 ns instead of 50-110), and every two-thread run
+    is then slower while one thread is not."""
     DELIVERED.append(cores_now())
     out = run(cmd, env)
     DELIVERED.append(cores_now())
@@ -388,8 +393,12 @@ def run_timed(cmd, env=None):
 
 
 def delivered_note():
-    """The table's sentence on the cores the vCPUs delivered around its timed runs."""
-    return (f"The vCPUs delivered {min(DELIVERED):.2f}-{max(DELIVERED):.2f} cores at the probes "
+    """The table's sentence on what the vCPUs delivered around its timed runs."""
+    cores = [c for c, _ in DELIVERED]
+    trips = [t for _, t in DELIVERED if t is not None]
+    trip = (f", and a round trip between two threads took {min(trips):.0f}-{max(trips):.0f} ns"
+            if trips else "")
+    return (f"The vCPUs delivered {min(cores):.2f}-{max(cores):.2f} cores{trip}, at the probes "
             f"before and after each timed run (`bench --workload cores`).")
 
 
