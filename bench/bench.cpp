@@ -278,31 +278,39 @@ void sgemm_roofline(int threads) {
 }
 
 // The time a value takes to go from one thread to another and back: two threads hand one
-// atomic back and forth, and the median of 5 runs of 4000 round trips, in ns. On a shared VM it
-// says where the host put the vCPUs: 50-80 ns when they share a last-level cache, 320-380 ns on
-// the EPYCs of these sessions when they do not (another CCD), and then every small parallel
-// workload slows, each loop's data and hand-over crossing between the caches (bench/README.md).
+// atomic back and forth, and the median of 5 runs of up to 4000 round trips (or 100 ms, so two
+// threads that share one vCPU, a trip per time slice, end soon), in ns. On a shared VM it says
+// where the host put the vCPUs: 50-110 ns when they share a last-level cache, 320-400 ns on the
+// EPYCs of these sessions when they do not (another CCD), and then every small parallel
+// workload slows (bench/README.md).
 double round_trip_ns() {
-  constexpr int kTrips = 4000;
+  constexpr int kTrips = 4000, kStop = -1;
+  constexpr auto kLimit = std::chrono::milliseconds(100);
   std::vector<double> runs;
   for (int run = 0; run < 5; ++run) {
     std::atomic<int> ball{0};
     std::thread other([&] {
-      for (int i = 0; i < kTrips; ++i) {
-        while (ball.load(std::memory_order_acquire) != 2 * i + 1) {
+      for (int i = 0;; ++i) {
+        int seen;
+        while ((seen = ball.load(std::memory_order_acquire)) != 2 * i + 1 && seen != kStop) {
         }
+        if (seen == kStop) return;
         ball.store(2 * i + 2, std::memory_order_release);
       }
     });
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kTrips; ++i) {
-      ball.store(2 * i + 1, std::memory_order_release);
-      while (ball.load(std::memory_order_acquire) != 2 * i + 2) {
+    int trips = 0;
+    while (trips < kTrips &&
+           (trips % 64 != 0 || std::chrono::steady_clock::now() - start < kLimit)) {
+      ball.store(2 * trips + 1, std::memory_order_release);
+      while (ball.load(std::memory_order_acquire) != 2 * trips + 2) {
       }
+      ++trips;
     }
     const auto stop = std::chrono::steady_clock::now();
+    ball.store(kStop, std::memory_order_release);
     other.join();
-    runs.push_back(std::chrono::duration<double, std::nano>(stop - start).count() / kTrips);
+    runs.push_back(std::chrono::duration<double, std::nano>(stop - start).count() / trips);
   }
   std::sort(runs.begin(), runs.end());
   return runs[runs.size() / 2];
