@@ -320,10 +320,10 @@ double round_trip_ns() {
 // product (sgemm of [96, 256] x [256, 96], in each core's own cache) at once, and their
 // summed rate is divided by one thread's alone. A shared VM's vCPUs at times share a core or
 // are sliced by the host: two of them then deliver 1.0-1.5 cores, and every parallel
-// workload runs slower while the one-thread rate does not move. With two threads or more, the
-// round trip between two (round_trip_ns) follows
-// on a machine of two vCPUs or more. compare_pytorch.py probes before and after
-// each timed run; a probe samples a moment, and the state can change within seconds.
+// workload runs slower while the one-thread rate does not move. Then, with two threads or more
+// on two vCPUs or more, the round trip between two (round_trip_ns). compare_pytorch.py probes
+// before and after each timed run; a probe samples a moment, and the state changes within
+// seconds or minutes.
 void cores_delivered(int threads) {
   constexpr int64_t M = 96, N = 96, K = 256;
   const auto rate = [&] {

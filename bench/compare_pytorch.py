@@ -395,7 +395,7 @@ def cores_now():
 def run_timed(cmd, env=None):
     """Runs a timed process (either side's) between two probes of what the vCPUs deliver, kept
     in DELIVERED for the table. A shared VM's two vCPUs at times sit apart (a round trip of
-    320-380 ns instead of 50-110: no shared last-level cache) for seconds to minutes, and every
+    320-400 ns instead of 50-110: no shared last-level cache) for seconds to minutes, and every
     small two-thread run is then up to 1.6x slower while one thread is not: a run with a probe
     that found them apart is taken again, up to RETAKES[0] times, whichever side it times."""
     for attempt in range(RETAKES[0] + 1):
