@@ -398,17 +398,19 @@ def run_timed(cmd, env=None):
     320-400 ns instead of 50-110: no shared last-level cache) for seconds to minutes, and every
     small two-thread run is then up to 1.6x slower while one thread is not: a run with a probe
     that found them apart is taken again, up to RETAKES[0] times, whichever side it times."""
+    before = cores_now()
+    DELIVERED.append(before)
     for attempt in range(RETAKES[0] + 1):
-        before = cores_now()
         out = run(cmd, env)
-        after = cores_now()
-        DELIVERED.extend([before, after])
+        after = cores_now()  # also the probe before a retake
+        DELIVERED.append(after)
         RUNS["timed"] += 1
         apart = any(t is not None and t > APART_NS for _, t in (before, after))
         if not apart or attempt == RETAKES[0]:
             RUNS["kept apart"] += apart
             return out
         RUNS["retaken"] += 1
+        before = after
 
 
 def delivered_note():
