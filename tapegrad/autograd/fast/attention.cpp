@@ -531,21 +531,41 @@ void tile_product(bool tiles, Precision precision, bool ta, int64_t M, int64_t N
   }
 }
 
+// The transpose of a batch item's whole block of q (or dout), [T, C] -> [C, TP], made once for
+// the item's heads (as one head C wide: transpose_head), where a head's own transpose (a small
+// model's, 8 columns) would take as many register transposes for half the columns: head h's
+// (D, TP) block starts at row h D. Rounded when bf16.
+template <class F>
+struct ItemTranspose {
+  std::vector<F> rows;  // [C, TP], zeros past T
+  int64_t item = -1;    // the batch item the rows hold
+
+  // Head n's block of the transpose of `all` ([B, T, C]).
+  const F* of(const F* all, int64_t n, const Heads& x, bool bf16) {
+    if (n / x.H != item) {
+      item = n / x.H;
+      Heads whole = x;
+      whole.D = x.C;
+      transpose_head<F>(rows.data(), all + item * x.T * x.C, (x.B - item) * x.T * x.C, whole, bf16);
+    }
+    return rows.data() + (n % x.H) * x.D * x.TP;
+  }
+};
+
 // scores^T (S, TP) = kb (S, D) q_bh^T of item n's head, pad columns zero (q_bh's rows C apart
-// in q, [B, T, C]): in bfloat16 (precision) reading q by rows; else through the transposed copy
-// of q (`transposed`, zero past T), rounded when bf16, on the tile kernel where it fits.
+// in q, [B, T, C]): in bfloat16 (precision) reading q by rows; else through the transpose of
+// q's item (`transposed`, zero past T), rounded when bf16, on the tile kernel where it fits.
 template <class F>
 void head_scores(F* scores, const F* q_all, int64_t n, Block<F> kb, const Heads& x,
-                 Precision precision, bool bf16, F* transposed) {
-  const F* q = q_all + x.q_at(n);
+                 Precision precision, bool bf16, ItemTranspose<F>& transposed) {
   if (precision == Precision::BFloat16) {
-    gemm<F>(precision, false, true, x.S, x.T, x.D, kb.data, kb.ld, q, x.C, F{0}, scores, x.TP);
+    gemm<F>(precision, false, true, x.S, x.T, x.D, kb.data, kb.ld, q_all + x.q_at(n), x.C, F{0},
+            scores, x.TP);
     zero_pad(scores, x.S, x.T, x.TP);
     return;
   }
-  transpose_head<F>(transposed, q, x.B * x.T * x.C - x.q_at(n), x, bf16);
   tile_product<F>(tile_head<F>(x, precision), precision, false, x.S, x.TP, x.D, kb.data, kb.ld,
-                  {transposed, x.TP}, F{0}, scores, x.TP);
+                  {transposed.of(q_all, n, x, bf16), x.TP}, F{0}, scores, x.TP);
 }
 
 // The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
@@ -613,7 +633,8 @@ struct AttentionBackward {
 
   // A thread's tiles (S, TP) and, under autocast, a tiny head's rounded blocks.
   struct Scratch {
-    std::vector<F> ds, dropped, factor, transposed, q_head, k_head, v_head, dout_head;
+    std::vector<F> ds, dropped, factor, q_head, k_head, v_head, dout_head;
+    ItemTranspose<F> transposed;  // dout's
   };
 
   // s.ds = dS of item n, rounded when bf16; with kept flags and dv wanted, s.dropped = P' too.
@@ -623,7 +644,7 @@ struct AttentionBackward {
     const auto scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(x.D)));
     // dP'^T (S, T) = v_bh (S, D) dout_bh^T, through the dropout, then the softmax
     const Block<F> vb = head_block<F>(v + x.kv_at(n), S, x.C, x.D, bf16, s.v_head.data());
-    head_scores<F>(s.ds.data(), dout, n, vb, x, precision, bf16, s.transposed.data());
+    head_scores<F>(s.ds.data(), dout, n, vb, x, precision, bf16, s.transposed);
     if (dropout > 0 && !keep) {
       for (int64_t e = 0; e < tile; ++e) s.ds[e] *= s.factor[e];
     }
@@ -646,11 +667,11 @@ struct AttentionBackward {
     Scratch s{std::vector<F>(tile),
               std::vector<F>(dropout > 0 || bf16 ? tile : 0),
               std::vector<F>(dropout > 0 && !kept ? tile : 0),
-              std::vector<F>(precision == Precision::BFloat16 ? 0 : D * TP),
               std::vector<F>(rounded),
               std::vector<F>(rounded_kv),
               std::vector<F>(rounded_kv),
-              std::vector<F>(rounded)};
+              std::vector<F>(rounded),
+              {std::vector<F>(precision == Precision::BFloat16 ? 0 : C * TP)}};
     for (int64_t n = n0; n < n1; ++n) {
       const F* p = weights + n * tile;
       const uint16_t* keep = kept ? kept + n * (S * TP / kTileLanes) : nullptr;
@@ -739,7 +760,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
       std::vector<F> scratch(keep_weights ? 0 : tile), dropped(drop || bf16 ? tile : 0);
       std::vector<uint16_t> flags(keep_flags ? 0 : words);
       // q's transposed copy, which only a float32 scores product reads (head_scores)
-      std::vector<F> transposed(precision == Precision::BFloat16 ? 0 : x.D * TP);
+      ItemTranspose<F> transposed{std::vector<F>(precision == Precision::BFloat16 ? 0 : C * TP)};
       std::vector<F> bias(pm ? tile : 0);
       // a tiny head's rounded blocks of q (one query), k and v under autocast
       std::vector<F> q_head(bf16 ? x.D : 0), k_head(bf16 ? S * x.D : 0), v_head(k_head.size());
@@ -756,7 +777,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
           detail::masked_softmax_forward<F>(p, p, pm ? pm + x.mask_at(n) : &kNothingBlocked,
                                             &row_zero, pm ? x.mask_strides[3] : 0, S, scale, 0, 1);
         } else {
-          head_scores<F>(p, pq, n, kb, x, precision, bf16, transposed.data());
+          head_scores<F>(p, pq, n, kb, x, precision, bf16, transposed);
           if (pm && x.mask_at(n) != bias_of) {
             mask_tile<F>(bias.data(), x, n, pm);
             bias_of = x.mask_at(n);
