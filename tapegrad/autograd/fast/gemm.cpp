@@ -94,16 +94,17 @@ void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64
 // n <= NR columns of the tile, kVecs of its two vectors of columns computed: a ragged last panel
 // no wider than one vector (N = 200 is six panels of 32 and one of 8) takes half the work, and
 // so does a ragged last tile of rows its kRows (a third or two of MR: M = 64 is five tiles of 12
-// and one of 4). The A tile is a packed panel (kPackedA: MR values per k, so every read is one
-// base register plus a constant; lda is unused) or a row-major A itself, rows lda apart; rows
-// past m then repeat row m - 1 and their sums are dropped. bp holds NR values of op(B) per k, b_k
+// and one of 4). The A tile is k-major (kKMajorA: its values of step k consecutive at a + k lda,
+// so every read is one base register plus a constant: a packed panel, lda = MR, or a transposed
+// A read in place, lda its row stride) or a row-major A itself, rows lda apart; rows past m then
+// repeat row m - 1 and their sums are dropped. bp holds NR values of op(B) per k, b_k
 // apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never reads c (it
 // may be uninitialised).
-template <bool kPackedA, int64_t kVecs, int64_t kRows>
+template <bool kKMajorA, int64_t kVecs, int64_t kRows>
 void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
                   float* c, int64_t ldc, int64_t m, int64_t n, const Finish& finish) {
   const float* rows[kRows];
-  if constexpr (!kPackedA) {
+  if constexpr (!kKMajorA) {
     for (int64_t i = 0; i < kRows; ++i) rows[i] = a + std::min(i, m - 1) * lda;
   }
   // The C tile's lines are asked for first, to be written: they arrive while the k loop
@@ -121,8 +122,8 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
       // A scalar times a vector broadcasts straight from memory; `Vec{} + x` cost a scalar add
       // and a register broadcast per value, on the pipes the multiply-adds need.
       float ai;
-      if constexpr (kPackedA) {
-        ai = a[k * MR + i];
+      if constexpr (kKMajorA) {
+        ai = a[k * lda + i];
       } else {
         ai = rows[i][k];
       }
@@ -165,18 +166,19 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
 
 // The micro-kernel for a tile of m rows and n columns: one vector of columns for a panel no
 // wider (a narrow ragged one), and the fewest rows of a third of MR, two thirds or MR that hold m.
-template <bool kPackedA>
+constexpr int64_t kThird = MR % 3 == 0 ? MR / 3 : MR;
+
+template <bool kKMajorA>
 auto kernel_for(int64_t m, int64_t n) {
-  constexpr int64_t third = MR % 3 == 0 ? MR / 3 : MR;
   const auto rows = [m](auto kernel_of) {
-    if (m <= third) return kernel_of(std::integral_constant<int64_t, third>{});
-    if (m <= 2 * third)
-      return kernel_of(std::integral_constant<int64_t, std::min(2 * third, MR)>{});
+    if (m <= kThird) return kernel_of(std::integral_constant<int64_t, kThird>{});
+    if (m <= 2 * kThird)
+      return kernel_of(std::integral_constant<int64_t, std::min(2 * kThird, MR)>{});
     return kernel_of(std::integral_constant<int64_t, MR>{});
   };
   if (n > kLanes)
-    return rows([](auto r) { return &micro_kernel<kPackedA, 2, decltype(r)::value>; });
-  return rows([](auto r) { return &micro_kernel<kPackedA, 1, decltype(r)::value>; });
+    return rows([](auto r) { return &micro_kernel<kKMajorA, 2, decltype(r)::value>; });
+  return rows([](auto r) { return &micro_kernel<kKMajorA, 1, decltype(r)::value>; });
 }
 
 // Lines [0, count) and steps [0, kc) of an operand into panels of W lines, each kc x W in
@@ -413,7 +415,11 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
     swapped(M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
     return;
   }
-  const bool packed_a = ta || N >= kPackFrom;
+  // A is packed where each packed value would be read by many B panels; else read in place, a
+  // plain A as MR row streams, a transposed one k-major (the MR values of a step lie together in
+  // a row of it), but for a ragged tile whose kernel would read rows past its m (m not a whole
+  // number of kThird rows): that one is packed alone.
+  const bool packed_a = N >= kPackFrom;
   const bool direct_b = !tb && M < kPackFrom;
   thread_local Packs packs;
   float* ap = packs.a.get();
@@ -437,9 +443,14 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             const int64_t b_k = in_place ? ldb : NR;
             const Finish finish{&epilogue, pc + kc == K, ic + ir, jc + jr};
-            const auto kernel = packed_a ? kernel_for<true>(m, n) : kernel_for<false>(m, n);
-            kernel(kc, packed_a ? ap + ir * kc : a + ir * lda, packed_a ? MR : lda, panel, b_k,
-                   block_beta, c, ldc, m, n, finish);
+            const float* tile = packed_a ? ap + ir * kc : ta ? a + ir : a + ir * lda;
+            int64_t a_step = packed_a ? MR : lda;
+            if (ta && !packed_a && m % kThird != 0) {
+              pack_a(ta, tile, lda, m, kc, ap);
+              tile = ap, a_step = MR;
+            }
+            const auto kernel = packed_a || ta ? kernel_for<true>(m, n) : kernel_for<false>(m, n);
+            kernel(kc, tile, a_step, panel, b_k, block_beta, c, ldc, m, n, finish);
           }
         }
       }
