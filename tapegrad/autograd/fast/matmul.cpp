@@ -269,9 +269,9 @@ struct LinearTail {
     }
     if (t.mask) {
       const DropoutRun run(*t.mask, static_cast<uint64_t>(r * t.OC + j0));
-      for (int64_t j = 0; j < n; ++j) {
-        c[j] = run.kept(static_cast<uint32_t>(j)) ? c[j] * t.scale : T{0};
-      }
+      // 32-bit counters, as the hash takes them: a 64-bit j vectorises as two vectors of them
+      const auto count = static_cast<uint32_t>(n);
+      for (uint32_t j = 0; j < count; ++j) c[j] = run.kept(j) ? c[j] * t.scale : T{0};
     }
   }
 };
