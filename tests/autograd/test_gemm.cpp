@@ -70,12 +70,15 @@ struct Visits {
   int64_t N;
   std::vector<int> count;
   std::vector<float> value;
-  static void note(const void* ctx, float* c, int64_t row, int64_t col, int64_t n) {
+  static void note(const void* ctx, float* c, int64_t ldc, int64_t row, int64_t col, int64_t m,
+                   int64_t n) {
     auto& v = *const_cast<Visits*>(static_cast<const Visits*>(ctx));
-    for (int64_t j = 0; j < n; ++j) {
-      ++v.count.at(row * v.N + col + j);
-      v.value.at(row * v.N + col + j) = c[j];
-      c[j] += 1;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        ++v.count.at((row + i) * v.N + col + j);
+        v.value.at((row + i) * v.N + col + j) = c[i * ldc + j];
+        c[i * ldc + j] += 1;
+      }
     }
   }
 };

@@ -77,8 +77,7 @@ struct Finish {
   const float* bias() const { return last && epilogue->bias ? epilogue->bias + col : nullptr; }
   bool relu() const { return last && epilogue->relu; }
   void rows(float* c, int64_t ldc, int64_t m, int64_t n) const {
-    if (!last || epilogue->fn == nullptr) return;
-    for (int64_t i = 0; i < m; ++i) (*epilogue)(c + i * ldc, row + i, col, n);
+    if (last && epilogue->fn) epilogue->fn(epilogue->ctx, c, ldc, row, col, m, n);
   }
 };
 
@@ -86,8 +85,7 @@ struct Finish {
 // product, whose C is in cache anyway; float64).
 template <class T>
 void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64_t N) {
-  if (epilogue.empty()) return;
-  for (int64_t i = 0; i < M; ++i) epilogue.finish(C + i * ldc, i, 0, N);
+  if (!epilogue.empty()) epilogue.finish(C, ldc, 0, 0, M, N);
 }
 
 // c (m, n) = op(A) tile (MR, kc) . bp (kc, NR) + beta c, for the first m <= kRows rows and

@@ -36,21 +36,23 @@ void bias_relu(T* c, int64_t n, const T* bias, bool relu) {
 // Work done on C's elements once they are final, in the kernel's output pass while they are
 // still in cache, instead of in a loop of its own over C. As the kernel stores its registers:
 // bias[j] added to every element of column j (bias null: none), then, with relu, max(c, 0)
-// (0 for NaN). Then fn(ctx, c, row, col, n) for the row pieces c[0, n) = C[row, col : col + n)
-// (row and col counted from C's corner), each piece once. linear applies its bias, activation
-// and dropout this way. Empty (no bias, no relu, fn null) does nothing.
+// (0 for NaN). Then fn(ctx, c, ldc, row, col, m, n) for blocks of C: m row pieces of n, piece i
+// at c + i ldc, C[row + i, col : col + n) (row and col counted from C's corner), each element in
+// one block once (a kernel's tile, or the whole of C: one call for many rows, whose setup a call
+// per row would repeat). linear applies its bias, activation and dropout this way. Empty (no
+// bias, no relu, fn null) does nothing.
 template <class T>
 struct Epilogue {
-  void (*fn)(const void* ctx, T* c, int64_t row, int64_t col, int64_t n) = nullptr;
+  void (*fn)(const void* ctx, T* c, int64_t ldc, int64_t row, int64_t col, int64_t m,
+             int64_t n) = nullptr;
   const void* ctx = nullptr;
   const T* bias = nullptr;  // [N]
   bool relu = false;
-  void operator()(T* c, int64_t row, int64_t col, int64_t n) const { fn(ctx, c, row, col, n); }
   bool empty() const { return !bias && !relu && !fn; }
-  // All of it on the row piece c[0, n) = C[row, col : col + n), final.
-  void finish(T* c, int64_t row, int64_t col, int64_t n) const {
-    bias_relu(c, n, bias ? bias + col : nullptr, relu);
-    if (fn) fn(ctx, c, row, col, n);
+  // All of it on the block of m row pieces c[i ldc, i ldc + n) = C[row + i, col : col + n), final.
+  void finish(T* c, int64_t ldc, int64_t row, int64_t col, int64_t m, int64_t n) const {
+    for (int64_t i = 0; i < m; ++i) bias_relu(c + i * ldc, n, bias ? bias + col : nullptr, relu);
+    if (fn) fn(ctx, c, ldc, row, col, m, n);
   }
 };
 

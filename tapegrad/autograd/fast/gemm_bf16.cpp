@@ -478,9 +478,11 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
   Bf16Plan<S> plan(ta, tb, a_pack, a_floats);
   b_pack.resize(static_cast<size_t>((NC + NR) * KC / 2));
   float tile[MR * NR];
-  for (int64_t i = 0; i < M && K == 0; ++i) {  // no steps: C = beta C
-    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
-    epilogue.finish(C + i * ldc, i, 0, N);
+  if (K == 0) {  // no steps: C = beta C
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
+    }
+    epilogue.finish(C, ldc, 0, 0, M, N);
   }
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
@@ -513,7 +515,9 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
               for (int64_t j = 0; j < n && !direct; ++j) {
                 c[j] = block_beta == 0 ? tile[i * NR + j] : block_beta * c[j] + tile[i * NR + j];
               }
-              if (pc + kc == K && !epilogue.empty()) epilogue.finish(c, ic + ir + i, jc + jr, n);
+            }
+            if (pc + kc == K && !epilogue.empty()) {
+              epilogue.finish(corner, ldc, ic + ir, jc + jr, m, n);
             }
           }
         }

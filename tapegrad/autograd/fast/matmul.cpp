@@ -244,8 +244,8 @@ void weight_grad_share(Precision precision, int64_t p, int shares, bool halves, 
 }
 
 // linear's epilogue over its output [N, OC] after the bias and a ReLU (which gemm applies),
-// applied by gemm to the row pieces of one share's product, whose corner is at (row0, col0) of
-// the output: GELU (and, when recorded, its slope kept for the backward), the dropout of element
+// applied by gemm to blocks of one share's product, whose corner is at (row0, col0) of the
+// output: GELU (and, when recorded, its slope kept for the backward), the dropout of element
 // (row, col) by its flat index.
 template <class T>
 struct LinearTail {
@@ -255,23 +255,26 @@ struct LinearTail {
   T scale;                  // dropout_scale
   int64_t OC, row0, col0;
 
-  static void apply(const void* ctx, T* c_in, int64_t row, int64_t col, int64_t n) {
+  static void apply(const void* ctx, T* block, int64_t ldc, int64_t row, int64_t col, int64_t m,
+                    int64_t n) {
     const LinearTail t = *static_cast<const LinearTail*>(ctx);  // a local: c's stores can't alias
-    T* __restrict c = c_in;
-    const int64_t r = t.row0 + row, j0 = t.col0 + col;
-    if (t.activation == Activation::GELU) {
-      if (t.slope) {
-        T* __restrict slope = t.slope + r * t.OC + j0;
-        for (int64_t j = 0; j < n; ++j) c[j] = vgelu_and_slope(c[j], slope + j);
-      } else {
-        for (int64_t j = 0; j < n; ++j) c[j] = vgelu(c[j]);
+    for (int64_t i = 0; i < m; ++i) {
+      T* __restrict c = block + i * ldc;
+      const int64_t r = t.row0 + row + i, j0 = t.col0 + col;
+      if (t.activation == Activation::GELU) {
+        if (t.slope) {
+          T* __restrict slope = t.slope + r * t.OC + j0;
+          for (int64_t j = 0; j < n; ++j) c[j] = vgelu_and_slope(c[j], slope + j);
+        } else {
+          for (int64_t j = 0; j < n; ++j) c[j] = vgelu(c[j]);
+        }
       }
-    }
-    if (t.mask) {
-      const DropoutRun run(*t.mask, static_cast<uint64_t>(r * t.OC + j0));
-      // 32-bit counters, as the hash takes them: a 64-bit j vectorises as two vectors of them
-      const auto count = static_cast<uint32_t>(n);
-      for (uint32_t j = 0; j < count; ++j) c[j] = run.kept(j) ? c[j] * t.scale : T{0};
+      if (t.mask) {
+        const DropoutRun run(*t.mask, static_cast<uint64_t>(r * t.OC + j0));
+        // 32-bit counters, as the hash takes them: a 64-bit j vectorises as two vectors of them
+        const auto count = static_cast<uint32_t>(n);
+        for (uint32_t j = 0; j < count; ++j) c[j] = run.kept(j) ? c[j] * t.scale : T{0};
+      }
     }
   }
 };
