@@ -445,7 +445,8 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             int64_t a_step = packed_a ? MR : lda;
             if (ta && !packed_a && m % kThird != 0) {
               pack_a(ta, tile, lda, m, kc, ap);
-              tile = ap, a_step = MR;
+              tile = ap;
+              a_step = MR;
             }
             const auto kernel = packed_a || ta ? kernel_for<true>(m, n) : kernel_for<false>(m, n);
             kernel(kc, tile, a_step, panel, b_k, block_beta, c, ldc, m, n, finish);
