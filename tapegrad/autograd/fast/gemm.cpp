@@ -433,6 +433,9 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
         const int64_t mc = std::min(MC, M - ic);
         const float* a = A + (ta ? pc * lda + ic : ic * lda + pc);
         if (packed_a) pack_a(ta, a, lda, mc, kc, ap);
+        // the first row of a transposed A's ragged last tile, packed alone, once for every panel
+        const int64_t ragged = ta && !packed_a && mc % MR % kThird != 0 ? mc / MR * MR : -1;
+        if (ragged >= 0) pack_a(ta, a + ragged, lda, mc - ragged, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const bool in_place = b_in_place(direct_b, jr, nc);
           const float* panel = in_place ? b + jr : bp + jr * kc;
@@ -441,13 +444,9 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             const int64_t b_k = in_place ? ldb : NR;
             const Finish finish{&epilogue, pc + kc == K, ic + ir, jc + jr};
-            const float* tile = packed_a ? ap + ir * kc : ta ? a + ir : a + ir * lda;
-            int64_t a_step = packed_a ? MR : lda;
-            if (ta && !packed_a && m % kThird != 0) {
-              pack_a(ta, tile, lda, m, kc, ap);
-              tile = ap;
-              a_step = MR;
-            }
+            const bool alone = ir == ragged;
+            const float* tile = packed_a ? ap + ir * kc : alone ? ap : ta ? a + ir : a + ir * lda;
+            const int64_t a_step = packed_a || alone ? MR : lda;
             const auto kernel = packed_a || ta ? kernel_for<true>(m, n) : kernel_for<false>(m, n);
             kernel(kc, tile, a_step, panel, b_k, block_beta, c, ldc, m, n, finish);
           }
