@@ -60,8 +60,10 @@ void pack_pairs(const S* src, int64_t l_step, int64_t k_step, int64_t lines, int
 }
 
 // c (MR x NR, rows ldc apart) = the sums over `pairs` of the A panel's pairs (MR a pair) times
-// the B panel's (NR a pair): per pair, the high halves' product added, then the low halves'.
-void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) {
+// the B panel's (NR a pair), added to c's values with add: per pair, the high halves' product
+// added, then the low halves'.
+void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                   bool add) {
   float tile[MR * NR] = {};
   for (int64_t p = 0; p < pairs; ++p, a += MR, b += NR) {
     for (int64_t i = 0; i < MR; ++i) {
@@ -76,7 +78,9 @@ void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c
     }
   }
   for (int64_t i = 0; i < MR; ++i) {
-    std::copy(tile + i * NR, tile + (i + 1) * NR, c + i * ldc);
+    for (int64_t j = 0; j < NR; ++j) {
+      c[i * ldc + j] = add ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+    }
   }
 }
 
@@ -87,7 +91,7 @@ void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, const uint32_t* a,
                                                                const uint32_t* b, float* c,
-                                                               int64_t ldc) {
+                                                               int64_t ldc, bool add) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int64_t i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -100,6 +104,13 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)ai, (__m512bh)b1);
     }
   }
+  if (add) {
+#pragma GCC unroll 12
+    for (int64_t i = 0; i < MR; ++i) {
+      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(c + i * ldc));
+      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(c + i * ldc + 16));
+    }
+  }
 #pragma GCC unroll 12
   for (int64_t i = 0; i < MR; ++i) {
     _mm512_storeu_ps(c + i * ldc, acc[i][0]);
@@ -107,11 +118,11 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
   }
 }
 
-// tile_native's sums with float32 multiply-adds, for CPUs whose vdpbf16ps takes more than two
-// of them (bf16_default_kernel): A's pairs as floats (expand_pairs: for the pair at x, the high
-// step's value at a[2 x], the low's at a[2 x + 1]), B's split in registers. Subnormal operands
-// read as zero and subnormal sums flush to zero while it runs, as the instruction is specified
-// to, so the two kernels give the same bits on all inputs.
+// tile_native's sums with float32 multiply-adds, replacing c's values, for CPUs whose vdpbf16ps
+// takes more than two of them (bf16_default_kernel): A's pairs as floats (expand_pairs: for the
+// pair at x, the high step's value at a[2 x], the low's at a[2 x + 1]), B's split in registers.
+// Subnormal operands read as zero and subnormal sums flush to zero while it runs, as the
+// instruction is specified to, so the two kernels give the same bits on all inputs.
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f"))) void tile_fma(int64_t pairs, const float* a, const uint32_t* b,
                                                  float* c, int64_t ldc) {
@@ -418,7 +429,8 @@ namespace {
 // block, packed as pairs (a_pack) and for tile_fma expanded to floats too (a_floats).
 template <class S>
 struct Bf16Plan {
-  void (*tile_pairs)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t) = tile_emulated;
+  void (*tile_pairs)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t,
+                     bool) = tile_emulated;
   void (*tile_floats)(int64_t, const float*, const uint32_t*, float*, int64_t) = nullptr;
   void (*pack_a)(const S*, int64_t, int64_t, int64_t, int64_t, uint32_t*) = pack_pairs<MR, S>;
   void (*pack_b)(const float*, int64_t, int64_t, int64_t, int64_t,
@@ -457,13 +469,15 @@ struct Bf16Plan {
 #endif
   }
 
-  // The tile of A's block from line ir, times the B panel b, into c (rows ldc apart).
-  void tile(int64_t ir, int64_t pairs, const uint32_t* b, float* c, int64_t ldc) const {
+  // The tile of A's block from line ir, times the B panel b, into c (rows ldc apart); added to
+  // c's values with add, which tile_fma does not take (adds).
+  bool adds() const { return tile_floats == nullptr; }
+  void tile(int64_t ir, int64_t pairs, const uint32_t* b, float* c, int64_t ldc, bool add) const {
     const int64_t at = ir * (rows_a ? KP : pairs);
     if (tile_floats) {
       tile_floats(pairs, a_floats.data() + 2 * at, b, c, ldc);
     } else {
-      tile_pairs(pairs, a_pack.data() + at, b, c, ldc);
+      tile_pairs(pairs, a_pack.data() + at, b, c, ldc, add);
     }
   }
 };
@@ -498,10 +512,12 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             float* corner = C + (ic + ir) * ldc + jc + jr;
-            // A whole tile that replaces C goes straight into it from the kernel's registers;
-            // a ragged one, or one added to C (later k blocks), through `tile` and the loop below
-            // (adding from the registers made products of several k blocks slower).
-            const bool direct = m == MR && n == NR && block_beta == 0;
+            // A whole tile goes straight into C from the kernel's registers, replacing C or, for
+            // a later k block, added to it; a ragged one, one scaled by a beta other than 0 and 1,
+            // or one tile_fma adds (it reads a subnormal C as zero while it runs) through `tile`
+            // and the loop below.
+            const bool add = block_beta == 1 && plan.adds();
+            const bool direct = m == MR && n == NR && (block_beta == 0 || add);
             // C's lines asked for before the sums, as gemm.cpp's kernel does: they arrive while
             // the sums run, where a later k block would wait on C's reads after them
             for (int64_t i = 0; i < m; ++i) {
@@ -509,7 +525,7 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
               if (n > 16) __builtin_prefetch(corner + i * ldc + 16, 1, 3);
             }
             plan.tile(ir, pairs, b_pack.data() + jr * pairs, direct ? corner : tile,
-                      direct ? ldc : NR);
+                      direct ? ldc : NR, direct && add);
             for (int64_t i = 0; i < m; ++i) {
               float* c = corner + i * ldc;
               for (int64_t j = 0; j < n && !direct; ++j) {
