@@ -312,6 +312,22 @@ struct Block {
   int64_t ld;
 };
 
+// C (M x N, ldc) = beta C + op(A) (M x K) B (K x N, B.ld), op(A) = A^T with ta: an item's
+// product, handed down the tile kernel's calls by reference (as arguments, its ten values went
+// through the stack at each of the three calls down, the block's two words copied as one wider
+// load that waited on the two stores: 6% of a small head's forward).
+template <class F>
+struct Product {
+  bool ta;
+  int64_t M, N, K;
+  const F* A;
+  int64_t lda;
+  Block<F> B;
+  F beta;
+  F* C;
+  int64_t ldc;
+};
+
 // The `rows` x D block at `in` (rows ld apart) as a product reads it: in place, or rounded to
 // bfloat16 into buf (rows x D, packed) when bf16.
 template <class F>
@@ -438,10 +454,12 @@ struct Lanes8;
 // otherwise by a pointer a row, a row past M reading row M - 1 (twelve pointers take more
 // registers than there are, and the loop reloads them).
 template <int64_t R, bool TA, bool kFit, class L>
-void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-               Block<float> B, float beta, float* C, int64_t ldc) {
+void tile_rows(int64_t r0, const Product<float>& p) {
   if constexpr (kRegisterTiles<float>) {
-    const auto lanes = L::first(N);
+    const int64_t M = p.M, K = p.K, lda = p.lda, ldc = p.ldc;
+    const float *A = p.A, *b_data = p.B.data;
+    const int64_t ldb = p.B.ld;
+    const auto lanes = L::first(p.N);
     const float* a[TA ? 1 : kFit ? (R + 2) / 3 : R];
     if constexpr (TA) {
       a[0] = A + r0;
@@ -456,7 +474,7 @@ void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int6
 #pragma GCC unroll 16
     for (int64_t g = 0; g < R; ++g) acc[g] = L::zero();
     for (int64_t k = 0; k < K; ++k) {
-      const typename L::Vec b = L::load(lanes, B.data + k * B.ld);
+      const typename L::Vec b = L::load(lanes, b_data + k * ldb);
 #pragma GCC unroll 16
       for (int64_t g = 0; g < R; ++g) {
         const float x = TA ? a[0][k * lda + g] : kFit ? a[g / 3][g % 3 * lda + k] : a[g][k];
@@ -466,9 +484,9 @@ void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int6
 #pragma GCC unroll 16
     for (int64_t g = 0; g < R; ++g) {
       if (r0 + g >= M) break;
-      float* c = C + (r0 + g) * ldc;
+      float* c = p.C + (r0 + g) * ldc;
       typename L::Vec sum = acc[g];
-      if (beta != 0) sum = L::fma(beta, L::load(lanes, c), sum);
+      if (p.beta != 0) sum = L::fma(p.beta, L::load(lanes, c), sum);
       L::store(c, lanes, sum);
     }
   }
@@ -477,42 +495,36 @@ void tile_rows(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int6
 // Rows [r0, r0 + R) on the narrowest lanes that hold N, reading A's rows by a pointer every
 // third row where all are below M.
 template <int64_t R, bool TA>
-void tile_rows_of(int64_t r0, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                  Block<float> B, float beta, float* C, int64_t ldc) {
+void tile_rows_of(int64_t r0, const Product<float>& p) {
   if constexpr (kRegisterTiles<float>) {
-    const bool fit = !TA && r0 + R <= M;
-    if (N <= 8) {
-      (fit ? tile_rows<R, TA, true, Lanes8> : tile_rows<R, TA, false, Lanes8>)(r0, M, N, K, A, lda,
-                                                                               B, beta, C, ldc);
+    const bool fit = !TA && r0 + R <= p.M;
+    if (p.N <= 8) {
+      (fit ? tile_rows<R, TA, true, Lanes8> : tile_rows<R, TA, false, Lanes8>)(r0, p);
     } else {
-      (fit ? tile_rows<R, TA, true, Lanes16>
-           : tile_rows<R, TA, false, Lanes16>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+      (fit ? tile_rows<R, TA, true, Lanes16> : tile_rows<R, TA, false, Lanes16>)(r0, p);
     }
   }
 }
 
-// C (M x N, ldc) = beta C + op(A) (M x K) B (K x N, B.ld), N at most 16 (a head's D, or a
-// tile's 16 lanes): each row of C is one vector of N lanes, its sum a chain of multiply-adds by
-// elements of A, broadcast from where they lie (in a tile, a row or a column); past D lie the
-// next head's columns, another thread's. Up to 16 rows at a time, as many as are left rounded
-// up to 4, so a head of 12 takes one pass over K, not two with 4 rows of repeats (with ta, A is
-// a tile: its rows TP >= M long hold the rounded-up columns). Nothing is packed or transposed.
+// p's product, N at most 16 (a head's D, or a tile's 16 lanes): each row of C is one vector of N
+// lanes, its sum a chain of multiply-adds by elements of A, broadcast from where they lie (in a
+// tile, a row or a column); past D lie the next head's columns, another thread's. Up to 16 rows at
+// a time, as many as are left rounded up to 4, so a head of 12 takes one pass over K, not two with
+// 4 rows of repeats (with ta, A is a tile: its rows TP >= M long hold the rounded-up columns).
+// Nothing is packed or transposed.
 template <class F>
-void tile_kernel(bool ta, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda, Block<F> B,
-                 F beta, F* C, int64_t ldc) {
+void tile_kernel(const Product<F>& p) {
   if constexpr (kRegisterTiles<F>) {
-    for (int64_t r0 = 0; r0 < M; r0 += 16) {
-      const int64_t left = M - r0;
+    for (int64_t r0 = 0; r0 < p.M; r0 += 16) {
+      const int64_t left = p.M - r0;
       if (left > 12) {
-        (ta ? tile_rows_of<16, true> : tile_rows_of<16, false>)(r0, M, N, K, A, lda, B, beta, C,
-                                                                ldc);
+        (p.ta ? tile_rows_of<16, true> : tile_rows_of<16, false>)(r0, p);
       } else if (left > 8) {
-        (ta ? tile_rows_of<12, true> : tile_rows_of<12, false>)(r0, M, N, K, A, lda, B, beta, C,
-                                                                ldc);
+        (p.ta ? tile_rows_of<12, true> : tile_rows_of<12, false>)(r0, p);
       } else if (left > 4) {
-        (ta ? tile_rows_of<8, true> : tile_rows_of<8, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+        (p.ta ? tile_rows_of<8, true> : tile_rows_of<8, false>)(r0, p);
       } else {
-        (ta ? tile_rows_of<4, true> : tile_rows_of<4, false>)(r0, M, N, K, A, lda, B, beta, C, ldc);
+        (p.ta ? tile_rows_of<4, true> : tile_rows_of<4, false>)(r0, p);
       }
     }
   }
@@ -522,12 +534,12 @@ void tile_kernel(bool ta, int64_t M, int64_t N, int64_t K, const F* A, int64_t l
 // blocks, q's transposed copy): on the tile kernel where the head fits (tiles: tile_head), else
 // gemm.
 template <class F>
-void tile_product(bool tiles, Precision precision, bool ta, int64_t M, int64_t N, int64_t K,
-                  const F* A, int64_t lda, Block<F> B, F beta, F* C, int64_t ldc) {
+void tile_product(bool tiles, Precision precision, const Product<F>& p) {
   if (tiles) {
-    tile_kernel<F>(ta, M, N, K, A, lda, B, beta, C, ldc);
+    tile_kernel<F>(p);
   } else {
-    gemm<F>(precision, ta, false, M, N, K, A, lda, B.data, B.ld, beta, C, ldc);
+    gemm<F>(precision, p.ta, false, p.M, p.N, p.K, p.A, p.lda, p.B.data, p.B.ld, p.beta, p.C,
+            p.ldc);
   }
 }
 
@@ -564,8 +576,17 @@ void head_scores(F* scores, const F* q_all, int64_t n, Block<F> kb, const Heads&
     zero_pad(scores, x.S, x.T, x.TP);
     return;
   }
-  tile_product<F>(tile_head<F>(x, precision), precision, false, x.S, x.TP, x.D, kb.data, kb.ld,
-                  {transposed.of(q_all, n, x, bf16), x.TP}, F{0}, scores, x.TP);
+  tile_product<F>(tile_head<F>(x, precision), precision,
+                  {false,
+                   x.S,
+                   x.TP,
+                   x.D,
+                   kb.data,
+                   kb.ld,
+                   {transposed.of(q_all, n, x, bf16), x.TP},
+                   F{0},
+                   scores,
+                   x.TP});
 }
 
 // The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
@@ -679,13 +700,13 @@ struct AttentionBackward {
       if (dgrad[0] || dgrad[1]) scores_gradient(n, keep, s);
       if (dgrad[0]) {
         const Block<F> kb = head_block<F>(k + x.kv_at(n), S, C, D, bf16, s.k_head.data());
-        tile_product<F>(tiles, precision, true, T, D, S, s.ds.data(), TP, kb, beta[0],
-                        dgrad[0] + x.q_at(n), C);
+        tile_product<F>(tiles, precision,
+                        {true, T, D, S, s.ds.data(), TP, kb, beta[0], dgrad[0] + x.q_at(n), C});
       }
       if (dgrad[1]) {
         const Block<F> qb = head_block<F>(q + x.q_at(n), T, C, D, bf16, s.q_head.data());
-        tile_product<F>(tiles, precision, false, S, D, T, s.ds.data(), TP, qb, beta[1],
-                        dgrad[1] + x.kv_at(n), C);
+        tile_product<F>(tiles, precision,
+                        {false, S, D, T, s.ds.data(), TP, qb, beta[1], dgrad[1] + x.kv_at(n), C});
       }
       if (!dgrad[2]) continue;
       // with kept flags, the dropped weights came from scores_gradient, or come here
@@ -697,8 +718,8 @@ struct AttentionBackward {
                : product_weights<F>(p, dropout > 0 ? s.factor.data() : nullptr, bf16, tile,
                                     s.dropped.data());
       const Block<F> db = head_block<F>(dout + x.q_at(n), T, C, D, bf16, s.dout_head.data());
-      tile_product<F>(tiles, precision, false, S, D, T, pdrop, TP, db, beta[2],
-                      dgrad[2] + x.kv_at(n), C);
+      tile_product<F>(tiles, precision,
+                      {false, S, D, T, pdrop, TP, db, beta[2], dgrad[2] + x.kv_at(n), C});
     }
   }
 };
@@ -793,9 +814,10 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
         // out_bh (T, D) = dropout(p) (T, S) v_bh (S, D)
         const Block<F> vb = head_block<F>(pv + x.kv_at(n), S, C, x.D, bf16, v_head.data());
         tile_product<F>(
-            tiles, precision, true, T, x.D, S,
-            product_weights<F>(drop ? dropped.data() : p, nullptr, bf16, tile, dropped.data()), TP,
-            vb, F{0}, po + x.q_at(n), C);
+            tiles, precision,
+            {true, T, x.D, S,
+             product_weights<F>(drop ? dropped.data() : p, nullptr, bf16, tile, dropped.data()), TP,
+             vb, F{0}, po + x.q_at(n), C});
       }
     });
   });
