@@ -576,17 +576,9 @@ void head_scores(F* scores, const F* q_all, int64_t n, Block<F> kb, const Heads&
     zero_pad(scores, x.S, x.T, x.TP);
     return;
   }
+  const Block<F> qt{transposed.of(q_all, n, x, bf16), x.TP};
   tile_product<F>(tile_head<F>(x, precision), precision,
-                  {false,
-                   x.S,
-                   x.TP,
-                   x.D,
-                   kb.data,
-                   kb.ld,
-                   {transposed.of(q_all, n, x, bf16), x.TP},
-                   F{0},
-                   scores,
-                   x.TP});
+                  {false, x.S, x.TP, x.D, kb.data, kb.ld, qt, F{0}, scores, x.TP});
 }
 
 // The weights (S, TP) the product with v reads: p itself, or p times its dropout factors
