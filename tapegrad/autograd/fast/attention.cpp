@@ -313,9 +313,9 @@ struct Block {
 };
 
 // C (M x N, ldc) = beta C + op(A) (M x K) B (K x N, B.ld), op(A) = A^T with ta: an item's
-// product, handed down the tile kernel's calls by reference (as arguments, its ten values went
-// through the stack at each of the three calls down, the block's two words copied as one wider
-// load that waited on the two stores: 6% of a small head's forward).
+// product, handed down the tile kernel's calls by reference. Its ten values do not fit the
+// argument registers, and copied onto the stack at each call, B's two words would be read back
+// by one wider load that waits on the two stores.
 template <class F>
 struct Product {
   bool ta;

@@ -470,7 +470,7 @@ struct Bf16Plan {
   }
 
   // The tile of A's block from line ir, times the B panel b, into c (rows ldc apart); added to
-  // c's values with add, which tile_fma does not take (adds).
+  // c's values with add, where the kernel adds (adds(): not tile_fma).
   bool adds() const { return tile_floats == nullptr; }
   void tile(int64_t ir, int64_t pairs, const uint32_t* b, float* c, int64_t ldc, bool add) const {
     const int64_t at = ir * (rows_a ? KP : pairs);

@@ -21,8 +21,8 @@ namespace tapegrad {
 
 // e^x for x up to 88 (n <= 127, so 2^n is one exponent field and one multiply); past 88.37 it
 // is not e^x. Every kernel's exponent is at most 0: a score less its row's maximum, a logit less
-// its log-sum-exp, GELU's -x^2 / 2; so nothing handles the top of float's range (splitting 2^n in
-// two, clamping at 88.72 and returning infinity above it doubled a vector of exps' instructions).
+// its log-sum-exp, GELU's -x^2 / 2; so nothing handles the top of float's range, which would
+// double the instructions of a vector of exps.
 inline float exp_poly(float x) {
   constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kLow = -87.3f;         // e^kLow ~ FLT_MIN
