@@ -112,6 +112,11 @@ struct Walk {
   // node.pending += g: the first gradient is adopted, later ones added (in place, or recorded
   // when the walk creates a graph).
   void add(const std::shared_ptr<GradNode>& node, const Tensor& g) {
+    // a released entry is no longer on the tape: its gradient would go nowhere, silently
+    TG_CHECK(!node->grad_fn || !node->grad_fn->released,
+             "backward: op '{}' of this graph was already released by an earlier backward() or "
+             "grad(); pass retain_graph to that one to walk the graph twice",
+             node->grad_fn->op);
     if (!node->pending.defined()) {
       if (!node->grad_fn) leaves.push_back(node);
       hold(*node, g);

@@ -200,6 +200,37 @@ TEST_CASE("retain_graph lets a graph be walked twice; the gradients add up", "[a
                     "an earlier backward(); pass retain_graph to that one to walk the graph twice");
 }
 
+// create_graph implies retain_graph, as in PyTorch: the gradient's own graph reads the saved
+// non-leaf h = exp(x) through the first graph's entries, and the first graph may be walked again.
+TEST_CASE("create_graph keeps the graph it walked", "[autograd][higher]") {
+  // loss = sum(exp(x)^2): dloss/dx = 2 exp(2x), d/dx sum(2 exp(2x)) = 4 exp(2x)
+  const auto exps = [](const Tensor& x, double k) {
+    NoGradGuard no_grad;
+    return mul(exp(mul(x, 2.0)), k).to_vector<double>();
+  };
+  SECTION("backward") {
+    Tensor x = random_leaf({3}, 28);
+    const Tensor h = exp(x);
+    const Tensor loss = sum(mul(h, h));
+    loss.backward(Tensor(), {.create_graph = true});
+    const Tensor g = x.grad();
+    require_values(g, exps(x, 2.0), 1e-12);
+    loss.backward(Tensor(), {.retain_graph = true});  // the first graph again: the sum of both
+    require_values(x.grad(), exps(x, 4.0), 1e-12);
+    require_values(grad({sum(g)}, {x})[0], exps(x, 4.0), 1e-12);
+    // that walk released exp's entry, which the first graph shares: a third walk says so
+    CHECK_THROWS_WITH(loss.backward(), Catch::Contains("op 'exp' of this graph was already released"));
+  }
+  SECTION("grad()") {
+    Tensor x = random_leaf({3}, 29);
+    const Tensor h = exp(x);
+    const Tensor loss = sum(mul(h, h));
+    const Tensor g = grad({loss}, {x}, {}, {.create_graph = true})[0];
+    require_values(grad({loss}, {x}, {}, {.retain_graph = true})[0], exps(x, 2.0), 1e-12);
+    require_values(grad({sum(g)}, {x})[0], exps(x, 4.0), 1e-12);
+  }
+}
+
 TEST_CASE("a double backward through .grad(): the Hessian-vector product", "[autograd][higher]") {
   // f(x) = sum(x^3), so H = diag(6x) and Hv = 6 x v
   Tensor x = random_leaf({4}, 27);
