@@ -34,6 +34,7 @@
 #include <iostream>
 #include <map>
 #include <numeric>
+#include <unordered_set>
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
@@ -128,13 +129,21 @@ data::CorpusSplit read_data(const Settings& s) {
   return data::split_corpus(kept, 500, s.seed, s.data);
 }
 
-// The classes of the split's labels (or tags), in order of first appearance.
-std::vector<std::string> classes_of(const data::CorpusSplit& split) {
+// The classes of the split's labels (or tags), in order of first appearance; more than
+// metrics::kMaxClasses is a DataError naming `file`.
+std::vector<std::string> classes_of(const data::CorpusSplit& split, const std::string& file) {
   std::vector<std::string> classes;
+  std::unordered_set<std::string> seen;
   for (const auto* part : {&split.train, &split.valid}) {
     for (const data::Example& e : *part) {
       for (const std::string& c : data::split_words(e.target)) {
-        if (std::find(classes.begin(), classes.end(), c) == classes.end()) classes.push_back(c);
+        if (!seen.insert(c).second) continue;
+        if (std::ssize(classes) == metrics::kMaxClasses) {
+          throw data::DataError(
+              fmt::format("{}: more than {} distinct labels, the most a classifier here has", file,
+                          metrics::kMaxClasses));
+        }
+        classes.push_back(c);
       }
     }
   }
@@ -216,12 +225,11 @@ struct Run {
 
 // The model and optimizer of a new run on `split`; its files written in the run folder.
 void begin(Run& r, const Settings& s, const data::CorpusSplit& split) {
+  const std::string file = s.data.empty() ? "the generated task" : s.data;
+  r.c.classes = classes_of(split, file);
   std::vector<std::string> texts;
   for (const auto& e : split.train) texts.push_back(e.source);
-  r.c.vocab = data::Vocabulary::build(texts, s.level, s.vocab_size,
-                                      s.data.empty() ? "the generated task" : s.data, s.words);
-  r.c.classes = classes_of(split);
-  const std::string file = s.data.empty() ? "the generated task" : s.data;
+  r.c.vocab = data::Vocabulary::build(texts, s.level, s.vocab_size, file, s.words);
   r.train = encode(split.train, r.c.vocab, r.c.classes, s.max_len, file + " (training part)");
   r.valid = encode(split.valid, r.c.vocab, r.c.classes, s.max_len, file + " (held-out part)");
   const nn::EncoderClassifierConfig cfg{.vocab = r.c.vocab.size(),
@@ -254,24 +262,27 @@ void begin(Run& r, const Settings& s, const data::CorpusSplit& split) {
 void resume(Run& r, const Settings& s) {
   r.dir.emplace(s.out, train::Start::Resume, std::vector<std::string>{});
   const std::string ckpt = train::latest_checkpoint(s.out);
-  const train::TrainerState state = train::read_trainer_state(ckpt);
   r.c = load_classifier(ckpt);
-  if (r.c.metadata["step"] != std::to_string(state.step))
-    throw train::RunError(fmt::format("{}: model.safetensors is not of step {}", ckpt, state.step));
+  const train::TrainerState state = train::RunDirectory::resume_state(
+      s.out, ckpt, train::metadata_step(r.c.metadata, ckpt + "/model.safetensors"));
   r.c.model().train();
   r.adam =
       std::make_unique<optim::Adam>(r.c.model().named_parameters(), optim::AdamOptions{.lr = s.lr});
-  r.adam->load_state(io::load_safetensors(ckpt + "/optimizer.safetensors").tensors);
+  train::RunDirectory::resume_optimizer(*r.adam, ckpt, state.step);
   train::restore_generators(state.generators, ckpt, r.shuffle, r.c.model());
-  r.loss_log = train::open_log(r.dir->file("loss.tsv"), true, state.loss_log_bytes, state.step);
+  r.loss_log = train::open_log(r.dir->file("loss.tsv"), true, state.loss_log_bytes, state.step,
+                               true, ckpt + "/trainer.json's 'loss_log_bytes'");
   const auto split_part = [&](const char* name) {
     return data::load_tsv(r.dir->file(name), {.strict = true}).examples;
   };
   r.train = encode(split_part("train.tsv"), r.c.vocab, r.c.classes, s.max_len, "train.tsv");
   r.valid = encode(split_part("valid.tsv"), r.c.vocab, r.c.classes, s.max_len, "valid.tsv");
   r.new_epoch();
-  if (state.epoch_index > static_cast<int64_t>(r.order.size()))
-    throw train::RunError(fmt::format("{}/trainer.json: epoch_index past the data", ckpt));
+  if (state.epoch_index > static_cast<int64_t>(r.order.size()) || state.epoch_index == 0)
+    throw train::RunError(
+        fmt::format("{}/trainer.json: 'epoch_index' {} is not an example from 1 to the {} of "
+                    "train.tsv",
+                    ckpt, state.epoch_index, r.order.size()));
   r.next = static_cast<size_t>(state.epoch_index);
 }
 

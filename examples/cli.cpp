@@ -52,19 +52,21 @@ std::string Flags::label(const std::string& name) const {
 void Flags::fallback(const std::map<std::string, std::string>& values, const std::string& source) {
   fallback_source_ = source;
   for (const auto& [name, value] : values) {
-    if (given(name) || value.empty()) continue;  // "" is the unset text flag
-    values_[name] = value == "true" ? "" : value;
-    if (value == "false") inline_.insert(name);  // a boolean flag off, as --name=false gives it
+    if (given(name)) continue;
+    values_[name] = value;
+    inline_.insert(name);  // as --name=value gives it: a boolean's value is true or false
   }
 }
 
 std::string Flags::text(const std::string& name, const std::string& fallback,
-                        const std::string& help) {
+                        const std::string& help, bool may_be_empty) {
   known_.push_back(name);
   help_.push_back(
       fmt::format("  --{:<18} {} (default: {})", name, help, fallback.empty() ? "none" : fallback));
   auto it = values_.find(name);
-  if (it != values_.end() && it->second.empty())
+  // a saved "" is the unset value of a flag whose default is none
+  const bool unset = it != values_.end() && !given(name) && fallback.empty();
+  if (it != values_.end() && it->second.empty() && !unset && !may_be_empty)
     throw FlagError(fmt::format("{}: needs a value", label(name)));
   return read_[name] = it == values_.end() ? fallback : it->second;
 }
@@ -121,8 +123,12 @@ bool Flags::boolean(const std::string& name, const std::string& help, bool fallb
   auto it = values_.find(name);
   bool on = fallback;
   if (it != values_.end() && inline_.contains(name)) {  // --name=true or --name=false
-    if (it->second != "true" && it->second != "false")
-      throw FlagError(fmt::format("{}: takes no value, or =true or =false", label(name)));
+    if (it->second != "true" && it->second != "false") {
+      throw FlagError(given(name)
+                          ? fmt::format("{}: takes no value, or =true or =false", label(name))
+                          : fmt::format("{}: expected true or false, got '{}'", label(name),
+                                        it->second.substr(0, 40)));
+    }
     on = it->second == "true";
   } else if (it != values_.end()) {
     // "--flag value" took the next argument: give it back as positional

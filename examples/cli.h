@@ -25,7 +25,9 @@ class Flags {
  public:
   Flags(int argc, char** argv, std::string usage);
 
-  std::string text(const std::string& name, const std::string& fallback, const std::string& help);
+  // A text; "" (--name "", or --name alone) is refused unless `may_be_empty`.
+  std::string text(const std::string& name, const std::string& fallback, const std::string& help,
+                   bool may_be_empty = false);
   // An integer in [min, max]; anything else (1e9, 4.5, nan, a word) is a FlagError.
   int64_t integer(const std::string& name, int64_t fallback, const std::string& help, int64_t min,
                   int64_t max);
@@ -37,9 +39,10 @@ class Flags {
   bool given(const std::string& name) const { return given_.contains(name); }
   // The flag's text as given, without reading it as a flag (no help entry).
   std::optional<std::string> peek(const std::string& name) const;
-  // Values to use for flags the command line did not give (a resumed run's saved flags), read
-  // from `source`, which errors about them name. A boolean flag takes "true" or "false". Call
-  // before reading the flags.
+  // Values to use for flags the command line did not give (a resumed run's saved flags, a
+  // --config file), read from `source`, which errors about them name. A boolean flag takes
+  // "true" or "false"; "" is the value of a text flag whose default is none, and is refused
+  // for any other flag, as on the command line. Call before reading the flags.
   void fallback(const std::map<std::string, std::string>& values, const std::string& source);
   // "--name", or "--name (saved in FILE)" for a value fallback() supplied: how an error names
   // the flag, so that a value read from a file is reported as coming from that file.

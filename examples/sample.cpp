@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
         f.text("checkpoint", "best",
                "the run's checkpoint: best (by its validations), latest, or a step it keeps");
     const std::optional<std::string> prompt = f.peek("prompt");
-    f.text("prompt", "", "the text to continue (empty: start from a line break)");
+    f.text("prompt", "", "the text to continue (empty: start from a line break)", true);
     nn::ContinueOptions o;
     o.max_new_tokens =
         f.integer("max-new-tokens", 500, "tokens drawn after each prompt", 0, 1'000'000);
@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
     if (!f.finish()) return 0;
     if (prompt && !f.positional().empty())
       throw examples::FlagError("--prompt and prompts as arguments exclude each other");
+    for (const char* flag : {"temperature", "top-k", "top-p"}) {
+      if (!o.sample && f.given(flag))
+        throw examples::FlagError(fmt::format("--{} has no effect with --greedy", flag));
+    }
     set_num_threads(static_cast<int>(threads));
     PretrainedLanguageModel lm = load_language_model(train::checkpoint_folder(dir, checkpoint));
     int failures = 0;

@@ -157,7 +157,7 @@ void say_notes(const examples::TrainSettings& s, const parallel::World& world) {
 void write_flags(const examples::TrainSettings& s, const std::string& dir) {
   auto flags = s.trainer.flags;
   flags.erase("processes");  // mpirun's -np, not a flag
-  io::write_atomic(dir + "/flags.conf", examples::flag_file_text(flags));
+  io::write_atomic(train::run_file(dir, "flags.conf"), examples::flag_file_text(flags));
 }
 
 // --task lm: a language model on the text of --data, begun or resumed, then trained.

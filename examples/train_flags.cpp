@@ -112,6 +112,13 @@ void check_translation(TrainSettings& s, const Flags& f) {
     if (f.given(name) && d.corpus.empty())
       throw FlagError(fmt::format("--{} goes with --data", name));
   }
+  const int64_t tokens = s.trainer.batch_tokens;
+  if (tokens > 0 && tokens < d.max_len) {
+    throw FlagError(
+        fmt::format("{} {}: a batch must hold a pair as long as {} {} allows; give at "
+                    "least {} (or 0: --batch pairs a step)",
+                    f.label("batch-tokens"), tokens, f.label("max-len"), d.max_len, d.max_len));
+  }
   if (f.given("valid-size") && !d.valid_corpus.empty())
     throw FlagError(
         "--valid-size sizes the held-out part split off --data; with --valid it has no effect");
@@ -397,7 +404,9 @@ std::optional<TrainSettings> parse_train_flags(int argc, char** argv,
   flags["batch"] = std::to_string(s.trainer.batch);    // kMaxBatch under --batch-tokens
   flags["epochs"] = fmt::format("{:g}", s.epochs);
   flags["processes"] = std::to_string(world.size());
-  if (!s.data.corpus.empty()) s.trainer.inputs = {s.data.corpus};
+  for (const std::string* input : {&s.data.corpus, &s.data.valid_corpus, &s.data.test_corpus}) {
+    if (!input->empty()) s.trainer.inputs.push_back(*input);
+  }
   s.trainer.title =
       fmt::format("tapegrad: {}", s.data.corpus.empty() ? s.data.task : s.data.corpus);
   if (s.trainer.start == train::Start::Resume)

@@ -5,10 +5,11 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "tapegrad/data/data_error.h"
+#include "tapegrad/io/files.h"
 
 namespace tapegrad::data {
 
@@ -132,16 +133,16 @@ std::optional<std::string> LineReader::next() {
 }
 
 std::vector<std::string> read_lines(const std::string& path, size_t max_line, uint64_t max_total) {
-  std::ifstream file;
-  if (path != "-") {
-    file.open(path, std::ios::binary);
-    if (!file) throw DataError(fmt::format("{}: cannot open", path));
+  try {
+    std::optional<io::StreamFile> file;
+    std::istream in(path == "-" ? std::cin.rdbuf() : &file.emplace(path));
+    LineReader reader(in, path == "-" ? "stdin" : path, max_line, max_total);
+    std::vector<std::string> lines;
+    while (const auto line = reader.next()) lines.push_back(*line);
+    return lines;
+  } catch (const io::FileError& e) {
+    throw DataError(e.what());
   }
-  LineReader reader(path == "-" ? std::cin : file, path == "-" ? "stdin" : path, max_line,
-                    max_total);
-  std::vector<std::string> lines;
-  while (const auto line = reader.next()) lines.push_back(*line);
-  return lines;
 }
 
 std::vector<std::string> split_words(std::string_view text) {

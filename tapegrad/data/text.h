@@ -50,7 +50,8 @@ class LineReader {
 };
 
 // Every line of the file `path` ("-": standard input), read by a LineReader with these bounds;
-// a file that cannot be opened is a DataError naming it.
+// `path` is a regular file or a pipe, read through io::StreamFile (a FIFO with no writer is an
+// error, not a hang), and one that cannot be read is a DataError naming it.
 std::vector<std::string> read_lines(const std::string& path, size_t max_line, uint64_t max_total);
 
 // Words separated by runs of spaces and tabs.

@@ -1,10 +1,11 @@
-// Regular-file opening with size bounds, atomic replacement (temporary, fsync, rename, fsync
-// of the folder), the append-only log, the directory exchange, syncing, and the JSON nesting
-// scan.
+// Regular-file opening with size bounds, a user's stream read with a bounded wait, atomic
+// replacement (temporary, fsync, rename, fsync of the folder), the append-only log, the
+// directory exchange, syncing, and the JSON nesting scan.
 #include "tapegrad/io/files.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,6 +66,44 @@ std::string read_regular(const std::string& path, uint64_t max_bytes) {
   f.stream.read(text.data(), static_cast<std::streamsize>(f.size));
   if (!f.stream) fail(path, "read failed");
   return text;
+}
+
+StreamFile::StreamFile(const std::string& path, int wait_ms) : path_(path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) fail(path, fmt::format("cannot open: {}", errno_text()));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))) {
+    const std::string what = fmt::format("not a regular file or a pipe ({})", kind_of(st.st_mode));
+    ::close(fd_);
+    fail(path, what);
+  }
+  if (S_ISFIFO(st.st_mode)) {  // a writer has `wait_ms` to write or close; then reads block
+    pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+    int ready = 0;
+    do {
+      ready = ::poll(&p, 1, wait_ms);
+    } while (ready < 0 && errno == EINTR);
+    if (ready == 0) {
+      ::close(fd_);
+      fail(path, fmt::format("a fifo nobody wrote to within {} s", wait_ms / 1000.0));
+    }
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+  setg(buffer_, buffer_, buffer_);
+}
+
+StreamFile::~StreamFile() { ::close(fd_); }
+
+StreamFile::int_type StreamFile::underflow() {
+  ssize_t n = 0;
+  do {
+    n = ::read(fd_, buffer_, sizeof buffer_);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) fail(path_, fmt::format("read failed: {}", errno_text()));
+  if (n == 0) return traits_type::eof();
+  setg(buffer_, buffer_, buffer_ + n);
+  return traits_type::to_int_type(buffer_[0]);
 }
 
 namespace {

@@ -1,16 +1,18 @@
 // Files as a user trusts them: readers open only regular files of a bounded size (a FIFO,
-// /dev/zero or a directory given as a data file is an error, not a hang), and writers replace
-// a file atomically (a temporary in the same directory, written, synced, renamed over the
-// target, the directory synced), so a crash or a full disk leaves the old file or the new one,
-// never a mix. A writer never writes through a path it did not create: a target that is a
-// symbolic link, a hard link (a second name of some other file), a FIFO or a device is refused.
-// Errors are io::FileError and name the file.
+// /dev/zero or a directory given as a data file is an error, not a hang; a stream a user pipes
+// in, StreamFile, waits a bounded time for its writer), and writers replace a file atomically
+// (a temporary in the same directory, written, synced, renamed over the target, the directory
+// synced), so a crash or a full disk leaves the old file or the new one, never a mix. A writer
+// never writes through a path it did not create: a target that is a symbolic link, a hard link (a
+// second name of some other file), a FIFO or a device is refused. Errors are io::FileError and name
+// the file.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
 #include <functional>
 #include <stdexcept>
+#include <streambuf>
 #include <string>
 #include <string_view>
 
@@ -37,6 +39,25 @@ struct OpenedFile {
 OpenedFile open_regular(const std::string& path, uint64_t max_bytes);
 // The whole of such a file; FileError as open_regular's, or "PATH: read failed".
 std::string read_regular(const std::string& path, uint64_t max_bytes);
+// A regular file or a pipe (a FIFO, `<(cut -f2 test.tsv)`) read as a stream, as a reader of a
+// user's stream takes it: a FIFO that no writer has written to or closed within `wait_ms` is a
+// FileError, not a hang, and anything else (a directory, a device) is refused, naming the kind.
+// What it reads is bounded by its reader (data::LineReader); a failed read throws FileError.
+class StreamFile : public std::streambuf {
+ public:
+  explicit StreamFile(const std::string& path, int wait_ms = 10000);
+  ~StreamFile() override;
+  StreamFile(const StreamFile&) = delete;
+  StreamFile& operator=(const StreamFile&) = delete;
+
+ protected:
+  int_type underflow() override;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  char buffer_[1 << 16];
+};
 
 // Receives the bytes of a file being written, in order.
 using Sink = std::function<void(const void* data, size_t n)>;

@@ -23,7 +23,8 @@ Classification classification(const std::vector<int64_t>& expected,
            "classification: {} expected classes but {} predicted", expected.size(),
            predicted.size());
   TG_CHECK(!expected.empty(), "classification: no examples");
-  TG_CHECK(classes > 0, "classification: {} classes", classes);
+  TG_CHECK(classes > 0 && classes <= kMaxClasses, "classification: {} classes; 1 to {} are allowed",
+           classes, kMaxClasses);
   Classification c;
   const auto K = static_cast<size_t>(classes);
   c.confusion.assign(K, std::vector<int64_t>(K, 0));
@@ -76,9 +77,12 @@ std::string Classification::table(const std::vector<std::string>& names) const {
   }
   out += fmt::format("{:<{}}{:>10.4f}{:>10.4f}{:>10.4f}{:>10}\n", "macro avg", width,
                      macro_precision, macro_recall, macro_f1, total);
-  out += fmt::format("{:<{}}{:>30.4f}{:>10}\n\nconfusion (rows expected, columns predicted)\n",
-                     "accuracy", width, accuracy, total);
-  out += std::string(width, ' ');
+  out += fmt::format("{:<{}}{:>30.4f}{:>10}\n\n", "accuracy", width, accuracy, total);
+  if (std::ssize(classes) > kMaxPrintedConfusion) {
+    return out + fmt::format("confusion matrix of {} classes not printed (more than {})\n",
+                             classes.size(), kMaxPrintedConfusion);
+  }
+  out += "confusion (rows expected, columns predicted)\n" + std::string(width, ' ');
   for (const std::string& n : names) out += fmt::format("{:>8}", n.substr(0, 7));
   out += "\n";
   for (size_t e = 0; e < classes.size(); ++e) {

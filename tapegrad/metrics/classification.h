@@ -17,6 +17,11 @@
 
 namespace tapegrad::metrics {
 
+// The most classes a classification holds (its confusion matrix has this many squared), and
+// the most whose confusion matrix table() prints as text (a wider one does not read as a table).
+constexpr int64_t kMaxClasses = 4096;
+constexpr int64_t kMaxPrintedConfusion = 32;
+
 struct ClassScores {
   double precision = 0, recall = 0, f1 = 0;
   int64_t support = 0;  // examples whose expected class it is
@@ -28,12 +33,14 @@ struct Classification {
   std::vector<ClassScores> classes;
   // confusion[e][p]: the examples of expected class e predicted as p
   std::vector<std::vector<int64_t>> confusion;
-  // The per-class scores, the macro averages and the confusion matrix as aligned text, the
-  // classes named by `names` (one per class).
+  // The per-class scores, the macro averages and the confusion matrix (of at most
+  // kMaxPrintedConfusion classes; a line saying so for more) as aligned text, the classes named
+  // by `names` (one per class).
   std::string table(const std::vector<std::string>& names) const;
 };
 
-// Throws Error when the two differ in length, are empty, or hold a class outside 0..classes-1.
+// Throws Error when the two differ in length, are empty, hold a class outside 0..classes-1, or
+// `classes` is over kMaxClasses.
 Classification classification(const std::vector<int64_t>& expected,
                               const std::vector<int64_t>& predicted, int64_t classes);
 

@@ -88,10 +88,18 @@ void LanguageModelTrainer::start(const ResumedLanguageModel* resumed) {
   }
   start_training(*model_, model_->config().d_model, resumed ? &resumed->state : nullptr,
                  resumed ? resumed->checkpoint : "");
-  if (resumed)
+  if (resumed) {
+    if (resumed->state.epoch_index != 0) {  // blocks are drawn at random: no epoch to be in
+      throw RunError(fmt::format("{}/trainer.json: 'epoch_index' is {}; a language model's is 0",
+                                 resumed->checkpoint, resumed->state.epoch_index));
+    }
     restore_generators(resumed->state.generators, resumed->checkpoint, data_gen_, *model_);
+  }
   if (run_dir_) {
-    if (resumed) read_text_eval_curve(eval_log_->path());
+    if (resumed) {
+      check_best(resumed->state.best, read_text_eval_curve(eval_log_->path()),
+                 resumed->checkpoint + "/trainer.json", eval_log_->path());
+    }
     samples_log_ = open_samples_log(run_dir_->file("samples.tsv"), resumed != nullptr,
                                     resumed ? resumed->state.step : 0);
   }

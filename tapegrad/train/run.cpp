@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
@@ -33,13 +32,23 @@ constexpr const char* kMarker = ".tapegrad-run";
 constexpr const char* kLatest = "latest";
 constexpr const char* kBest = "best";
 constexpr const char* kCheckpoints = "checkpoints";
-// Whether train writes a file of this name in a run directory (besides the marker and lock).
-bool is_own_name(const std::string& name) {
-  static const std::set<std::string> names = {
-      "train.tsv",   "valid.tsv", "loss.tsv", "eval.tsv",   "loss.svg",   "scores.svg",
-      "report.html", kLatest,     kBest,      kCheckpoints, "flags.conf", "samples.tsv"};
-  return names.contains(name) || (name.rfind("attention_", 0) == 0 && name.ends_with(".svg"));
+}  // namespace
+
+bool is_run_file(std::string_view name) {
+  static const std::set<std::string, std::less<>> names = {
+      "train.tsv",   "valid.tsv",  "test.tsv",    "train.txt", "valid.txt",
+      "loss.tsv",    "eval.tsv",   "samples.tsv", "loss.svg",  "scores.svg",
+      "report.html", "flags.conf", kLatest,       kBest,       kCheckpoints};
+  return names.contains(name) || (name.starts_with("attention_") && name.ends_with(".svg"));
 }
+
+std::string run_file(const std::string& dir, std::string_view name) {
+  TG_ASSERT(is_run_file(name));
+  return fmt::format("{}/{}", dir, name);
+}
+
+namespace {
+
 constexpr uint64_t kMaxSmallFile = 1 << 20;  // trainer.json, latest: far larger than they get
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
@@ -109,13 +118,20 @@ std::string encode_state(const std::array<uint64_t, 4>& s) {
   return fmt::format("{} {} {} {}", s[0], s[1], s[2], s[3]);
 }
 
+// Four unsigned decimal integers, not all zero, separated by single spaces.
 std::array<uint64_t, 4> decode_state(const std::string& text, const std::string& where) {
-  std::istringstream in(text);
   std::array<uint64_t, 4> s{};
-  for (uint64_t& w : s) in >> w;
-  if (!in || !(in >> std::ws).eof() || s == std::array<uint64_t, 4>{}) {
-    fail(where, "expected four unsigned integers, not all zero");
+  const char* at = text.data();
+  const char* end = text.data() + text.size();
+  bool ok = true;
+  for (size_t i = 0; ok && i < s.size(); ++i) {
+    if (i > 0) ok = at < end && *at++ == ' ';
+    const auto [ptr, ec] = std::from_chars(at, end, s[i]);
+    ok = ok && ec == std::errc{} && ptr != at;
+    at = ptr;
   }
+  if (!ok || at != end || s == std::array<uint64_t, 4>{})
+    fail(where, "expected four unsigned integers, not all zero");
   return s;
 }
 
@@ -213,8 +229,56 @@ int64_t metadata_step(const nn::Metadata& metadata, const std::string& weights) 
   fail(weights, "metadata 'step' is not an integer");
 }
 
+namespace {
+
+constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
+
+// The step a line of a run's log begins with, or -1 when it begins with none.
+int64_t line_step(std::string_view line) {
+  int64_t step = -1;
+  const auto [ptr, ec] = std::from_chars(line.data(), line.data() + line.size(), step);
+  const bool ended = ptr == line.data() + line.size() || *ptr == '\t';
+  return ec == std::errc{} && ptr != line.data() && ended ? step : -1;
+}
+
+// That the first `logged` bytes of the log at `path` are its lines of the steps up to `step`:
+// whole lines, none of a later step, the last of `step` itself when the log has a line for
+// every step, and no line of a step up to `step` after them.
+void check_logged(const std::string& path, std::string_view text, uint64_t logged, int64_t step,
+                  bool every_step, const std::string& source) {
+  const std::string length = fmt::format("{} {}", source, logged);
+  if (logged > 0 && text[logged - 1] != '\n')
+    fail(path, fmt::format("{} ends inside a line", length));
+  int64_t last = 0;
+  for (size_t at = 0; at < logged;) {
+    const size_t end = text.find('\n', at);
+    last = line_step(text.substr(at, end - at));
+    const auto where = [&] {
+      return fmt::format("{}:{}", path, std::count(text.begin(), text.begin() + at, '\n') + 1);
+    };
+    if (last < 0) fail(where(), "expected a line that begins with its step");
+    if (last > step) {
+      fail(where(), fmt::format("{} takes in this line, of step {}, past the checkpoint's {}",
+                                length, last, step));
+    }
+    at = end + 1;
+  }
+  if (every_step && last != step) {
+    fail(path, fmt::format("{} ends the log at step {}, not at the checkpoint's step {}", length,
+                           last, step));
+  }
+  const size_t next = text.find('\n', logged);
+  if (next == std::string::npos) return;
+  if (const int64_t after = line_step(text.substr(logged, next - logged));
+      after >= 0 && after <= step)
+    fail(path, fmt::format("{} leaves out the line of step {}, up to the checkpoint's step {}",
+                           length, after, step));
+}
+
+}  // namespace
+
 std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, int64_t logged,
-                                         int64_t step) {
+                                         int64_t step, bool every_step, const std::string& source) {
   try {
     const bool fresh = !resume || (logged < 0 && !fs::exists(fs::symlink_status(path)));
     auto log = std::make_unique<io::AppendFile>(
@@ -225,6 +289,8 @@ std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, i
                              "changed or truncated",
                              logged, step));
     }
+    check_logged(path, io::read_regular(path, kMaxLog), static_cast<uint64_t>(logged), step,
+                 every_step, source);
     log->truncate(static_cast<uint64_t>(logged));
     return log;
   } catch (const io::FileError& e) {
@@ -239,7 +305,6 @@ namespace {
 template <class Row>
 void read_log(const std::string& path, size_t columns, size_t optional, const char* what,
               Row&& row) {
-  constexpr uint64_t kMaxLog = uint64_t{1} << 30;  // 10M steps of about 40 bytes
   const std::string text = read_whole(path, kMaxLog);
   std::vector<double> values(columns + optional);
   int64_t line_no = 0;
@@ -293,6 +358,19 @@ std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path) {
              curve.push_back({static_cast<int64_t>(v[0]), v[1]});
            });
   return curve;
+}
+
+void check_best(const BestValidation& best, const std::vector<viz::CurvePoint>& validations,
+                const std::string& source, const std::string& log) {
+  if (best.step == 0) return;
+  const auto at = std::find_if(validations.begin(), validations.end(),
+                               [&](const viz::CurvePoint& v) { return v.step == best.step; });
+  if (at == validations.end())
+    fail(source, fmt::format("'best.step' {} is not a step {} validated at", best.step, log));
+  if (const auto after = validations.end() - at - 1; best.since != after) {
+    fail(source, fmt::format("'best.since' {} disagrees with {}: {} validations after step {}",
+                             best.since, log, after, best.step));
+  }
 }
 
 std::string sample_line(int64_t step, std::string_view text) {
@@ -558,7 +636,7 @@ RunDirectory::RunDirectory(const std::string& dir, Start start,
   const bool marked = fs::is_directory(dir) && is_marked(dir);
   if (fs::is_directory(dir) && !marked) {
     for (const auto& entry : fs::directory_iterator(dir)) {
-      if (is_own_name(entry.path().filename().string())) {
+      if (is_run_file(entry.path().filename().string())) {
         fail(entry.path().string(), "exists and was not written by train; choose another --out");
       }
     }
@@ -597,7 +675,7 @@ RunDirectory::RunDirectory(const std::string& dir, Start start,
 void RunDirectory::take(const std::string& dir, bool marked) {
   dir_ = dir;
   lock_fd_ = lock_run(dir);
-  if (!marked) io::write_atomic(file(kMarker), "a tapegrad run directory\n");
+  if (!marked) io::write_atomic(dir + "/" + kMarker, "a tapegrad run directory\n");
 
   // what a killed process left: temporaries, and checkpoints newer than `latest`; every file
   // train will write must be one it can replace (not a link, nor a special file)
@@ -606,7 +684,7 @@ void RunDirectory::take(const std::string& dir, bool marked) {
     const std::string name = entry.path().filename().string();
     if (io::is_temporary_name(name)) {
       remove_path(entry.path());
-    } else if (is_own_name(name) && name != kCheckpoints) {
+    } else if (is_run_file(name) && name != kCheckpoints) {
       try {
         io::check_writable(entry.path().string());
       } catch (const io::FileError& e) {
@@ -760,8 +838,9 @@ nn::Metadata generator_states(const Generator& data_gen, nn::Module& model) {
   return out;
 }
 
-void restore_generators(const nn::Metadata& states, const std::string& source, Generator& data_gen,
-                        nn::Module& model) {
+void restore_generators(const nn::Metadata& states, const std::string& checkpoint,
+                        Generator& data_gen, nn::Module& model) {
+  const std::string source = checkpoint + "/trainer.json";
   auto get = [&](const std::string& key) {
     auto it = states.find(key);
     if (it == states.end()) fail(source, fmt::format("no state for generator '{}'", key));

@@ -50,6 +50,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tapegrad/data/vocab.h"
 #include "tapegrad/io/files.h"
@@ -66,6 +67,14 @@ class RunError : public Error {
  public:
   using Error::Error;
 };
+
+// Whether train writes a file or folder of this name in a run directory (the layout above, less
+// the marker and the lock). The one list of those names: a folder that is not a run but holds
+// one of them is refused as --out, and every writer takes its path from run_file, which accepts
+// no other name.
+bool is_run_file(std::string_view name);
+// DIR/name, for a name is_run_file accepts (any other is an InternalError).
+std::string run_file(const std::string& dir, std::string_view name);
 
 // The directory of the newest complete checkpoint of the run in `dir`, from DIR/latest.
 std::string latest_checkpoint(const std::string& dir);
@@ -137,7 +146,7 @@ class RunDirectory {
   // Where the run's files are now: DIR, or with --replace the sibling folder until the first
   // commit exchanges it with DIR.
   const std::string& path() const { return dir_; }
-  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  std::string file(std::string_view name) const { return run_file(dir_, name); }
 
   // Writes and commits the checkpoint of state.step (see the protocol above): `save_model`
   // writes the model's files (save_pretrained, save_classifier) into the folder it is given,
@@ -189,10 +198,15 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir);
 
 // A log of the run to append to (loss.tsv, eval.tsv): a new file for a new run; on resume the
 // existing one cut back to `logged`, the length the checkpoint of `step` recorded (the lines
-// after it are of steps that run again). A log shorter than that is a RunError; logged < 0 (a
-// checkpoint saved before the log existed) keeps the log as it is, or starts it.
+// after it are of steps that run again). Those `logged` bytes must be the log's lines of the
+// steps up to `step` (the last of `step` itself, for a log with a line every step): a log
+// shorter than that, or a length that cuts a line or leaves out one of those steps, is a
+// RunError naming the log and `source`, where the length came from ("CKPT/trainer.json's
+// 'loss_log_bytes'"). logged < 0 (a checkpoint saved before the log existed) keeps the log as it
+// is, or starts it.
 std::unique_ptr<io::AppendFile> open_log(const std::string& path, bool resume, int64_t logged,
-                                         int64_t step);
+                                         int64_t step, bool every_step = false,
+                                         const std::string& source = "the logged length");
 
 // The validation curves of a run's eval.tsv, all of it: the loss, BLEU and chrF at each
 // validation (the scores from the first line that has them).
@@ -203,6 +217,12 @@ EvalCurves read_eval_curves(const std::string& path);
 
 // A language model's eval.tsv (step, loss, bits per character): its validation loss curve.
 std::vector<viz::CurvePoint> read_text_eval_curve(const std::string& path);
+
+// That a checkpoint's best validation (`best`, from its trainer.json `source`) is one of the
+// validations of the run's eval.tsv `log` up to the checkpoint, and best.since counts those
+// after it; a RunError naming `source` and the field otherwise.
+void check_best(const BestValidation& best, const std::vector<viz::CurvePoint>& validations,
+                const std::string& source, const std::string& log);
 
 // A language model's samples.tsv: the text sampled at each validation, a line each: the step, a
 // tab, the text as data::escape_line writes it.
@@ -225,9 +245,10 @@ std::unique_ptr<io::AppendFile> open_samples_log(const std::string& path, bool r
 // steps and at the last. A malformed line is a RunError naming the file and line.
 std::vector<viz::CurvePoint> read_loss_curve(const std::string& path);
 
-// The states of the generator and of every Dropout in the model, as text, and back.
+// The states of the generator and of every Dropout in the model, as text, and back from the
+// trainer.json of `checkpoint` (named in errors), which must hold one for each and no other.
 nn::Metadata generator_states(const Generator& data_gen, nn::Module& model);
-void restore_generators(const nn::Metadata& states, const std::string& source, Generator& data_gen,
-                        nn::Module& model);
+void restore_generators(const nn::Metadata& states, const std::string& checkpoint,
+                        Generator& data_gen, nn::Module& model);
 
 }  // namespace tapegrad::train

@@ -201,8 +201,11 @@ void TrainerBase::start_training(nn::Module& model, int64_t d_model, const Train
   const TrainerState state = resumed ? *resumed : TrainerState{};
   if (resumed) RunDirectory::resume_optimizer(*optimizer_, resumed_from, state.step);
   if (run_dir_) {
-    loss_log_ = open_log(run_dir_->file("loss.tsv"), resumed, state.loss_log_bytes, state.step);
-    eval_log_ = open_log(run_dir_->file("eval.tsv"), resumed, state.eval_log_bytes, state.step);
+    const std::string source = resumed_from + "/trainer.json's ";
+    loss_log_ = open_log(run_dir_->file("loss.tsv"), resumed, state.loss_log_bytes, state.step,
+                         true, source + "'loss_log_bytes'");
+    eval_log_ = open_log(run_dir_->file("eval.tsv"), resumed, state.eval_log_bytes, state.step,
+                         false, source + "'eval_log_bytes'");
     // the logs are read back for the report at the end: a damaged line fails now, not then
     if (resumed) read_loss_curve(loss_log_->path());
   }
@@ -263,14 +266,18 @@ void Trainer::start(bool resuming) {
   if (resuming) {
     restore_generators(resumed_.state.generators, resumed_.loaded.checkpoint, epoch_start_,
                        *model_);
-    if (eval_log_) read_eval_curves(eval_log_->path());
+    if (eval_log_) {
+      check_best(resumed_.state.best, read_eval_curves(eval_log_->path()).loss,
+                 resumed_.loaded.checkpoint + "/trainer.json", eval_log_->path());
+    }
   }
   data_gen_ = epoch_start_;
   epoch_ = data::make_batches(train_set_, {options_.batch, options_.batch_tokens}, data_gen_);
-  if (resumed_.state.epoch_index > static_cast<int64_t>(epoch_.size())) {
-    throw RunError(
-        fmt::format("{}: trainer.json's epoch_index {} is past the {} batches of an epoch",
-                    resumed_.loaded.checkpoint, resumed_.state.epoch_index, epoch_.size()));
+  const int64_t used = resumed_.state.epoch_index;  // a step past 0 has used at least one batch
+  if (used > static_cast<int64_t>(epoch_.size()) || (resumed_.state.step > 0 && used == 0)) {
+    throw RunError(fmt::format(
+        "{}/trainer.json: 'epoch_index' {} at step {} is not a batch from 1 to the {} of an epoch",
+        resumed_.loaded.checkpoint, used, resumed_.state.step, epoch_.size()));
   }
   epoch_index_ = resumed_.state.epoch_index;
 }

@@ -41,6 +41,21 @@ mkdir runs
   fail "two runs in the default folder"
 [[ -f runs/classify/latest && -f runs/classify-2/latest ]] || fail "the second default run did not go to runs/classify-2"
 
+# --- a resume checks what the run holds against itself -------------------------------------------
+fresh_run() { rm -rf bad_run; cp -r resumed bad_run; last=bad_run/checkpoints/step-00000060; }
+fresh_run; sed -i '1s/^/x/' bad_run/train.tsv
+expect 1 "bad_run: train.tsv or valid.tsv is not the split $last/trainer.json was trained on" -- \
+  "$classify" --out bad_run --resume --steps 80
+fresh_run; cp bad_run/checkpoints/step-00000030/optimizer.safetensors "$last/"
+expect 1 "$last/optimizer.safetensors: is at step 30, trainer.json at 60" -- "$classify" --out bad_run --resume --steps 80
+fresh_run; cp bad_run/checkpoints/step-00000030/model.safetensors "$last/"
+expect 1 "$last: trainer.json is at step 60, model.safetensors at 30" -- "$classify" --out bad_run --resume --steps 80
+fresh_run; sed -i 's/"loss_log_bytes": [0-9]*/"loss_log_bytes": 0/' "$last/trainer.json"
+expect 1 "bad_run/loss.tsv: $last/trainer.json's 'loss_log_bytes' 0 ends the log at step 0" -- \
+  "$classify" --out bad_run --resume --steps 80
+fresh_run; sed -i 's/"epoch_index": [0-9]*/"epoch_index": 0/' "$last/trainer.json"
+expect 1 "$last/trainer.json: 'epoch_index' 0 is not an example from 1" -- "$classify" --out bad_run --resume --steps 80
+
 # --- asked about new texts --------------------------------------------------------------------
 out=$("$classify" --run straight "a b c k" "k l m n a") || fail "--run with arguments"
 [[ $(grep -c $'^\(positive\|negative\|even\)\t[01]\.[0-9]\{4\}$' <<< "$out") == 2 ]] ||

@@ -69,6 +69,10 @@ cp -r straight edited
 sed -i 's/"d-model": "32"/"d-model": "48"/' edited/checkpoints/step-00000240/trainer.json
 expect 1 "disagrees with its trainer.json's flags: --d-model 48, but config.json's d_model 32" -- \
   "$train" --out edited --resume --steps 300
+cp -r straight counted
+sed -i 's/"epoch_index": 0/"epoch_index": 3/' counted/checkpoints/step-00000240/trainer.json
+expect 1 "counted/checkpoints/step-00000240/trainer.json: 'epoch_index' is 3; a language model's is 0" -- \
+  "$train" --out counted --resume --steps 300 --reschedule
 head -c 100 text.txt > short.txt
 expect 1 "short.txt: 90 training and 10 held-out tokens; each part needs at least 25" -- \
   "$train" "${small[@]/text.txt/short.txt}" --out short

@@ -132,8 +132,8 @@ for bad in 1e9 0 65 -1; do
   out=$(timeout 20 "$translate" --beam "$bad" x 2>&1); code=$?
   [[ $code == 2 && $out == *"translate: --beam: "* ]] || { echo "translate --beam $bad: exit $code: $out"; exit 1; }
 done
-out=$(echo x | "$bin/score" --ref /dev/null 2>&1); code=$?
-[[ $code == 1 && $out == *"/dev/null: 0 reference lines for 1 hypotheses"* ]] || { echo "score: exit $code: $out"; exit 1; }
+out=$(echo x | "$bin/score" --ref "$dir/empty.tsv" 2>&1); code=$?
+[[ $code == 1 && $out == *"empty.tsv: 0 reference lines for 1 hypotheses"* ]] || { echo "score: exit $code: $out"; exit 1; }
 [[ $(printf 'a b c d e\n' | "$bin/score" --ref <(printf 'a b c d e\n')) == "BLEU 100.00 "*"chrF 100.00 (1 lines)" ]] ||
   { echo "score: a line against itself is not 100"; exit 1; }
 out=$("$classify" --steps 0 2>&1); [[ $? == 2 && $out == *"--steps: must be in"* ]] || { echo "classify --steps 0: $out"; exit 1; }

@@ -39,6 +39,30 @@ cp "$dir/user/train.tsv" "$dir/corpus.tsv"
 expect 1 "$dir/user/train.tsv: lies inside --out $dir/user" -- "$train" --data "$dir/user/train.tsv" --out "$dir/user"
 expect 1 "$dir/user/train.tsv: exists and was not written by train" -- "$train" --data "$dir/corpus.tsv" --out "$dir/user"
 cmp "$dir/user/train.tsv" "$dir/corpus.tsv" || fail "the user's train.tsv changed"
+printf 'mine\tnote\r\n' > "$dir/user/test.tsv"
+cp "$dir/user/test.tsv" "$dir/user_test.tsv"
+head -n 5 "$dir/corpus.tsv" > "$dir/user/valid.tsv"
+expect 1 "$dir/user/test.tsv: lies inside --out $dir/user" -- \
+  "$train" --data "$dir/corpus.tsv" --test "$dir/user/test.tsv" --out "$dir/user"
+expect 1 "$dir/user/valid.tsv: lies inside --out $dir/user" -- \
+  "$train" --data "$dir/corpus.tsv" --valid "$dir/user/valid.tsv" --out "$dir/user"
+cmp "$dir/user/test.tsv" "$dir/user_test.tsv" || fail "the user's test.tsv changed"
+# every name a run of either kind holds, in a user's folder that is not a run, is refused
+for i in $(seq 1 300); do echo "the cat sat on the mat $((i % 10))."; done > "$dir/text.txt"
+tiny=(--d-model 16 --heads 2 --d-ff 32 --decoder-layers 1 --steps 4 --warmup 1 --save-every 2
+      --eval-every 2)
+"$train" "${tiny[@]}" --data "$dir/corpus.tsv" --test "$dir/corpus.tsv" --level char \
+  --out "$dir/named" > /dev/null 2>&1 || fail "the run with a test set"
+"$train" "${tiny[@]}" --task lm --data "$dir/text.txt" --block-size 8 --batch 4 --eval-batches 1 \
+  --out "$dir/named_lm" > /dev/null 2>&1 || fail "the language model's run"
+for path in "$dir"/named/* "$dir"/named_lm/*; do
+  name=${path##*/}
+  rm -rf "$dir/own"; mkdir "$dir/own"; printf 'mine\r\n' > "$dir/own/$name"
+  expect 1 "$dir/own/$name: exists and was not written by train" -- \
+    "$train" "${args[@]}" --out "$dir/own"
+  [[ $(cat "$dir/own/$name") == $'mine\r' ]] || fail "$name: the user's file changed"
+done
+[[ -e "$dir/named/test.tsv" && -e "$dir/named_lm/samples.tsv" ]] || fail "the runs lack a name"
 : > "$dir/afile"
 expect 1 "$dir/afile: not a directory" -- "$train" "${args[@]}" --out "$dir/afile"
 
@@ -95,11 +119,35 @@ expect 1 "$ckpt/model.safetensors: header nests deeper than 128 levels" -- "$tra
 
 # inconsistent or damaged trainer state
 fresh; sed -i 's/"epoch_index": [0-9]*/"epoch_index": 999999/' "$ckpt/trainer.json"
-expect 1 "trainer.json's epoch_index 999999 is past the" -- "${resume[@]}"
+expect 1 "$ckpt/trainer.json: 'epoch_index' 999999 at step 8 is not a batch from 1 to the 4 of an epoch" -- "${resume[@]}"
+fresh; sed -i 's/"epoch_index": [0-9]*/"epoch_index": 0/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: 'epoch_index' 0 at step 8 is not a batch from 1" -- "${resume[@]}"
 fresh; sed -i 's/"epoch_index": [0-9]*/"epoch_index": -3/' "$ckpt/trainer.json"
 expect 1 "$ckpt/trainer.json: 'epoch_index' must be a non-negative integer" -- "${resume[@]}"
 fresh; sed -i 's/"data": "[0-9 ]*"/"data": "1 2"/' "$ckpt/trainer.json"
 expect 1 "$ckpt/trainer.json: generator 'data': expected four unsigned integers" -- "${resume[@]}"
+fresh; sed -i 's/"data": "\([0-9]*\) /"data": "-\1 /' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: generator 'data': expected four unsigned integers" -- "${resume[@]}"
+fresh; sed -i 's/"data": "\([0-9]*\) /"data": "\1  /' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: generator 'data': expected four unsigned integers" -- "${resume[@]}"
+fresh; sed -i '/^  "data": "[0-9]* /d' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: no state for generator 'data'" -- "${resume[@]}"
+fresh; sed -i '/"decoder.layers.0.dropout1.": /d' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: no state for generator 'decoder.layers.0.dropout1.'" -- "${resume[@]}"
+# the logs' lengths against the logs: loss.tsv has a line a step, eval.tsv one a validation
+log_bytes() { sed -i "s/\"$1\": [0-9]*/\"$1\": $2/" "$ckpt/trainer.json"; }
+fresh; log_bytes loss_log_bytes 0
+expect 1 "$dir/bad/loss.tsv: $ckpt/trainer.json's 'loss_log_bytes' 0 ends the log at step 0, not at the checkpoint's step 8" -- "${resume[@]}"
+cmp -s "$dir/bad/loss.tsv" "$dir/good/loss.tsv" || fail "a refused resume changed loss.tsv"
+fresh; log_bytes loss_log_bytes "$(head -n 4 "$dir/good/loss.tsv" | wc -c)"
+expect 1 "'loss_log_bytes' $(head -n 4 "$dir/good/loss.tsv" | wc -c) ends the log at step 4, not at the checkpoint's step 8" -- "${resume[@]}"
+fresh; log_bytes loss_log_bytes "$(($(wc -c < "$dir/good/loss.tsv") - 1))"
+expect 1 "$dir/bad/loss.tsv: $ckpt/trainer.json's 'loss_log_bytes' $(($(wc -c < "$dir/good/loss.tsv") - 1)) ends inside a line" -- "${resume[@]}"
+fresh; log_bytes eval_log_bytes 0
+expect 1 "$dir/bad/eval.tsv: $ckpt/trainer.json's 'eval_log_bytes' 0 leaves out the line of step 8, up to the checkpoint's step 8" -- "${resume[@]}"
+fresh; cp "$dir/bad/checkpoints/step-00000004/trainer.json" "$ckpt/trainer.json"
+sed -i 's/^ "step": 4/ "step": 8/' "$ckpt/trainer.json"
+expect 1 "$dir/bad/loss.tsv: $ckpt/trainer.json's 'loss_log_bytes'" -- "${resume[@]}"
 fresh; sed -i 's/"batch": "64"/"batch": "sixty"/' "$ckpt/trainer.json"
 expect 2 "--batch (saved in $ckpt/trainer.json): expected an integer, got 'sixty'" -- "${resume[@]}"
 fresh; sed -i 's/"lr": "0.002"/"lr": "fast"/' "$ckpt/trainer.json"
@@ -112,6 +160,10 @@ fresh; sed -i 's/"value": [-0-9.e]*/"value": "high"/' "$ckpt/trainer.json"
 expect 1 "$ckpt/trainer.json: 'best.value' must be a finite number" -- "${resume[@]}"
 fresh; sed -i 's/^  "step": 8,/  "step": 9,/' "$ckpt/trainer.json"  # best's step, past the checkpoint's
 expect 1 "$ckpt/trainer.json: 'best.step' 9 is not a step from 1 to 'step' 8" -- "$translate" --run "$dir/bad" abc
+fresh; sed -i 's/"since": 0/"since": 1/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: 'best.since' 1 disagrees with $dir/bad/eval.tsv: 0 validations after step 8" -- "${resume[@]}"
+fresh; sed -i 's/^  "step": 8,/  "step": 4,/' "$ckpt/trainer.json"
+expect 1 "$ckpt/trainer.json: 'best.step' 4 is not a step $dir/bad/eval.tsv validated at" -- "${resume[@]}"
 fresh; sed -i 's/^  "step": 8,/  "step": 4,/' "$ckpt/trainer.json"; rm -r "$dir/bad/checkpoints/step-00000004"
 expect 1 "$ckpt/trainer.json: names step 4 the best, whose $dir/bad/checkpoints/step-00000004 is missing" -- \
   "$translate" --run "$dir/bad" abc
@@ -132,10 +184,12 @@ fresh; start=$((8 + $(od -An -tu8 -N8 "$ckpt/model.safetensors")))
 head -c $(($(stat -c %s "$ckpt/model.safetensors") - start)) /dev/zero | tr '\0' '\177' |
   dd of="$ckpt/model.safetensors" bs=4096 seek="$start" oflag=seek_bytes conv=notrunc 2> /dev/null
 expect 1 "step 9 (resumed from $ckpt): the loss is" -- "${resume[@]}"
-fresh; sed -i '2s/[0-9]/x/g' "$dir/bad/loss.tsv"  # the same length: not a truncation
+fresh; sed -i '2s/\t[0-9]/\tx/' "$dir/bad/loss.tsv"  # the same length: not a truncation
 expect 1 "$dir/bad/loss.tsv:2: expected step, loss and learning rate, tab-separated" -- "${resume[@]}"
-fresh; sed -i '1s/[0-9]/x/' "$dir/bad/eval.tsv"
+fresh; sed -i '1s/\t[0-9]/\tx/' "$dir/bad/eval.tsv"
 expect 1 "$dir/bad/eval.tsv:1: expected step, loss, token accuracy and exact match" -- "${resume[@]}"
+fresh; sed -i '3s/^[0-9]/x/' "$dir/bad/loss.tsv"
+expect 1 "$dir/bad/loss.tsv:3: expected a line that begins with its step" -- "${resume[@]}"
 fresh; head -c 100 "$dir/good/loss.tsv" > "$dir/bad/loss.tsv"
 expect 1 "$dir/bad/loss.tsv: shorter than the" -- "${resume[@]}"
 

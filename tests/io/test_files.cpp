@@ -135,3 +135,25 @@ TEST_CASE("LineReader stops at binary, endless or oversized input, naming the li
   CHECK(total.next() == "bbbb");
   CHECK_THROWS_WITH(total.next(), "stdin:3: more than 12 bytes of input; stopping");
 }
+
+TEST_CASE("read_lines takes a file or a pipe and waits a bounded time for a FIFO's writer",
+          "[io][errors]") {
+  TempDir dir;
+  const std::string fifo = dir / "fifo", folder = dir / "folder";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fs::create_directory(folder);
+  CHECK_THROWS_WITH(io::StreamFile(fifo, 100), fifo + ": a fifo nobody wrote to within 0.1 s");
+  CHECK_THROWS_WITH(data::read_lines(folder, 16, 1000),
+                    folder + ": not a regular file or a pipe (a directory)");
+  CHECK_THROWS_WITH(data::read_lines("/dev/zero", 16, 1000),
+                    "/dev/zero: not a regular file or a pipe (a character device)");
+  put(dir / "lines", "a\nb\n");
+  CHECK(data::read_lines(dir / "lines", 16, 1000) == std::vector<std::string>{"a", "b"});
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);  // a pipe with its writer, as <(...) gives one
+  REQUIRE(::write(fds[1], "x\ny\n", 4) == 4);
+  ::close(fds[1]);
+  CHECK(data::read_lines(fmt::format("/dev/fd/{}", fds[0]), 16, 1000) ==
+        std::vector<std::string>{"x", "y"});
+  ::close(fds[0]);
+}

@@ -66,3 +66,23 @@ TEST_CASE("classification refuses what it cannot score") {
   CHECK_THROWS_WITH(metrics::classification({0}, {0}, 1).table({"a", "b"}),
                     "Classification::table: 2 names for 1 classes");
 }
+
+TEST_CASE("classification is bounded in its classes, and its table in what it prints") {
+  CHECK_THROWS_WITH(metrics::classification({0}, {0}, metrics::kMaxClasses + 1),
+                    "classification: 4097 classes; 1 to 4096 are allowed");
+  std::vector<int64_t> labels;
+  std::vector<std::string> names;
+  for (int64_t k = 0; k <= metrics::kMaxPrintedConfusion; ++k) {
+    labels.push_back(k);
+    names.push_back("c" + std::to_string(k));
+  }
+  const std::string wide = metrics::classification(labels, labels, std::ssize(labels)).table(names);
+  CHECK(wide.find("confusion matrix of 33 classes not printed (more than 32)") !=
+        std::string::npos);
+  CHECK(wide.find("confusion (rows expected") == std::string::npos);
+  labels.pop_back();
+  names.pop_back();
+  const std::string narrow =
+      metrics::classification(labels, labels, std::ssize(labels)).table(names);
+  CHECK(narrow.find("confusion (rows expected, columns predicted)") != std::string::npos);
+}
