@@ -112,10 +112,9 @@ struct Walk {
   // node.pending += g: the first gradient is adopted, later ones added (in place, or recorded
   // when the walk creates a graph).
   void add(const std::shared_ptr<GradNode>& node, const Tensor& g) {
-    // a released entry is no longer on the tape: its gradient would go nowhere, silently
-    TG_CHECK(!node->grad_fn || !node->grad_fn->released,
-             "backward: op '{}' of this graph was already released by an earlier backward() or "
-             "grad(); pass retain_graph to that one to walk the graph twice",
+    TG_CHECK(!node->grad_fn || !node->grad_fn->released,  // off the tape: it would be lost
+             "backward: op '{}' of this graph was already released by an earlier backward(); "
+             "pass retain_graph to that one to walk the graph twice",
              node->grad_fn->op);
     if (!node->pending.defined()) {
       if (!node->grad_fn) leaves.push_back(node);
@@ -427,10 +426,6 @@ class Walker {
                "backward: the graph of this tensor (from op '{}') was recorded on another "
                "thread; call backward() on the thread that ran its forward",
                fn->op);
-      TG_CHECK(!fn->released,
-               "backward: the graph of this tensor (from op '{}') was already released by an "
-               "earlier backward(); pass retain_graph to that one to walk the graph twice",
-               fn->op);
       max_seq_ = any_entry_ ? std::max(max_seq_, fn->seq) : fn->seq;
       any_entry_ = true;
     }
@@ -483,10 +478,6 @@ class Walker {
   }
 
   void check_versions(const TapeEntry& e) const {
-    TG_CHECK(!e.released,
-             "backward: op '{}' of this graph was already released by an earlier backward(); "
-             "pass retain_graph to that one to walk the graph twice",
-             e.op);
     for (size_t k = 0; k < e.versions.size(); ++k) {
       const auto storage = e.versions[k].storage.lock();
       TG_CHECK(!storage || storage->version() == e.versions[k].version,

@@ -58,9 +58,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen,
            "Embedding: padding_idx {} out of range for {} embeddings", *padding_idx,
            num_embeddings);
   weight = normal({num_embeddings, dim}, 0.0, init_std, gen);
-  if (padding_idx) {
-    for (int64_t c = 0; c < dim; ++c) weight.set({*padding_idx, c}, 0.0);
-  }
+  for (int64_t c = 0; padding_idx && c < dim; ++c) weight.set({*padding_idx, c}, 0.0);
   register_parameter("weight", weight);
 }
 

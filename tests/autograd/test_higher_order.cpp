@@ -196,8 +196,8 @@ TEST_CASE("retain_graph lets a graph be walked twice; the gradients add up", "[a
   require_values(x.grad(), twice, 1e-12);
   CHECK(tape_size() == 0);
   CHECK_THROWS_WITH(loss.backward(),
-                    "backward: the graph of this tensor (from op 'sum') was already released by "
-                    "an earlier backward(); pass retain_graph to that one to walk the graph twice");
+                    "backward: op 'sum' of this graph was already released by an earlier "
+                    "backward(); pass retain_graph to that one to walk the graph twice");
 }
 
 // create_graph implies retain_graph, as in PyTorch: the gradient's own graph reads the saved
@@ -219,7 +219,8 @@ TEST_CASE("create_graph keeps the graph it walked", "[autograd][higher]") {
     require_values(x.grad(), exps(x, 4.0), 1e-12);
     require_values(grad({sum(g)}, {x})[0], exps(x, 4.0), 1e-12);
     // that walk released exp's entry, which the first graph shares: a third walk says so
-    CHECK_THROWS_WITH(loss.backward(), Catch::Contains("op 'exp' of this graph was already released"));
+    CHECK_THROWS_WITH(loss.backward(),
+                      Catch::Contains("op 'exp' of this graph was already released"));
   }
   SECTION("grad()") {
     Tensor x = random_leaf({3}, 29);

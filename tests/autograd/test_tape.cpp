@@ -111,8 +111,8 @@ TEST_CASE("a released graph cannot be walked again", "[autograd][errors]") {
   Tensor loss = sum(h);
   loss.backward();
   CHECK_THROWS_WITH(loss.backward(),
-                    "backward: the graph of this tensor (from op 'sum') was already released by "
-                    "an earlier backward(); pass retain_graph to that one to walk the graph twice");
+                    "backward: op 'sum' of this graph was already released by an earlier "
+                    "backward(); pass retain_graph to that one to walk the graph twice");
   CHECK_THROWS_WITH(sum(h),
                     "sum: an input comes from op 'mul', whose graph an earlier backward() already "
                     "released; recompute it or detach() it");
