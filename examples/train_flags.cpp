@@ -2,6 +2,7 @@
 #include "examples/train_flags.h"
 
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -71,6 +72,19 @@ void check_language_model(TrainSettings& s, const Flags& f) {
                                 f.label("best-metric")));
   }
   fit_warmup(s, f.label("warmup"), f.label("steps"));
+  // backward keeps each layer's [batch, heads, block, block] attention weights: the block size
+  // sizes a step's memory quadratically, so a step the machine cannot hold is refused now
+  const nn::LanguageModelConfig& c = s.lm_model;
+  const double weights = 4.0 * static_cast<double>(s.trainer.batch * c.heads * c.layers) *
+                         std::pow(static_cast<double>(c.block_size), 2);
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+  if (weights > memory) {
+    throw FlagError(fmt::format(
+        "{} {}, {} {}, {} {} and {} {}: attention's weights alone take "
+        "{:.1f} GiB a step, more than this machine's {:.1f} GiB",
+        f.label("batch"), s.trainer.batch, f.label("heads"), c.heads, f.label("decoder-layers"),
+        c.layers, f.label("block-size"), c.block_size, weights / (1 << 30), memory / (1 << 30)));
+  }
 }
 
 // A translation task's flags: a task or a corpus of pairs, and how they become tokens.

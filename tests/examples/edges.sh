@@ -62,6 +62,8 @@ expect 0 "" -- "$train" --data pairs.tsv --level char --batch-tokens 64 --max-le
 for i in $(seq 1 200); do echo "the cat sat on the mat $((i % 10))."; done > text.txt
 "$train" "${tiny[@]}" --task lm --data text.txt --decoder-layers 1 --block-size 8 --batch 4 \
   --eval-batches 1 --out lm > /dev/null 2>&1 || fail "the language model's run"
+expect 2 "--batch 12, --heads 4, --decoder-layers 4 and --block-size 65536: attention's weights alone take 3072.0 GiB a step" -- \
+  "$train" --task lm --data text.txt --block-size 65536 --out r8
 for flag in "--temperature 0.5" "--top-k 3" "--top-p 0.5"; do
   expect 2 "${flag%% *} has no effect with --greedy" -- "$bin/sample" --run lm --greedy $flag
 done

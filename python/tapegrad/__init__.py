@@ -1,0 +1,154 @@
+"""tapegrad: a tape-based reverse-mode autograd engine in C++, with PyTorch's names.
+
+    import tapegrad as tg
+    x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    (x * x).sum().backward()
+    x.grad            # tensor([[2., 4.], [6., 8.]])
+
+Tensors, their ops, autograd and gradcheck are the C++ engine (tapegrad._C); this package
+gives them PyTorch's Python face. Where tapegrad differs from PyTorch, the docstring says so.
+"""
+import contextlib
+
+import numpy as _np
+
+from tapegrad import _C
+from tapegrad._C import Error, Tensor, dtype, manual_seed, is_grad_enabled, matmul, cat, where
+
+float32 = dtype.float32
+float64 = dtype.float64
+int64 = dtype.int64
+bool = dtype.bool  # noqa: A001, as torch.bool
+float = float32  # noqa: A001
+double = float64
+long = int64
+
+from tapegrad import autograd, nn, optim  # noqa: E402
+
+__all__ = ["Tensor", "Error", "tensor", "zeros", "ones", "full", "zeros_like", "ones_like",
+           "rand", "randn", "randint", "arange", "manual_seed", "no_grad", "enable_grad",
+           "is_grad_enabled", "matmul", "cat", "where", "float32", "float64", "int64", "bool",
+           "autograd", "nn", "optim"]
+
+
+def _shape(size):
+    if len(size) == 1 and not isinstance(size[0], int):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of `data` (a number, nested lists, a numpy array or a
+    tensor). As in PyTorch, Python floats give float32, ints int64 and bools bool, and a numpy
+    array keeps its dtype (float16 and smaller integer types are widened)."""
+    if isinstance(data, Tensor):
+        t = data.detach().clone()
+    else:
+        try:
+            array = _np.asarray(data)
+        except ValueError as e:  # a ragged nesting
+            raise TypeError(f"tapegrad.tensor: {e}") from None
+        if array.dtype == object or array.dtype.kind in "USV":
+            raise TypeError("tapegrad.tensor: expected numbers, nested lists of them or an array")
+        chosen = dtype
+        if chosen is None:
+            if isinstance(data, _np.ndarray):
+                chosen = _C._numpy_dtype(array.dtype)
+            else:
+                kind = array.dtype.kind
+                chosen = bool_ if kind == "b" else int64 if kind in "iu" else float32
+        t = _C._from_numpy(array, chosen)
+    if dtype is not None and t.dtype != dtype:
+        t = t.to(dtype)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+bool_ = dtype.bool
+
+
+def zeros(*size, dtype=float32, requires_grad=False):
+    return _C.zeros(_shape(size), dtype).requires_grad_(requires_grad)
+
+
+def ones(*size, dtype=float32, requires_grad=False):
+    return _C.ones(_shape(size), dtype).requires_grad_(requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    if dtype is None:
+        dtype = int64 if isinstance(fill_value, int) and not isinstance(fill_value, type(True)) \
+            else float32
+    return _C.full(tuple(size), fill_value, dtype).requires_grad_(requires_grad)
+
+
+def zeros_like(t, dtype=None):
+    return _C.zeros(t.shape, dtype or t.dtype)
+
+
+def ones_like(t, dtype=None):
+    return _C.ones(t.shape, dtype or t.dtype)
+
+
+def rand(*size, dtype=float32, requires_grad=False):
+    """Uniform in [0, 1) from the default generator (manual_seed); tapegrad's own stream, so
+    the numbers differ from PyTorch's for the same seed."""
+    return _C.rand(_shape(size), dtype).requires_grad_(requires_grad)
+
+
+def randn(*size, dtype=float32, requires_grad=False):
+    """Standard normal from the default generator (manual_seed); the numbers differ from
+    PyTorch's for the same seed."""
+    return _C.randn(_shape(size), dtype).requires_grad_(requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=int64):
+    if high is None:
+        low, high = 0, low
+    t = _C.randint(low, high, tuple(size))
+    return t if dtype == int64 else t.to(dtype)
+
+
+def arange(start, end=None, step=1, dtype=None):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else float32
+    return _C.arange(start, end, step, dtype)
+
+
+class _GradMode(contextlib.ContextDecorator):
+    def __init__(self, enabled):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.previous = is_grad_enabled()
+        _C._set_grad_enabled(self.enabled)
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self.previous)
+        return False
+
+
+def no_grad():
+    """Records nothing inside (a context manager or a decorator), as torch.no_grad."""
+    return _GradMode(False)
+
+
+def enable_grad():
+    return _GradMode(True)
+
+
+def _method(name):
+    def call(x, *args, **kwargs):
+        return getattr(x, name)(*args, **kwargs)
+    call.__name__ = name
+    return call
+
+
+for _name in ["exp", "log", "sqrt", "tanh", "relu", "sum", "mean", "softmax", "log_softmax",
+              "reshape", "transpose", "permute", "unsqueeze", "squeeze", "masked_fill",
+              "argmax", "pow"]:
+    globals()[_name] = _method(_name)
+    __all__.append(_name)
