@@ -3,7 +3,8 @@
 # so a machine that has them all never touches the network.
 set -euo pipefail
 packages=(cmake make g++ pkg-config libopenblas-dev libfmt-dev catch2 nlohmann-json3-dev
-          libsentencepiece-dev libopenmpi-dev openmpi-bin)
+          libsentencepiece-dev libopenmpi-dev openmpi-bin
+          pybind11-dev python3-dev python3-numpy python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

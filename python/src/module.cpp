@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <set>
 #include <sstream>
 
 #include "tapegrad/autograd/autograd.h"
@@ -173,8 +174,8 @@ Tensor index(const Tensor& x, const py::object& index) {
 
 std::string repr(const Tensor& t) { return fmt::format("{}", t); }
 
-void bind_tensor(py::module_& m) {
-  py::class_<Tensor> t(m, "Tensor");
+// Shape, dtype, copies, numpy and indexing.
+void bind_tensor(py::class_<Tensor>& t) {
   // Tensor(t) is t itself under another handle: what nn.Parameter, a subclass, is built on
   t.def(py::init([](const Tensor& other) { return other; }))
       .def_property_readonly("shape",
@@ -190,8 +191,41 @@ void bind_tensor(py::module_& m) {
       .def("numel", &Tensor::numel)
       .def_property_readonly("ndim", &Tensor::dim)
       .def_property_readonly("dtype", &Tensor::dtype)
-      .def_property("requires_grad", &Tensor::requires_grad,
-                    [](Tensor& x, bool on) { x.set_requires_grad(on); })
+      .def("detach", &Tensor::detach)
+      .def("clone", &Tensor::clone)
+      .def("contiguous", &Tensor::contiguous)
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("item",
+           [](const Tensor& x) -> py::object {
+             if (x.dtype() == DType::Bool) return py::bool_(x.item() != 0);
+             if (x.dtype() == DType::Int64) return py::int_(static_cast<int64_t>(x.item()));
+             return py::float_(x.item());
+           })
+      .def("to", [](const Tensor& x, DType d) { return x.to(d); })
+      .def("float", [](const Tensor& x) { return x.to(DType::Float32); })
+      .def("double", [](const Tensor& x) { return x.to(DType::Float64); })
+      .def("long", [](const Tensor& x) { return x.to(DType::Int64); })
+      .def("bool", [](const Tensor& x) { return x.to(DType::Bool); })
+      .def("numpy", &to_numpy)
+      .def(
+          "__array__",
+          [](const Tensor& x, const py::object& dtype) {
+            py::array a = to_numpy(x.detach());
+            return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none())
+      .def("tolist", [](const Tensor& x) { return to_numpy(x.detach()).attr("tolist")(); })
+      .def("__repr__", &repr)
+      .def("__hash__",  // by identity, as torch.Tensor's
+           [](const py::object& self) { return reinterpret_cast<std::intptr_t>(self.ptr()); })
+      .def("__len__", [](const Tensor& x) { return x.dim() == 0 ? 0 : x.size(0); })
+      .def("__getitem__", &index);
+}
+
+// requires_grad, .grad, backward, retain_grad and hooks taking Python functions.
+void bind_tensor_autograd(py::class_<Tensor>& t) {
+  t.def_property("requires_grad", &Tensor::requires_grad,
+                 [](Tensor& x, bool on) { x.set_requires_grad(on); })
       .def(
           "requires_grad_", [](Tensor& x, bool on) -> Tensor& { return x.set_requires_grad(on); },
           py::arg("requires_grad") = true)
@@ -232,38 +266,11 @@ void bind_tensor(py::module_& m) {
              });
            })
       .def("_bump_version",  // a write into its storage from Python (an optimizer's step)
-           [](const Tensor& x) { x.impl().storage->bump_version(); })
-      .def("detach", &Tensor::detach)
-      .def("clone", &Tensor::clone)
-      .def("contiguous", &Tensor::contiguous)
-      .def("is_contiguous", &Tensor::is_contiguous)
-      .def("item",
-           [](const Tensor& x) -> py::object {
-             if (x.dtype() == DType::Bool) return py::bool_(x.item() != 0);
-             if (x.dtype() == DType::Int64) return py::int_(static_cast<int64_t>(x.item()));
-             return py::float_(x.item());
-           })
-      .def("to", [](const Tensor& x, DType d) { return x.to(d); })
-      .def("float", [](const Tensor& x) { return x.to(DType::Float32); })
-      .def("double", [](const Tensor& x) { return x.to(DType::Float64); })
-      .def("long", [](const Tensor& x) { return x.to(DType::Int64); })
-      .def("bool", [](const Tensor& x) { return x.to(DType::Bool); })
-      .def("numpy", &to_numpy)
-      .def(
-          "__array__",
-          [](const Tensor& x, const py::object& dtype) {
-            py::array a = to_numpy(x.detach());
-            return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
-          },
-          py::arg("dtype") = py::none())
-      .def("tolist", [](const Tensor& x) { return to_numpy(x.detach()).attr("tolist")(); })
-      .def("__repr__", &repr)
-      .def("__hash__",  // by identity, as torch.Tensor's
-           [](const py::object& self) { return reinterpret_cast<std::intptr_t>(self.ptr()); })
-      .def("__len__", [](const Tensor& x) { return x.dim() == 0 ? 0 : x.size(0); })
-      .def("__getitem__", &index);
+           [](const Tensor& x) { x.impl().storage->bump_version(); });
+}
 
-  // arithmetic, with numbers and reflected
+// Arithmetic, with tensors and numbers, and reflected.
+void bind_operators(py::class_<Tensor>& t) {
   t.def("__add__", [](const Tensor& x, py::object o) { return binary(x, o, add, add); })
       .def("__radd__", [](const Tensor& x, py::object o) { return binary(x, o, add, add); })
       .def("__sub__", [](const Tensor& x, py::object o) { return binary(x, o, sub, sub); })
@@ -289,8 +296,10 @@ void bind_tensor(py::module_& m) {
            })
       .def("__eq__", [](const Tensor& x, double v) { return eq(x, v); })
       .def("__ne__", [](const Tensor& x, double v) { return ne(x, v); });
+}
 
-  // methods of the ops, as torch.Tensor has them
+// The ops as methods, as torch.Tensor has them.
+void bind_methods(py::class_<Tensor>& t) {
   t.def("view", [](const Tensor& x, py::args s) { return view(x, shape_of(s)); })
       .def("reshape", [](const Tensor& x, py::args s) { return reshape(x, shape_of(s)); })
       .def("transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); })
@@ -333,7 +342,7 @@ void bind_tensor(py::module_& m) {
       .def("pow", [](const Tensor& x, double p) { return pow(x, p); });
 }
 
-// The free functions: creation, the ops as functions, autograd and gradcheck.
+// The free functions: creation and the ops as functions.
 void bind_functions(py::module_& m) {
   m.def("_from_numpy", &from_array);
   m.def("_numpy_dtype", [](const py::dtype& d) { return from_numpy_dtype(d); });
@@ -362,6 +371,10 @@ void bind_functions(py::module_& m) {
     const auto [x, y] = promoted(a, b);
     return where(c, x, y);
   });
+}
+
+// Grad mode, grad() and the gradient checks.
+void bind_autograd(py::module_& m) {
   m.def("is_grad_enabled", &grad_enabled);
   m.def("_set_grad_enabled", [](bool on) { detail::grad_mode() = on; });
   m.def("_grad", [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -398,6 +411,30 @@ void bind_functions(py::module_& m) {
   m.def("_gradgradcheck", check([](const GradcheckFn& f, const std::vector<Tensor>& in,
                                    const GradcheckOptions& o) { return gradgradcheck(f, in, o); }));
   py::class_<HookHandle>(m, "RemovableHandle").def("remove", &HookHandle::remove);
+  // autograd.Function: `out` (computed from `inputs` without recording) joins the tape, its
+  // derivative the Python `backward`, called with out's gradient and returning one gradient
+  // (or None) per input; run with recording on under create_graph, as any backward
+  m.def("_record", [](const std::string& name, const std::vector<Tensor>& inputs, Tensor out,
+                      const py::function& backward) {
+    static std::set<std::string> names;  // record() keeps the op's name as a pointer
+    const char* op = names.insert(name).first->c_str();
+    const std::shared_ptr<py::function> fn(new py::function(backward), [](py::function* f) {
+      py::gil_scoped_acquire gil;
+      delete f;
+    });
+    const size_t n = inputs.size();
+    record(op, inputs, out, {.backward = [fn, op, n](const Tensor& dout, Grads& g) {
+             py::gil_scoped_acquire gil;
+             const py::object r = (*fn)(dout);
+             const py::tuple grads = py::isinstance<py::tuple>(r) ? r : py::make_tuple(r);
+             TG_CHECK(grads.size() == n, "{}.backward: {} gradients for {} tensor inputs", op,
+                      grads.size(), n);
+             for (size_t i = 0; i < n; ++i) {
+               if (!grads[i].is_none() && g.wants(i)) g.pass(i, grads[i].cast<Tensor>());
+             }
+           }});
+    return out;
+  });
 }
 
 // The ops nn.functional and the layers call, in PyTorch's argument orders.
@@ -481,7 +518,12 @@ PYBIND11_MODULE(_C, m) {
       [](DType d) { return fmt::format("tapegrad.{}", dtype_name(d)); }, py::is_method(dtypes));
   dtypes.attr("__repr__") = dtype_repr;
   dtypes.attr("__str__") = dtype_repr;
-  bind_tensor(m);
+  py::class_<Tensor> tensor(m, "Tensor");
+  bind_tensor(tensor);
+  bind_tensor_autograd(tensor);
+  bind_operators(tensor);
+  bind_methods(tensor);
   bind_functions(m);
+  bind_autograd(m);
   bind_nn_ops(m);
 }

@@ -319,3 +319,49 @@ CASES = {
 def test_ops_match_pytorch(name):
     rng = np.random.default_rng(len(name))
     both(CASES[name], rng.normal(size=(3, 4)), rng.normal(size=(3, 4)))
+
+
+# --- a custom op in Python -----------------------------------------------------------------------
+
+class Cube(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return x * x * x * scale
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * x * x * (3 * ctx.scale), None
+
+
+class WrongCube(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * x * x * (2 * ctx.scale), None
+
+
+def test_a_function_written_in_python_records_on_the_tape_and_is_gradchecked():
+    x = tg.tensor(np.random.default_rng(8).normal(size=(4,)), requires_grad=True)
+    y = Cube.apply(x, 2.0)
+    assert y.requires_grad and not y.is_leaf
+    y.sum().backward()
+    np.testing.assert_allclose(values(x.grad), 6 * values(x) ** 2, rtol=1e-12)
+    assert tg.autograd.gradcheck(lambda x: Cube.apply(x, 2.0), (x,))
+    assert tg.autograd.gradgradcheck(lambda x: Cube.apply(x, 2.0).tanh(), (x,))
+    assert not tg.autograd.gradcheck(lambda x: WrongCube.apply(x, 2.0), (x,),
+                                     raise_exception=False)
+    with tg.no_grad():
+        assert not Cube.apply(x, 2.0).requires_grad
+
+
+def test_a_functions_backward_of_the_wrong_arity_is_named():
+    class Bad(Cube):
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output
+    x = tg.tensor([1.0], requires_grad=True)
+    with pytest.raises(TypeError, match="Bad.backward returned 1 gradients for 2 arguments"):
+        Bad.apply(x, 1.0).sum().backward()
