@@ -21,14 +21,12 @@
 
 #include <cstdio>
 #include <iostream>
-#include <map>
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/data_error.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/metrics/translation.h"
-#include "tapegrad/nn/decoding.h"
 #include "tapegrad/train/run.h"
 
 using namespace tapegrad;
@@ -44,58 +42,10 @@ struct Source {
   std::string error;        // set when it cannot be decoded
 };
 
+using Limits = train::DecodeLimits;
+
 // Every output line so far, in order: what --ref scores.
 std::vector<std::string> g_outputs;
-
-// How long an output may grow: at most `factor` times its source's tokens plus 10, and at most
-// options.max_len, so that a model that loops stops at a length tied to the source.
-struct Limits {
-  nn::GenerateOptions options;
-  double factor = 2;
-  int64_t of(size_t source_tokens) const {
-    return std::min(options.max_len,
-                    static_cast<int64_t>(factor * static_cast<double>(source_tokens)) + 10);
-  }
-};
-
-// The outputs of the sources `ids[members]`, each stopped at its own limit. Greedy and sampled
-// rows are independent, so one call to the longest limit and cutting each row at its own is the
-// same as stopping each row there; beam search keeps the hypotheses of a limit apart, so
-// sources of one limit are searched together.
-std::vector<std::vector<int64_t>> generate(train::LoadedModel& run,
-                                           const std::vector<std::vector<int64_t>>& ids,
-                                           const std::vector<size_t>& members,
-                                           const Limits& limits) {
-  std::map<int64_t, std::vector<size_t>> groups;  // by limit (one group unless beam search)
-  for (size_t m = 0; m < members.size(); ++m)
-    groups[limits.options.beam > 1 ? limits.of(ids[members[m]].size()) : 0].push_back(m);
-  std::vector<std::vector<int64_t>> out(members.size());
-  for (const auto& [limit, group] : groups) {
-    size_t S = 0;
-    int64_t longest = 0;
-    for (size_t m : group) {
-      S = std::max(S, ids[members[m]].size());
-      longest = std::max(longest, limits.of(ids[members[m]].size()));
-    }
-    std::vector<int64_t> padded(group.size() * S, run.model->config().pad_id);
-    for (size_t g = 0; g < group.size(); ++g)
-      std::copy(ids[members[group[g]]].begin(), ids[members[group[g]]].end(),
-                padded.begin() + static_cast<std::ptrdiff_t>(g * S));
-    nn::GenerateOptions options = limits.options;
-    options.max_len = longest;
-    const auto decoded = nn::generate(
-        *run.model,
-        from_vector(padded, {static_cast<int64_t>(group.size()), static_cast<int64_t>(S)}),
-        options);
-    for (size_t g = 0; g < group.size(); ++g) {
-      std::vector<int64_t> tokens = decoded[g].tokens;
-      const auto cap = static_cast<size_t>(limits.of(ids[members[group[g]]].size()));
-      if (tokens.size() > cap) tokens.resize(cap);
-      out[group[g]] = std::move(tokens);
-    }
-  }
-  return out;
-}
 
 // Decodes a batch of sources, printing one line each in order (empty for a failure) and the
 // failures on stderr. Returns the number of failures.
@@ -121,7 +71,7 @@ int decode_batch(train::LoadedModel& run, std::vector<Source>& batch, const Limi
   }
   std::vector<std::string> text(batch.size());
   if (!good.empty()) {
-    const auto out = generate(run, ids, good, limits);
+    const auto out = train::decode(run, ids, good, limits);
     for (size_t g = 0; g < good.size(); ++g) text[good[g]] = run.tgt_vocab.decode(out[g]);
   }
   int failures = 0;

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "python/src/bindings.h"
 #include "tapegrad/autograd/autograd.h"
 
 namespace py = pybind11;
@@ -411,6 +412,9 @@ void bind_autograd(py::module_& m) {
   m.def("_gradgradcheck", check([](const GradcheckFn& f, const std::vector<Tensor>& in,
                                    const GradcheckOptions& o) { return gradgradcheck(f, in, o); }));
   py::class_<HookHandle>(m, "RemovableHandle").def("remove", &HookHandle::remove);
+}
+
+void bind_custom_ops(py::module_& m) {
   // autograd.Function: `out` (computed from `inputs` without recording) joins the tape, its
   // derivative the Python `backward`, called with out's gradient and returning one gradient
   // (or None) per input; run with recording on under create_graph, as any backward
@@ -525,5 +529,7 @@ PYBIND11_MODULE(_C, m) {
   bind_methods(tensor);
   bind_functions(m);
   bind_autograd(m);
+  bind_custom_ops(m);
   bind_nn_ops(m);
+  bind_runs(m);
 }

@@ -23,12 +23,13 @@ float = float32  # noqa: A001
 double = float64
 long = int64
 
-from tapegrad import autograd, nn, optim  # noqa: E402
+from tapegrad import autograd, metrics, nn, optim  # noqa: E402
+from tapegrad._C import Translator, load_run  # noqa: E402
 
 __all__ = ["Tensor", "Error", "tensor", "zeros", "ones", "full", "zeros_like", "ones_like",
            "rand", "randn", "randint", "arange", "manual_seed", "no_grad", "enable_grad",
            "is_grad_enabled", "matmul", "cat", "where", "float32", "float64", "int64", "bool",
-           "autograd", "nn", "optim"]
+           "autograd", "metrics", "nn", "optim", "load_run", "Translator"]
 
 
 def _shape(size):

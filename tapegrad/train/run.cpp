@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -215,6 +216,46 @@ LoadedModel load_run(const std::string& dir, const std::string& checkpoint) {
   run.src_vocab = std::move(p.src_vocab);
   run.tgt_vocab = std::move(p.tgt_vocab);
   return run;
+}
+
+int64_t DecodeLimits::of(size_t source_tokens) const {
+  return std::min(options.max_len,
+                  static_cast<int64_t>(factor * static_cast<double>(source_tokens)) + 10);
+}
+
+std::vector<std::vector<int64_t>> decode(LoadedModel& run,
+                                         const std::vector<std::vector<int64_t>>& ids,
+                                         const std::vector<size_t>& members,
+                                         const DecodeLimits& limits) {
+  std::map<int64_t, std::vector<size_t>> groups;  // by limit (one group unless beam search)
+  for (size_t m = 0; m < members.size(); ++m)
+    groups[limits.options.beam > 1 ? limits.of(ids[members[m]].size()) : 0].push_back(m);
+  std::vector<std::vector<int64_t>> out(members.size());
+  for (const auto& [limit, group] : groups) {
+    size_t S = 0;
+    int64_t longest = 0;
+    for (size_t m : group) {
+      S = std::max(S, ids[members[m]].size());
+      longest = std::max(longest, limits.of(ids[members[m]].size()));
+    }
+    std::vector<int64_t> padded(group.size() * S, run.model->config().pad_id);
+    for (size_t g = 0; g < group.size(); ++g)
+      std::copy(ids[members[group[g]]].begin(), ids[members[group[g]]].end(),
+                padded.begin() + static_cast<std::ptrdiff_t>(g * S));
+    nn::GenerateOptions options = limits.options;
+    options.max_len = longest;
+    const auto decoded = nn::generate(
+        *run.model,
+        from_vector(padded, {static_cast<int64_t>(group.size()), static_cast<int64_t>(S)}),
+        options);
+    for (size_t g = 0; g < group.size(); ++g) {
+      std::vector<int64_t> tokens = decoded[g].tokens;
+      const auto cap = static_cast<size_t>(limits.of(ids[members[group[g]]].size()));
+      if (tokens.size() > cap) tokens.resize(cap);
+      out[group[g]] = std::move(tokens);
+    }
+  }
+  return out;
 }
 
 int64_t metadata_step(const nn::Metadata& metadata, const std::string& weights) {

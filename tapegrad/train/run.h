@@ -55,6 +55,7 @@
 #include "tapegrad/data/vocab.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/checkpoint.h"
+#include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/pretrained/pretrained.h"
@@ -95,6 +96,24 @@ std::string checkpoint_folder(const std::string& dir, const std::string& checkpo
 // Loads a checkpoint's model (in eval mode) and vocabularies through load_pretrained, and its
 // step, from checkpoint_folder(dir, checkpoint).
 LoadedModel load_run(const std::string& dir, const std::string& checkpoint);
+// How long a decoded output may grow: at most `factor` times its source's tokens plus 10, and
+// at most options.max_len, so that a model that loops stops at a length tied to the source.
+struct DecodeLimits {
+  nn::GenerateOptions options;
+  double factor = 2;
+  int64_t of(size_t source_tokens) const;
+};
+
+// The outputs (token ids, without <bos> and <eos>) of the sources ids[members] of a loaded
+// run, each stopped at its own limit: what translate prints and the Python Translator returns.
+// Greedy and sampled rows are independent, so one nn::generate to the longest limit cut at each
+// row's is the same as stopping each row there; beam search keeps the hypotheses of a limit
+// apart, so the sources of one limit are searched together.
+std::vector<std::vector<int64_t>> decode(LoadedModel& run,
+                                         const std::vector<std::vector<int64_t>>& ids,
+                                         const std::vector<size_t>& members,
+                                         const DecodeLimits& limits);
+
 // The step in a checkpoint's model.safetensors metadata (`weights` names it in errors).
 int64_t metadata_step(const nn::Metadata& metadata, const std::string& weights);
 

@@ -1,0 +1,8 @@
+// What python/src/module.cpp's PYBIND11_MODULE calls besides its own bindings: one function a
+// source file of tapegrad._C.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+// A run folder as a Translator, and the corpus BLEU and chrF scorers (runs.cpp).
+void bind_runs(pybind11::module_& m);
