@@ -13,7 +13,6 @@
 #include <pybind11/stl.h>
 
 #include <set>
-#include <sstream>
 
 #include "python/src/bindings.h"
 #include "tapegrad/autograd/autograd.h"
