@@ -4,8 +4,6 @@ import math
 
 import numpy as _np
 
-import tapegrad as _tg
-
 
 class Optimizer:
     def __init__(self, params, defaults):

@@ -2,7 +2,6 @@
 against closed forms and, where Debian's python3-torch is installed, against PyTorch (one
 function run on both libraries, forward and gradients, float64 to 1e-10)."""
 import gc
-import math
 import re
 import threading
 
