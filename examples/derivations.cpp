@@ -17,6 +17,7 @@
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/check/gradcheck.h"
 
 using namespace tapegrad;
 

@@ -9,6 +9,7 @@
 
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/check/gradcheck.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/train/run.h"
 #include "tapegrad/viz/tape_drawing.h"

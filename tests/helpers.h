@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/check/gradcheck.h"
 
 namespace tapegrad::testing {
 

@@ -16,6 +16,7 @@
 
 #include "python/src/bindings.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/check/gradcheck.h"
 
 namespace py = pybind11;
 using namespace tapegrad;
@@ -137,7 +138,7 @@ Shape shape_of(const py::args& args) {
   return args.cast<Shape>();
 }
 
-// x[index]: integers, slices (step 1), None and ... as differentiable views.
+// x[index]: integers, slices (a positive step), None and ... as differentiable views.
 Tensor index(const Tensor& x, const py::object& index) {
   const py::tuple items =
       py::isinstance<py::tuple>(index) ? index.cast<py::tuple>() : py::make_tuple(index);
@@ -157,8 +158,12 @@ Tensor index(const Tensor& x, const py::object& index) {
       py::ssize_t start = 0, stop = 0, step = 0, length = 0;
       if (!item.cast<py::slice>().compute(out.size(d), &start, &stop, &step, &length))
         throw py::error_already_set();
-      if (step != 1) throw py::value_error("tapegrad: a slice with a step is not supported yet");
-      out = slice(out, d++, start, start + length);
+      if (step <= 0) throw py::value_error("step must be greater than zero");
+      out = slice(out, d++, start, length > 0 ? start + (length - 1) * step + 1 : start, step);
+    } else if (py::isinstance<Tensor>(item) || py::isinstance<py::list>(item)) {
+      throw py::type_error(
+          "tapegrad: indexing with a tensor or a list is not supported; use masked_fill or where "
+          "for a mask, and slices, integers, None and ... for views");
     } else {
       const int64_t n = out.size(d);
       int64_t i = item.cast<int64_t>();
@@ -170,6 +175,47 @@ Tensor index(const Tensor& x, const py::object& index) {
     }
   }
   return out;
+}
+
+// An integer or bool tensor as float32, where an op computes in floating point (PyTorch's
+// int ** float, 10000 ** int).
+Tensor with_float(const Tensor& x) {
+  return x.dtype() == DType::Int64 || x.dtype() == DType::Bool ? x.to(DType::Float32) : x;
+}
+
+// The other operand as a tensor: itself, or a 0-dim one of the number (int64 for an int).
+Tensor operand(const py::object& other) {
+  if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
+  if (py::isinstance<py::bool_>(other)) return full({}, other.cast<bool>(), DType::Bool);
+  if (py::isinstance<py::int_>(other)) return full({}, other.cast<double>(), DType::Int64);
+  if (py::isinstance<py::float_>(other)) return full({}, other.cast<double>(), DType::Float64);
+  throw py::type_error(fmt::format("unsupported operand type: {}",
+                                   py::str(other.get_type().attr("__name__")).cast<std::string>()));
+}
+
+// x // other (other // x when reflected), Python's floor division; a number keeps x's dtype
+// unless it is a float and x an integer, as in PyTorch.
+Tensor floor_divided(const Tensor& x, const py::object& other, bool reflected) {
+  Tensor a = with_scalar(x, other), b = operand(other);
+  if (!py::isinstance<Tensor>(other)) b = b.to(a.dtype());
+  std::tie(a, b) = promoted(a, b);
+  return reflected ? floor_divide(b, a) : floor_divide(a, b);
+}
+
+// x < other and the like: with a tensor (promoted, broadcast) or a number; == and != with
+// anything else are False and True, as Python's default, ordering a TypeError.
+using Compare = Tensor (*)(const Tensor&, const Tensor&);
+using CompareNumber = Tensor (*)(const Tensor&, double);
+void bind_comparison(py::class_<Tensor>& t, const char* name, Compare op, CompareNumber number) {
+  t.def(name, [op, number](const Tensor& x, const py::object& other) -> py::object {
+    if (py::isinstance<Tensor>(other)) {
+      const auto [a, b] = promoted(x, other.cast<Tensor>());
+      return py::cast(op(a, b));
+    }
+    if (py::isinstance<py::int_>(other) || py::isinstance<py::float_>(other))
+      return py::cast(number(x, other.cast<double>()));
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  });
 }
 
 std::string repr(const Tensor& t) { return fmt::format("{}", t); }
@@ -216,10 +262,19 @@ void bind_tensor(py::class_<Tensor>& t) {
           py::arg("dtype") = py::none())
       .def("tolist", [](const Tensor& x) { return to_numpy(x.detach()).attr("tolist")(); })
       .def("__repr__", &repr)
+      .def("__deepcopy__",  // a new leaf with a copy of the values, as torch.Tensor's
+           [](const Tensor& x, const py::dict&) {
+             return x.detach().clone().set_requires_grad(x.requires_grad());
+           })
       .def("__hash__",  // by identity, as torch.Tensor's
            [](const py::object& self) { return reinterpret_cast<std::intptr_t>(self.ptr()); })
       .def("__len__", [](const Tensor& x) { return x.dim() == 0 ? 0 : x.size(0); })
-      .def("__getitem__", &index);
+      .def("__getitem__", &index)
+      .def("__setitem__", [](const Tensor& x, const py::object& at, const py::object& value) {
+        // the view, recorded when x requires grad, so that assign refuses it under grad mode
+        const Tensor target = index(x, at);
+        assign(target, operand(value));
+      });
 }
 
 // requires_grad, .grad, backward, retain_grad and hooks taking Python functions.
@@ -286,7 +341,20 @@ void bind_operators(py::class_<Tensor>& t) {
              const Tensor f = x.dtype() == DType::Int64 ? x.to(DType::Float32) : x;
              return mul(pow(f, -1.0), o.cast<double>());
            })
-      .def("__pow__", [](const Tensor& x, double p) { return pow(x, p); })
+      .def("__pow__",
+           [](const Tensor& x, const py::object& p) {
+             if (py::isinstance<Tensor>(p))
+               throw py::type_error("tapegrad: a tensor exponent needs a number base (2 ** t)");
+             if (x.dtype() == DType::Int64 && py::isinstance<py::int_>(p))  // stays an integer
+               return pow(x.to(DType::Float64), p.cast<double>()).to(DType::Int64);
+             return pow(with_float(x), p.cast<double>());
+           })
+      .def("__rpow__",
+           [](const Tensor& x, const py::object& base) {
+             if (x.dtype() == DType::Int64 && py::isinstance<py::int_>(base))  // an integer
+               return pow(base.cast<double>(), x.to(DType::Float64)).to(DType::Int64);
+             return pow(base.cast<double>(), with_float(x));
+           })
       .def("__neg__", [](const Tensor& x) { return neg(x); })
       .def("__matmul__",
            [](const Tensor& a, const Tensor& b) {
@@ -294,8 +362,30 @@ void bind_operators(py::class_<Tensor>& t) {
              py::gil_scoped_release release;
              return matmul(x, y);
            })
-      .def("__eq__", [](const Tensor& x, double v) { return eq(x, v); })
-      .def("__ne__", [](const Tensor& x, double v) { return ne(x, v); });
+      .def("__floordiv__",
+           [](const Tensor& x, const py::object& o) { return floor_divided(x, o, false); })
+      .def("__rfloordiv__",
+           [](const Tensor& x, const py::object& o) { return floor_divided(x, o, true); });
+  // bool masks: ~m, a | b, a & b (PyTorch's logical ops on bool tensors)
+  const auto boolean = [](const char* op, const Tensor& x) {
+    if (x.dtype() != DType::Bool)
+      throw py::type_error(fmt::format("tapegrad: {} takes bool tensors, got {}", op, x.dtype()));
+    return x;
+  };
+  t.def("__invert__", [boolean](const Tensor& x) { return eq(boolean("~", x), 0); })
+      .def("__or__",
+           [boolean](const Tensor& a, const Tensor& b) {
+             return logical_or(boolean("|", a), boolean("|", b));
+           })
+      .def("__and__", [boolean](const Tensor& a, const Tensor& b) {
+        return eq(logical_or(eq(boolean("&", a), 0), eq(boolean("&", b), 0)), 0);
+      });
+  bind_comparison(t, "__eq__", eq, eq);
+  bind_comparison(t, "__ne__", ne, ne);
+  bind_comparison(t, "__lt__", lt, lt);
+  bind_comparison(t, "__le__", le, le);
+  bind_comparison(t, "__gt__", gt, gt);
+  bind_comparison(t, "__ge__", ge, ge);
 }
 
 // The ops as methods, as torch.Tensor has them.
@@ -339,6 +429,28 @@ void bind_methods(py::class_<Tensor>& t) {
       .def("sqrt", [](const Tensor& x) { return sqrt(x); })
       .def("tanh", [](const Tensor& x) { return tanh(x); })
       .def("relu", [](const Tensor& x) { return relu(x); })
+      .def("sin", [](const Tensor& x) { return sin(x); })
+      .def("cos", [](const Tensor& x) { return cos(x); })
+      .def(
+          "tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("diagonal") = 0)
+      .def(
+          "triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("diagonal") = 0)
+      .def(
+          "chunk", [](const Tensor& x, int64_t n, int64_t dim) { return chunk(x, n, dim); },
+          py::arg("chunks"), py::arg("dim") = 0)
+      .def(
+          "split",
+          [](const Tensor& x, const py::object& size, int64_t dim) {
+            if (!py::isinstance<py::int_>(size))
+              return split(x, size.cast<std::vector<int64_t>>(), dim);
+            const int64_t n = x.size(dim), each = size.cast<int64_t>();
+            TG_CHECK(each > 0, "split: split_size must be positive, got {}", each);
+            std::vector<int64_t> sizes;
+            for (int64_t start = 0; start < n; start += each)
+              sizes.push_back(std::min(each, n - start));
+            return split(x, sizes, dim);
+          },
+          py::arg("split_size_or_sections"), py::arg("dim") = 0)
       .def("pow", [](const Tensor& x, double p) { return pow(x, p); });
 }
 
@@ -367,6 +479,7 @@ void bind_functions(py::module_& m) {
   m.def(
       "cat", [](const std::vector<Tensor>& xs, int64_t dim) { return concat(xs, dim); },
       py::arg("tensors"), py::arg("dim") = 0);
+  m.def("logical_or", [](const Tensor& a, const Tensor& b) { return logical_or(a, b); });
   m.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) {
     const auto [x, y] = promoted(a, b);
     return where(c, x, y);
@@ -531,4 +644,5 @@ PYBIND11_MODULE(_C, m) {
   bind_custom_ops(m);
   bind_nn_ops(m);
   bind_runs(m);
+  bind_optim(m);
 }

@@ -148,8 +148,20 @@ def _method(name):
     return call
 
 
-for _name in ["exp", "log", "sqrt", "tanh", "relu", "sum", "mean", "softmax", "log_softmax",
-              "reshape", "transpose", "permute", "unsqueeze", "squeeze", "masked_fill",
-              "argmax", "pow"]:
+for _name in ["exp", "log", "sqrt", "tanh", "relu", "sin", "cos", "sum", "mean", "softmax",
+              "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze",
+              "masked_fill", "argmax", "tril", "triu", "chunk", "split"]:
     globals()[_name] = _method(_name)
     __all__.append(_name)
+
+
+def pow(input, exponent):  # noqa: A001, as torch.pow
+    """input ** exponent, either a tensor: torch.pow(10000, t) is 10000 ** t."""
+    return input ** exponent
+
+
+def floor_divide(input, other):
+    return input // other
+
+
+__all__ += ["pow", "floor_divide"]

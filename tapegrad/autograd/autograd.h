@@ -3,7 +3,6 @@
 
 #include "tapegrad/autograd/dtype.h"
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/gradcheck.h"
 #include "tapegrad/autograd/ops/attention.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"

@@ -3,13 +3,14 @@
 // built and run with every later version, so an API break cannot land unannounced. When a
 // release announces a break in CHANGELOG.md (the version raised, a porting note), this file
 // becomes the next release's program, changed as the porting note says; until then it is not
-// edited. It prints "api 0.6: ok" and exits 0, or names what it found and exits 1.
+// edited. It prints "api 0.6: ok" and exits 0, or names what it found and exits 1. Ported to
+// 0.8.0's one break so far (CHANGELOG.md): the gradcheck headers' new folder.
 #include <tapegrad/autograd/autograd.h>
 #include <tapegrad/autograd/profile.h>
+#include <tapegrad/check/gradcheck_module.h>
 #include <tapegrad/data/data_error.h>
 #include <tapegrad/nn/checkpoint.h>
 #include <tapegrad/nn/decoding.h>
-#include <tapegrad/nn/gradcheck_module.h>
 #include <tapegrad/nn/transformer.h>
 #include <tapegrad/pretrained/pretrained.h>
 #include <unistd.h>

@@ -47,6 +47,9 @@ TEST_CASE("unary functions match their closed forms", "[autograd]") {
   expect(relu(x), [](double t) { return t > 0 ? t : 0.0; });
   expect(pow(x, 2.0), [](double t) { return t * t; });
   expect(erf(x), [](double t) { return std::erf(t); });
+  expect(sin(x), [](double t) { return std::sin(t); });
+  expect(cos(x), [](double t) { return std::cos(t); });
+  expect(pow(10.0, x), [](double t) { return std::pow(10.0, t); });
   // GELU: gelu(0) = 0; the rest from scripts/torch_reference.py (python3-torch 1.13)
   require_values(gelu(tensor({0.0, 1.0, -1.0, 2.5}, DType::Float64)),
                  {0.0, 0.841344746068543, -0.15865525393145702, 2.4844758366855597}, 1e-14);
@@ -98,6 +101,11 @@ TEST_CASE("unary ops gradcheck", "[autograd][gradcheck]") {
   require_gradcheck([](auto& in) { return sqrt(in[0]); }, {pos});
   require_gradcheck([](auto& in) { return pow(in[0], 3.0); }, {x});
   require_gradcheck([](auto& in) { return pow(in[0], -1.5); }, {pos});
+  require_gradcheck([](auto& in) { return pow(10000.0, in[0] / 4.0); }, {x});
+  require_gradcheck([](auto& in) { return sin(in[0]); }, {x});
+  require_gradcheck([](auto& in) { return cos(in[0]); }, {x});
+  require_gradcheck([](auto& in) { return tril(reshape(in[0], {5, 3}), -1) * 2.0; }, {x});
+  require_gradcheck([](auto& in) { return triu(in[0], 2) * 2.0; }, {x});
   require_gradcheck([](auto& in) { return 2.0 - in[0] / 3.0 + 1.0; }, {x});
   require_gradcheck([](auto& in) { return 1.0 / in[0]; }, {pos});
 }
@@ -108,6 +116,30 @@ TEST_CASE("masked_fill and where", "[autograd]") {
   require_values(masked_fill(x, keypad, -INFINITY), {1, 2, -INFINITY, 4, 5, -INFINITY});
   require_values(where(eq(tensor({1, 0}, {2, 1}), 1), x, tensor({0}, Shape{})), {1, 2, 3, 0, 0, 0});
   require_values(ne(arange(3), 1), {1, 0, 1});
+}
+
+TEST_CASE("comparisons, floor division and the triangles", "[autograd]") {
+  const Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor row = tensor({2, 2, 7}, {3});
+  require_values(lt(a, row), {1, 0, 1, 0, 0, 1});
+  require_values(le(a, row), {1, 1, 1, 0, 0, 1});
+  require_values(gt(a, row), {0, 0, 0, 1, 1, 0});
+  require_values(ge(a, row), {0, 1, 0, 1, 1, 0});
+  require_values(eq(a, row), {0, 1, 0, 0, 0, 0});
+  require_values(ne(a, row), {1, 0, 1, 1, 1, 1});
+  require_values(lt(a, 3), {1, 1, 0, 0, 0, 0});
+  require_values(ge(a, 3), {0, 0, 1, 1, 1, 1});
+  // Python's //: rounds down, for int64 exactly and with either sign
+  const Tensor n = tensor({7, -7, 7, -7, 9007199254740993.0}, {5}, DType::Int64);
+  const Tensor d = tensor({2, 2, -2, -2, 1}, {5}, DType::Int64);
+  CHECK(floor_divide(n, d).to_vector<int64_t>() ==
+        std::vector<int64_t>{3, -4, -4, 3, 9007199254740992});
+  require_values(floor_divide(tensor({7.5, -7.5}, {2}), tensor({2}, Shape{})), {3, -4});
+  const Tensor m = ones({3, 4});
+  require_values(tril(m), {1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0});
+  require_values(tril(m, 1), {1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1});
+  require_values(triu(m), {1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1});
+  require_values(triu(m, -1), {1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1});
 }
 
 TEST_CASE("masked_fill and where gradcheck with broadcast masks", "[autograd][gradcheck]") {
@@ -135,4 +167,10 @@ TEST_CASE("elementwise errors name the op and shapes", "[autograd][errors]") {
       "masked_fill: mask of shape [2, 2] does not broadcast to the input's shape [2]");
   CHECK_THROWS_WITH(where(eq(ones({3}), 1), ones({2}), ones({2})),
                     "where: shapes [3] and [2] cannot be broadcast");
+  CHECK_THROWS_WITH(lt(ones({2}), arange(2)), "lt: dtypes differ: float32 and int64");
+  CHECK_THROWS_WITH(floor_divide(arange(2), zeros({2}, DType::Int64)),
+                    "floor_divide: integer division by zero");
+  CHECK_THROWS_WITH(pow(0.0, ones({2})),
+                    "pow: the base of a tensor exponent must be positive, got 0");
+  CHECK_THROWS_WITH(tril(ones({3})), "tril: expected at least 2 dims, got shape [3]");
 }

@@ -81,6 +81,13 @@ std::vector<OpCase> elementwise_cases() {
       {"erf", "", one(-2, 2), [](const Inputs& in) { return R{erf(in[0])}; }},
       {"pow", "p = 2.5", one(0.2, 2), [](const Inputs& in) { return R{pow(in[0], 2.5)}; }},
       {"pow", "p = -1", one(0.5, 2), [](const Inputs& in) { return R{pow(in[0], -1.0)}; }},
+      {"pow", "a scalar base, 10 ** x", one(-1, 1),
+       [](const Inputs& in) { return R{pow(10.0, in[0])}; }},
+      {"sin", "", one(-3, 3), [](const Inputs& in) { return R{sin(in[0])}; }},
+      {"cos", "", one(-3, 3), [](const Inputs& in) { return R{cos(in[0])}; }},
+      {"tril", "the diagonal above the main one, a batch", two({2, 3, 5}, {1}),
+       [](const Inputs& in) { return R{tril(in[0], 1)}; }},
+      {"triu", "the main diagonal", one(-1, 1), [](const Inputs& in) { return R{triu(in[0])}; }},
       {"masked_fill", "a broadcast mask, -inf kept out of the gradient", one(-1, 1),
        [](const Inputs& in) {
          return R{masked_fill(in[0], mask_of({1, 5}, {1, 4}), 2.0)};
@@ -122,6 +129,10 @@ std::vector<OpCase> reduce_and_shape_cases() {
       {"transpose", "", x({3, 4, 5}), [](const Inputs& in) { return R{transpose(in[0], 0, 2)}; }},
       {"slice", "a window of dim 1", x({3, 7}),
        [](const Inputs& in) { return R{slice(in[0], 1, 2, -1)}; }},
+      {"slice", "every second element from 1", x({3, 8}),
+       [](const Inputs& in) { return R{slice(in[0], 1, 1, 8, 2)}; }},
+      {"slice", "step 3, ending before the input's end", x({7, 3}),
+       [](const Inputs& in) { return R{slice(in[0], 0, 0, 5, 3)}; }},
       {"split", "uneven parts", x({3, 7}),
        [](const Inputs& in) {
          return split(in[0], {2, 4, 1}, 1);
@@ -425,6 +436,11 @@ TEST_CASE("every op of the library has a case in the registry", "[autograd][regi
   const std::map<std::string, std::string> exempt{
       {"eq", "a comparison: no gradient"},
       {"ne", "a comparison: no gradient"},
+      {"lt", "a comparison: no gradient"},
+      {"le", "a comparison: no gradient"},
+      {"gt", "a comparison: no gradient"},
+      {"ge", "a comparison: no gradient"},
+      {"floor_divide", "piecewise constant: no gradient"},
       {"logical_or", "bool masks: no gradient"},
       {"argmax", "an index: no gradient"},
       {"embedding_backward",

@@ -55,6 +55,55 @@ TEST_CASE("slice split chunk and concat", "[autograd]") {
   require_values(concat({arange(2), arange(1)}, 0), {0, 1, 0});
 }
 
+TEST_CASE("a slice with a step is a view; assign writes through views", "[autograd]") {
+  const Tensor x = reshape(arange(0.0, 12.0, 1.0, DType::Float32), {3, 4});
+  const Tensor odd = slice(x, 1, 1, 4, 2);
+  CHECK(odd.shape() == Shape{3, 2});
+  CHECK(odd.strides() == Shape{4, 2});
+  require_values(odd, {1, 3, 5, 7, 9, 11});
+  require_values(slice(x, 0, 0, 3, 2), {0, 1, 2, 3, 8, 9, 10, 11});
+  CHECK(slice(x, 1, 2, 2, 3).shape() == Shape{3, 0});
+  // pe[:, 0::2] = sin(...), as the positional encoding fills its table
+  Tensor pe = zeros({2, 4});
+  const uint64_t before = pe.impl().storage->version();
+  assign(slice(pe, 1, 0, 4, 2), tensor({1, 2}, {2}));
+  assign(slice(pe, 1, 1, 4, 2), tensor({5, 6, 7, 8}, {2, 2}));
+  require_values(pe, {1, 5, 2, 6, 1, 7, 2, 8});
+  CHECK(pe.impl().storage->version() == before + 2);
+  // a source in the same storage is read before it is written: x[1:] = x[:-1]
+  const Tensor v = arange(0.0, 5.0, 1.0, DType::Float32);
+  assign(slice(v, 0, 1, 5), slice(v, 0, 0, 4));
+  require_values(v, {0, 0, 1, 2, 3});
+  assign(v, tensor({9}, Shape{}));  // a scalar broadcast, converted to the tensor's dtype
+  require_values(v, {9, 9, 9, 9, 9});
+  const Tensor ids = zeros({3}, DType::Int64);
+  assign(slice(ids, 0, 1, 3), tensor({2.0, 5.0}, {2}));
+  CHECK(ids.to_vector<int64_t>() == std::vector<int64_t>{0, 2, 5});
+}
+
+TEST_CASE("assign refuses what would make a gradient wrong", "[autograd][errors]") {
+  Tensor w = ones({3}, DType::Float64);
+  w.set_requires_grad(true);
+  CHECK_THROWS_WITH(assign(w, zeros({3}, DType::Float64)),
+                    "assign: an in-place write into a tensor that requires grad (write under "
+                    "no_grad, or into a tensor that does not require grad)");
+  {
+    const NoGradGuard no_grad;  // an initializer's write
+    assign(slice(w, 0, 0, 1), full({1}, 5.0, DType::Float64));
+  }
+  require_values(w, {5, 1, 1});
+  // a tensor a backward saved, written afterwards: the walk refuses instead of a wrong gradient
+  Tensor a = ones({3}, DType::Float64);
+  a.set_requires_grad(true);
+  const Tensor scale = full({3}, 2.0, DType::Float64);
+  const Tensor y = sum(mul(a, scale));
+  assign(scale, zeros({3}, DType::Float64));
+  CHECK_THROWS(y.backward());
+  CHECK_THROWS_WITH(assign(ones({2}), ones({3})), "assign: shapes [2] and [3] cannot be broadcast");
+  CHECK_THROWS_WITH(assign(ones({2}), ones({2, 2})),
+                    "assign: a value of shape [2, 2] does not broadcast to shape [2]");
+}
+
 TEST_CASE("shape ops gradcheck", "[autograd][gradcheck]") {
   const Tensor x = random_leaf({2, 3, 4}, 41);
   const Tensor y = random_leaf({2, 2, 4}, 42);
@@ -65,6 +114,8 @@ TEST_CASE("shape ops gradcheck", "[autograd][gradcheck]") {
   require_gradcheck([](auto& in) { return permute(in[0], {1, 2, 0}).contiguous(); }, {x});
   require_gradcheck([](auto& in) { return reshape(transpose(in[0], 1, 2), {2, 12}); }, {x});
   require_gradcheck([](auto& in) { return slice(in[0], 2, 1, 3); }, {x});
+  require_gradcheck([](auto& in) { return slice(in[0], 2, 1, 4, 2); }, {x});
+  require_gradcheck([](auto& in) { return slice(in[0], 1, 0, 3, 2) * 3.0; }, {x});
   require_gradcheck([](auto& in) { return split(in[0], {1, 2}, 1)[1]; }, {x});
   require_gradcheck([](auto& in) { return chunk(in[0], 2, -1)[0] * chunk(in[0], 2, -1)[1]; }, {x});
   require_gradcheck([](auto& in) { return concat({in[0], in[1], in[0]}, 1); }, {x, y});
@@ -87,6 +138,7 @@ TEST_CASE("shape op errors", "[autograd][errors]") {
                     "transpose: dim 2 out of range for a tensor of rank 2");
   CHECK_THROWS_WITH(slice(ones({2, 3}), 1, 2, 5),
                     "slice: range [2, 5) out of bounds for dim 1 of shape [2, 3]");
+  CHECK_THROWS_WITH(slice(ones({2, 3}), 1, 0, 3, 0), "slice: step must be positive, got 0");
   CHECK_THROWS_WITH(split(ones({2, 3}), {1, 1}, 1),
                     "split: sizes [1, 1] add up to 2, but dim 1 of shape [2, 3] is 3");
   CHECK_THROWS_WITH(chunk(ones({2}), 0, 0), "chunk: chunks must be positive, got 0");

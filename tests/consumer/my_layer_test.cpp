@@ -3,6 +3,7 @@
 // fused RMSNorm of rms_norm.h.
 #define CATCH_CONFIG_MAIN
 #include <tapegrad/autograd/autograd.h>
+#include <tapegrad/check/gradcheck.h>
 #include <tapegrad/nn/nn.h>
 
 #include <catch2/catch.hpp>

@@ -29,7 +29,7 @@ want=$("$translate" --run "$work/run" "${sources[@]}")
 [[ $got == "$want" ]] || { printf 'consumer: decode printed\n%s\ntranslate printed\n%s\n' "$got" "$want" >&2; exit 1; }
 PKG_CONFIG_PATH=$(dirname "$(find "$work/prefix" -name tapegrad.pc)")
 export PKG_CONFIG_PATH
-pkg-config --exists 'tapegrad >= 0.7' || { echo "consumer: pkg-config finds no tapegrad 0.7" >&2; exit 1; }
+pkg-config --exists 'tapegrad >= 0.8' || { echo "consumer: pkg-config finds no tapegrad 0.8" >&2; exit 1; }
 # shellcheck disable=SC2046  # pkg-config's flags are meant to split
 g++ -O1 -o "$work/decode_pc" "$here/decode.cpp" $(pkg-config --cflags --libs tapegrad)
 [[ $("$work/decode_pc" "$checkpoint" "${sources[@]}") == "$want" ]] ||

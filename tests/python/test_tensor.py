@@ -108,6 +108,35 @@ def test_operators_with_tensors_and_numbers_and_reflected():
     assert values(x != 2).tolist() == [True, False, True]
 
 
+def test_comparisons_floor_division_and_powers_as_pytorch():
+    x = tg.tensor([1.0, 2.0, 4.0])
+    y = tg.tensor([2.0, 2.0, 3.0])
+    assert values(x < 2).tolist() == [True, False, False]
+    assert values(x <= 2).tolist() == [True, True, False]
+    assert values(x > y).tolist() == [False, False, True]
+    assert values(x >= y).tolist() == [False, True, True]
+    assert values(x == y).tolist() == [False, True, False]
+    assert values(x != y).tolist() == [True, False, True]
+    assert values(tg.tensor([1, 2]) < tg.tensor([1.5, 1.5])).tolist() == [True, False]
+    assert values(2 > x).tolist() == [True, False, False]  # reflected
+    assert (x == None) is False and (x != "a") is True  # noqa: E711
+    with pytest.raises(TypeError):
+        x < "a"
+    n = tg.tensor([7, -7, 7, -7])
+    assert values(n // 2).tolist() == [3, -4, 3, -4] and (n // 2).dtype == tg.int64
+    assert values(n // tg.tensor([2, 2, -2, -2])).tolist() == [3, -4, -4, 3]
+    assert values(7 // tg.tensor([2, -2])).tolist() == [3, -4]
+    assert values(tg.tensor([7.5]) // 2).tolist() == [3.0]
+    assert (n // 2.0).dtype == tg.float32
+    with pytest.raises(tg.Error, match="integer division by zero"):
+        n // 0
+    assert values(tg.arange(3) ** 2).tolist() == [0, 1, 4] and (tg.arange(3) ** 2).dtype == tg.int64
+    assert values(2 ** tg.arange(3)).tolist() == [1, 2, 4] and (2 ** tg.arange(3)).dtype == tg.int64
+    assert values(2 ** tg.tensor([0.5])).tolist() == pytest.approx([2 ** 0.5])
+    with pytest.raises(TypeError, match="a tensor exponent needs a number base"):
+        x ** y
+
+
 def test_type_promotion_as_pytorch():
     i = tg.tensor([1, 2])
     f = tg.tensor([0.5, 0.5])
@@ -146,6 +175,54 @@ def test_indexing_as_numpy():
         assert (values(t[index]) == a[index]).all(), index
     with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 2"):
         t[3]
+
+
+def test_slices_with_a_step_are_views_as_numpy():
+    a = np.arange(60.0).reshape(3, 4, 5)
+    t = tg.tensor(a)
+    for index in [(slice(None), slice(0, None, 2)), (slice(None, None, 2),), (Ellipsis, slice(1, None, 3)),
+                  (1, slice(3, 0, 1)), (slice(None), slice(1, 4, 2), slice(None, None, 4))]:
+        assert (values(t[index]) == a[index]).all(), index
+    t[:, 0::2] += 0  # a view: writing into it writes into t
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        t[::-1]
+    with pytest.raises(TypeError, match="indexing with a tensor or a list is not supported"):
+        t[tg.tensor([0, 1])]
+
+
+def test_assignment_into_a_slice_writes_into_the_tensor():
+    a = np.zeros((4, 6), dtype=np.float32)
+    t = tg.zeros(4, 6)
+    pos = np.arange(4.0, dtype=np.float32)[:, None]
+    a[:, 0::2] = np.sin(pos)
+    t[:, 0::2] = tg.sin(tg.tensor(pos))
+    a[:, 1::2] = 7
+    t[:, 1::2] = 7
+    a[1] = np.arange(6)
+    t[1] = tg.arange(6)  # converted to the tensor's dtype
+    a[2, 3] = -1.5
+    t[2, 3] = -1.5
+    a[:, 0] = a[:, 1]  # a column: a view with a stride
+    t[:, 0] = t[:, 1]
+    assert (values(t) == a).all()
+    with pytest.raises(tg.Error, match=re.escape("assign: shapes [4] and [5] cannot be broadcast")):
+        t[:, 0] = tg.zeros(5)
+    with pytest.raises(TypeError, match="unsupported operand type: str"):
+        t[0] = "a"
+
+
+def test_assignment_refuses_what_would_make_a_gradient_wrong():
+    w = tg.ones(3, requires_grad=True)
+    with pytest.raises(tg.Error, match="in-place write into a tensor that requires grad"):
+        w[0] = 2.0
+    with tg.no_grad():
+        w[0] = 2.0  # an initializer's write
+    assert values(w).tolist() == [2, 1, 1]
+    scale = tg.full((3,), 2.0)
+    y = (w * scale).sum()
+    scale[1] = 0.0  # after the forward saved it
+    with pytest.raises(tg.Error):
+        y.backward()
 
 
 def test_indexing_is_differentiable():
@@ -310,6 +387,11 @@ CASES = {
     "views": lambda m, x: x[0].reshape(4, 3).permute(1, 0).unsqueeze(0).squeeze(0) + x[1].view(4, 3).transpose(0, 1),
     "indexing": lambda m, x: x[0][1:, None, :2] * x[1][1:, ..., -1:, None],
     "masked_fill": lambda m, x: x[0].masked_fill(m.tensor(MASK), -1.5) * x[1],
+    "sin cos": lambda m, x: m.sin(x[0]) * x[1].cos(),
+    "pow with a number base": lambda m, x: m.pow(10000, x[0] / 4) + 2 ** x[1],
+    "tril triu": lambda m, x: m.tril(x[0], 1) * 2 + x[1].triu(-1),
+    "stepped slices": lambda m, x: x[0][:, 0::2] * x[1][::2, 1::2].sum() + x[0][1:, 1::3].sum(),
+    "chunk split": lambda m, x: x[0].chunk(2, 1)[1] * x[1].split(3, 1)[0][:, 1:],
 }
 
 

@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/ops/elementwise.h"
 
 #include <cmath>
+#include <functional>
 #include <numbers>
 
 #include "tapegrad/autograd/ops/reduce.h"
@@ -139,6 +140,20 @@ Tensor exp(const Tensor& x) {
       [](const auto& d, const auto& y) { return d * y; });
 }
 
+// d sin(x) = cos(x)
+Tensor sin(const Tensor& x) {
+  return unary(
+      "sin", x, Saves::Input, [](auto v) { return std::sin(v); },
+      [](const auto& d, const auto& x) { return d * cos(x); });
+}
+
+// d cos(x) = -sin(x)
+Tensor cos(const Tensor& x) {
+  return unary(
+      "cos", x, Saves::Input, [](auto v) { return std::cos(v); },
+      [](const auto& d, const auto& x) { return -(d * sin(x)); });
+}
+
 // d log(x) = 1/x
 Tensor log(const Tensor& x) {
   return unary(
@@ -196,6 +211,35 @@ Tensor pow(const Tensor& x, double p) {
       "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
       [p](const auto& d, const auto& x) { return d * pow(x, p - 1) * p; });
 }
+
+// d base^x = base^x ln(base) = y ln(base)
+Tensor pow(double base, const Tensor& x) {
+  TG_CHECK(base > 0, "pow: the base of a tensor exponent must be positive, got {}", base);
+  const double ln_base = std::log(base);
+  return unary(
+      "pow", x, Saves::Output,
+      [base](auto v) { return static_cast<decltype(v)>(std::pow(base, v)); },
+      [ln_base](const auto& d, const auto& y) { return d * y * ln_base; });
+}
+
+namespace {
+// The elements above (tril) or below (triu) a diagonal blocked; a masked_fill, whose derivative
+// is theirs.
+Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
+  TG_CHECK(x.dim() >= 2, "{}: expected at least 2 dims, got shape {}", op, x.shape());
+  const int64_t rows = x.size(-2), cols = x.size(-1);
+  Tensor blocked = empty({rows, cols}, DType::Bool);
+  bool* pb = blocked.data<bool>();
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j)
+      pb[i * cols + j] = lower ? j - i > diagonal : j - i < diagonal;
+  }
+  return masked_fill(x, blocked, 0);
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, true); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, false); }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   const profile::Scope profile_scope("masked_fill");
@@ -271,13 +315,76 @@ Tensor compare(const Tensor& x, Pred pred) {
   });
   return out;
 }
+
+// pred(a, b) on each pair of elements of one dtype, broadcast together, into a bool tensor
+template <class Pred>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, Pred pred) {
+  TG_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}", op, a.dtype(), b.dtype());
+  const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+  const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
+  const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
+  Tensor out = empty(shape, DType::Bool);
+  bool* po = out.data<bool>();
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    for_each_offset<3>(shape, {&out.strides(), &sa, &sb},
+                       [&](const auto& o) { po[o[0]] = pred(pa[o[1]], pb[o[2]]); });
+  });
+  return out;
+}
 }  // namespace
 
-Tensor eq(const Tensor& x, double value) {
-  return compare(x, [value](double v) { return v == value; });
+Tensor eq(const Tensor& x, double v) {
+  return compare(x, [v](double e) { return e == v; });
 }
-Tensor ne(const Tensor& x, double value) {
-  return compare(x, [value](double v) { return v != value; });
+Tensor ne(const Tensor& x, double v) {
+  return compare(x, [v](double e) { return e != v; });
+}
+Tensor lt(const Tensor& x, double v) {
+  return compare(x, [v](double e) { return e < v; });
+}
+Tensor le(const Tensor& x, double v) {
+  return compare(x, [v](double e) { return e <= v; });
+}
+Tensor gt(const Tensor& x, double v) {
+  return compare(x, [v](double e) { return e > v; });
+}
+Tensor ge(const Tensor& x, double v) {
+  return compare(x, [v](double e) { return e >= v; });
+}
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, std::equal_to<>()); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, std::not_equal_to<>()); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, std::less<>()); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, std::less_equal<>()); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, std::greater<>()); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, std::greater_equal<>()); }
+
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  TG_CHECK(a.dtype() == b.dtype(), "floor_divide: dtypes differ: {} and {}", a.dtype(), b.dtype());
+  TG_CHECK(a.dtype() != DType::Bool, "floor_divide: expected numbers, got bool");
+  const Shape shape = broadcast_shapes("floor_divide", a.shape(), b.shape());
+  const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
+  const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
+  Tensor out = empty(shape, a.dtype());
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    for_each_offset<3>(shape, {&out.strides(), &sa, &sb}, [&](const auto& o) {
+      const T x = pa[o[1]], y = pb[o[2]];
+      if constexpr (std::is_floating_point_v<T>) {
+        po[o[0]] = std::floor(x / y);
+      } else if constexpr (!std::is_same_v<T, bool>) {
+        TG_CHECK(y != 0, "floor_divide: integer division by zero");
+        const T q = x / y;  // C++ rounds toward zero; floor rounds down
+        po[o[0]] = static_cast<T>(q - ((x % y != 0) && ((x < 0) != (y < 0))));
+      }
+    });
+  });
+  return out;
 }
 
 Tensor logical_or(const Tensor& a, const Tensor& b) {

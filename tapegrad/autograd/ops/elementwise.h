@@ -26,6 +26,8 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
 // The exact GELU, x * Phi(x) with Phi the standard normal CDF (PyTorch's default).
 Tensor gelu(const Tensor& x);
 // gelu's derivative Phi(x) + x phi(x) as a differentiable tensor: gelu's gradient formula, and
@@ -51,6 +53,12 @@ T gelu_slope_of(T v) {
 Tensor erf(const Tensor& x);
 // x ** p for a scalar exponent.
 Tensor pow(const Tensor& x, double p);
+// base ** x for a positive scalar base (the positional encoding's 10000 ** (2i / d)).
+Tensor pow(double base, const Tensor& x);
+// x with the elements above (tril) or below (triu) the diagonal-th diagonal of its last two
+// dims set to 0, as PyTorch's: diagonal 0 is the main one, 1 the one above it.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
 // out = mask ? value : x. `mask` is bool and broadcasts to x's shape. Filling attention scores
 // with -inf where the mask is true removes those positions from the softmax.
@@ -58,9 +66,23 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // out = cond ? a : b, all three broadcast together; cond is bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
-// Comparisons with a scalar, for building masks (ids == pad_id). Not differentiable.
+// Comparisons with a scalar or elementwise (broadcast, one dtype), into bool masks (ids ==
+// pad_id). Not differentiable.
 Tensor eq(const Tensor& x, double value);
 Tensor ne(const Tensor& x, double value);
+Tensor lt(const Tensor& x, double value);
+Tensor le(const Tensor& x, double value);
+Tensor gt(const Tensor& x, double value);
+Tensor ge(const Tensor& x, double value);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+// floor(a / b) elementwise (broadcast, one dtype), exact for int64 as Python's //; not
+// differentiable (its derivative is 0 almost everywhere).
+Tensor floor_divide(const Tensor& a, const Tensor& b);
 // a || b for bool masks that broadcast together (a padding mask with a causal one).
 Tensor logical_or(const Tensor& a, const Tensor& b);
 

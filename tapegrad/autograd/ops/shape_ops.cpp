@@ -26,6 +26,39 @@ Tensor make_view(const Tensor& x, int64_t offset, Shape shape, Shape strides) {
   return Tensor(std::move(impl));
 }
 
+// dx of a slice: dout's rows at s, s + step, ... of n rows along d, zeros elsewhere; written in
+// differentiable ops, so a second derivative passes through it
+Tensor unslice(const Tensor& dout, int64_t d, int64_t s, int64_t step, int64_t n) {
+  Tensor spread = dout;
+  if (step > 1) {  // each row followed by step - 1 rows of zeros, cut at the input's end
+    Shape gap = unsqueeze(dout, d + 1).shape(), rows = dout.shape();
+    gap[d + 1] = step - 1;
+    rows[d] *= step;
+    spread = reshape(concat({unsqueeze(dout, d + 1), zeros(gap, dout.dtype())}, d + 1), rows);
+    spread = slice(spread, d, 0, std::min(rows[d], n - s));
+  }
+  std::vector<Tensor> parts;
+  Shape pad = dout.shape();
+  if (s > 0) parts.push_back(zeros((pad[d] = s, pad), dout.dtype()));
+  parts.push_back(spread);
+  if (const int64_t after = n - s - spread.shape()[d]; after > 0) {
+    parts.push_back(zeros((pad[d] = after, pad), dout.dtype()));
+  }
+  return parts.size() == 1 ? spread : concat(parts, d);
+}
+
+// A view of x's elements in their order under a new shape (view, squeeze, unsqueeze).
+Tensor same_elements(const char* op, const Tensor& x, const Shape& shape, const Shape& strides) {
+  Tensor out = make_view(x, x.offset(), shape, strides);
+  if (recording(x)) {
+    // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
+    record(op, {x}, out, {.backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+             g.pass(0, reshape(dout, x_shape));
+           }});
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& requested) {
@@ -53,32 +86,29 @@ Tensor view(const Tensor& x, const Shape& requested) {
   TG_CHECK(x.is_contiguous(),
            "view: tensor of shape {} with strides {} is not contiguous; use reshape()", x.shape(),
            x.strides());
-  Tensor out = make_view(x, x.offset(), shape, contiguous_strides(shape));
-  if (recording(x)) {
-    // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
-    record("view", {x}, out, {.backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
-             g.pass(0, reshape(dout, x_shape));
-           }});
-  }
-  return out;
+  return same_elements("view", x, shape, contiguous_strides(shape));
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) { return view(x.contiguous(), shape); }
 
+// A size-1 dim is a view whatever the layout: its stride is never stepped.
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  Shape shape = x.shape();
   const int64_t d = normalize_dim("unsqueeze", dim, x.dim() + 1);
+  Shape shape = x.shape(), strides = x.strides();
+  const int64_t stride = d < x.dim() ? strides[d] * shape[d] : 1;
   shape.insert(shape.begin() + d, 1);
-  return reshape(x, shape);
+  strides.insert(strides.begin() + d, stride);
+  return same_elements("unsqueeze", x, shape, strides);
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   const int64_t d = normalize_dim("squeeze", dim, x.dim());
   TG_CHECK(x.shape()[d] == 1, "squeeze: dim {} of shape {} has size {}, not 1", dim, x.shape(),
            x.shape()[d]);
-  Shape shape = x.shape();
+  Shape shape = x.shape(), strides = x.strides();
   shape.erase(shape.begin() + d);
-  return reshape(x, shape);
+  strides.erase(strides.begin() + d);
+  return same_elements("squeeze", x, shape, strides);
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
@@ -118,7 +148,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   return permute(x, dims);
 }
 
-Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
   const profile::Scope profile_scope("slice");
   const int64_t d = normalize_dim("slice", dim, x.dim());
   const int64_t n = x.shape()[d];
@@ -126,24 +156,38 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
   const int64_t e = end < 0 ? end + n : end;
   TG_CHECK(s >= 0 && e <= n && s <= e, "slice: range [{}, {}) out of bounds for dim {} of shape {}",
            start, end, dim, x.shape());
-  Shape shape = x.shape();
-  shape[d] = e - s;
-  Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, x.strides());
+  TG_CHECK(step >= 1, "slice: step must be positive, got {}", step);
+  Shape shape = x.shape(), strides = x.strides();
+  shape[d] = (e - s + step - 1) / step;
+  strides[d] *= step;
+  Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, strides);
   if (recording(x)) {
-    // dx[.., s:e, ..] += dout
-    record("slice", {x}, out, {.backward = [d, s, n](const Tensor& dout, Grads& g) {
-             // dx = dout padded with zeros to the input's extent along d
-             std::vector<Tensor> parts;
-             Shape pad = dout.shape();
-             if (s > 0) parts.push_back(zeros((pad[d] = s, pad), dout.dtype()));
-             parts.push_back(dout);
-             if (const int64_t after = n - s - dout.shape()[d]; after > 0) {
-               parts.push_back(zeros((pad[d] = after, pad), dout.dtype()));
-             }
-             g.pass(0, parts.size() == 1 ? dout : concat(parts, d));
+    // dx[.., s:e:step, ..] += dout
+    record("slice", {x}, out, {.backward = [d, s, step, n](const Tensor& dout, Grads& g) {
+             g.pass(0, unslice(dout, d, s, step, n));
            }});
   }
   return out;
+}
+
+void assign(const Tensor& dst, const Tensor& src) {
+  TG_CHECK(!(grad_enabled() && dst.requires_grad()),
+           "assign: an in-place write into a tensor that requires grad (write under no_grad, or "
+           "into a tensor that does not require grad)");
+  const Shape shape = broadcast_shapes("assign", dst.shape(), src.shape());
+  TG_CHECK(shape == dst.shape(), "assign: a value of shape {} does not broadcast to shape {}",
+           src.shape(), dst.shape());
+  // a source that shares the storage (x[1:] = x[:-1]) is read from a copy
+  const Tensor from = src.impl().storage == dst.impl().storage ? src.detach().clone() : src;
+  const Tensor value = from.dtype() == dst.dtype() ? from.detach() : from.detach().to(dst.dtype());
+  const Shape sv = broadcast_strides(value.shape(), value.strides(), shape);
+  dispatch_all(dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* pd = dst.data<T>();
+    const T* pv = value.data<T>();
+    for_each_offset<2>(shape, {&dst.strides(), &sv}, [&](const auto& o) { pd[o[0]] = pv[o[1]]; });
+  });
+  dst.impl().storage->bump_version();
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {

@@ -13,7 +13,7 @@ namespace tapegrad {
 Tensor view(const Tensor& x, const Shape& shape);
 // view() when x is contiguous, else a contiguous copy reshaped.
 Tensor reshape(const Tensor& x, const Shape& shape);
-// Inserts / removes a size-1 dim.
+// Inserts / removes a size-1 dim: a view, whatever x's layout.
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x, int64_t dim);
 
@@ -21,8 +21,8 @@ Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 
-// Elements [start, end) along dim; negative indices count from the end.
-Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end);
+// Elements start, start + step, ... before end along dim; negative indices count from the end.
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 // Consecutive slices of the given sizes along dim, which must add up to the dim's size.
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 // `chunks` slices of ceil(size / chunks) along dim, the last possibly smaller (as PyTorch).
@@ -31,5 +31,11 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
 Tensor expand(const Tensor& x, const Shape& shape);
 // Joins tensors of equal shape but for `dim` along it.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
+
+// Writes src, broadcast to dst's shape and converted to its dtype, into dst's elements in place
+// (dst a view, such as a slice, or a whole tensor), as x[...] = v does in PyTorch. Not recorded:
+// dst must not require grad while grad mode is on. The storage's version is bumped, so a
+// backward that saved dst's old values refuses to run.
+void assign(const Tensor& dst, const Tensor& src);
 
 }  // namespace tapegrad

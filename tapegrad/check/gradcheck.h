@@ -9,7 +9,7 @@
 // The inputs are used in place: their grads are reset, and each checked element is perturbed
 // and then restored. So a module is checked by passing its parameters as the inputs and
 // ignoring the argument in f: gradcheck([&](auto&) { return model.forward(x); },
-// model.parameters()); nn::gradcheck_module (tapegrad/nn/gradcheck_module.h) does that with the
+// model.parameters()); nn::gradcheck_module (tapegrad/check/gradcheck_module.h) does that with the
 // parameters' names.
 //
 // f is evaluated twice at the unperturbed inputs first: finite differences of a function that

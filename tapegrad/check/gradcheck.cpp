@@ -1,6 +1,6 @@
 // gradcheck: the analytic gradients of one backward against central finite differences, element
 // by element, with the worst element named; see gradcheck.h.
-#include "tapegrad/autograd/gradcheck.h"
+#include "tapegrad/check/gradcheck.h"
 
 #include <algorithm>
 #include <cmath>

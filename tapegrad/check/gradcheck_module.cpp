@@ -1,5 +1,5 @@
 // gradcheck_module: the module's named parameters as gradcheck's inputs.
-#include "tapegrad/nn/gradcheck_module.h"
+#include "tapegrad/check/gradcheck_module.h"
 
 namespace tapegrad::nn {
 

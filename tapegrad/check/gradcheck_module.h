@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "tapegrad/autograd/gradcheck.h"
+#include "tapegrad/check/gradcheck.h"
 #include "tapegrad/nn/module.h"
 
 namespace tapegrad::nn {
