@@ -1,4 +1,6 @@
 """tapegrad.nn.functional: the engine's fused ops under torch.nn.functional's names."""
+import math
+
 from tapegrad import _C
 
 
@@ -49,3 +51,28 @@ def cross_entropy(input, target, ignore_index=-100, label_smoothing=0.0, reducti
     if reduction != "mean":
         raise ValueError("tapegrad: cross_entropy's reduction is 'mean' only")
     return _C.cross_entropy(input, target, ignore_index, label_smoothing)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """softmax(query key^T * scale + mask) value over the last two dims, scale 1/sqrt(E) by
+    default, as torch 2's: a bool attn_mask is True where a query MAY attend (the opposite of
+    MultiheadAttention's masks), a float one is added to the scores; is_causal blocks each
+    query's later keys. Written in the engine's ops (matmul, masked_fill, softmax, dropout),
+    so every derivative is theirs; a row with every key blocked is NaN, as in PyTorch."""
+    import tapegrad as tg
+    L, S = query.shape[-2], key.shape[-2]
+    s = scale if scale is not None else 1 / math.sqrt(query.shape[-1])
+    scores = (query @ key.transpose(-2, -1)) * s
+    if is_causal:
+        scores = scores.masked_fill(tg.arange(S).unsqueeze(0) > tg.arange(L).unsqueeze(1),
+                                    -math.inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == tg.bool:
+            scores = scores.masked_fill(attn_mask == 0, -math.inf)
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
