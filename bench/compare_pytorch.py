@@ -53,6 +53,8 @@ import subprocess
 import sys
 import time
 
+from seed_models import seed_modules
+
 # Every timed run warms up for at least this long first: a step of a few milliseconds timed
 # right after the other side's runs had kept both cores busy ran at up to 1.5x its steady time.
 WARMUP_SECONDS = 0.25
@@ -152,87 +154,8 @@ def torch_worker(workload, iterations):
             return torch.autocast("cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    class MHA(nn.Module):
-        def __init__(self, C, H, p):
-            super().__init__()
-            self.H, self.D = H, C // H
-            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(C, C) for _ in range(4))
-            self.dropout = nn.Dropout(p)
-
-        def forward(self, q, k, v, key_padding=None, attn_mask=None):
-            B, T, C = q.shape
-            S = k.shape[1]
-            q = self.q_proj(q).view(B, T, self.H, self.D).transpose(1, 2)
-            k = self.k_proj(k).view(B, S, self.H, self.D).transpose(1, 2)
-            v = self.v_proj(v).view(B, S, self.H, self.D).transpose(1, 2)
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.D)
-            if key_padding is not None:
-                scores = scores.masked_fill(key_padding[:, None, None, :], float("-inf"))
-            if attn_mask is not None:
-                scores = scores.masked_fill(attn_mask, float("-inf"))
-            ctx = self.dropout(F.softmax(scores, -1)) @ v
-            return self.out_proj(ctx.transpose(1, 2).reshape(B, T, C))
-
-    class FF(nn.Module):
-        def __init__(self, C, Fd, p):
-            super().__init__()
-            self.linear1, self.linear2, self.dropout = nn.Linear(C, Fd), nn.Linear(Fd, C), nn.Dropout(p)
-
-        def forward(self, x):
-            return self.linear2(self.dropout(F.relu(self.linear1(x))))
-
-    class EncLayer(nn.Module):
-        def __init__(self, C, H, Fd, p):
-            super().__init__()
-            self.self_attn, self.ff = MHA(C, H, p), FF(C, Fd, p)
-            self.norm1, self.norm2 = nn.LayerNorm(C), nn.LayerNorm(C)
-            self.d1, self.d2 = nn.Dropout(p), nn.Dropout(p)
-
-        def forward(self, x, pad=None):
-            x = self.norm1(x + self.d1(self.self_attn(x, x, x, pad)))
-            return self.norm2(x + self.d2(self.ff(x)))
-
-    class DecLayer(nn.Module):
-        def __init__(self, C, H, Fd, p):
-            super().__init__()
-            self.self_attn, self.cross_attn, self.ff = MHA(C, H, p), MHA(C, H, p), FF(C, Fd, p)
-            self.norm1, self.norm2, self.norm3 = nn.LayerNorm(C), nn.LayerNorm(C), nn.LayerNorm(C)
-            self.d1, self.d2, self.d3 = nn.Dropout(p), nn.Dropout(p), nn.Dropout(p)
-
-        def forward(self, x, mem, causal, tpad, spad):
-            x = self.norm1(x + self.d1(self.self_attn(x, x, x, tpad, causal)))
-            x = self.norm2(x + self.d2(self.cross_attn(x, mem, mem, spad)))
-            return self.norm3(x + self.d3(self.ff(x)))
-
-    class Mini(nn.Module):
-        def __init__(self, V, C, H, Fd, L, max_len, p=0.1):
-            super().__init__()
-            self.C = C
-            self.src_embed, self.tgt_embed = nn.Embedding(V, C, padding_idx=0), nn.Embedding(V, C, padding_idx=0)
-            pos = torch.arange(max_len)[:, None]
-            i = torch.arange(C)[None, :]
-            angle = pos / torch.pow(10000, (2 * (i // 2)) / C)
-            pe = torch.where(i % 2 == 0, torch.sin(angle), torch.cos(angle))
-            self.register_buffer("pe", pe.float())
-            self.drop = nn.Dropout(p)
-            self.enc = nn.ModuleList(EncLayer(C, H, Fd, p) for _ in range(L))
-            self.dec = nn.ModuleList(DecLayer(C, H, Fd, p) for _ in range(L))
-            self.out_proj = nn.Linear(C, V)
-
-        def embed(self, table, ids):
-            return self.drop(table(ids) * math.sqrt(self.C) + self.pe[: ids.shape[1]])
-
-        def forward(self, src, tgt):
-            spad, tpad = src == 0, tgt == 0
-            T = tgt.shape[1]
-            causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
-            m = self.embed(self.src_embed, src)
-            for layer in self.enc:
-                m = layer(m, spad)
-            x = self.embed(self.tgt_embed, tgt)
-            for layer in self.dec:
-                x = layer(x, m, causal, tpad, spad)
-            return self.out_proj(x)
+    models = seed_modules(torch)
+    EncLayer, Mini = models.EncLayer, models.Mini
 
     def decode_worker(Vs, Vt, C, H, Fd, L, sources, batch, S, steps, beam):
         """generate() written the fast way: keys and values cached per layer, every source and

@@ -387,35 +387,20 @@ int train_run(const Settings& s) {
 // classified gets an empty line and an error naming it, and the exit code is 1.
 int predict(const Settings& s, const std::vector<std::string>& arguments) {
   const PretrainedClassifier c = load_classifier(train::checkpoint_folder(s.run, s.checkpoint));
-  const int64_t max_len = c.model().config().max_len;
-  NoGradGuard no_grad;
   int failures = 0;
   const auto classify = [&](const std::string& text, const std::string& where) {
-    std::string error;
-    const bool utf8 = !data::find_invalid_utf8(text);
-    const std::vector<int64_t> ids = utf8 ? c.vocab.encode(text) : std::vector<int64_t>{};
-    if (!utf8)
-      error = "invalid UTF-8";
-    else if (ids.empty())
-      error = "no tokens";
-    else if (static_cast<int64_t>(ids.size()) > max_len)
-      error = fmt::format("{} tokens, over the model's max_len of {}", ids.size(), max_len);
-    if (!error.empty()) {
+    PretrainedClassifier::Prediction got;
+    try {
+      got = c.predict(text);
+    } catch (const Error& e) {
       fmt::print("\n");
-      fmt::print(stderr, "classify: {}: {}\n", where, error);
+      fmt::print(stderr, "classify: {}: {}\n", where, e.what());
       ++failures;
       return;
     }
-    const Tensor p = softmax(c.logits(from_vector(ids, {1, static_cast<int64_t>(ids.size())})), -1);
-    const Tensor best = argmax(p, -1);
-    const auto classes = best.to_vector<int64_t>();
-    const auto probs = max(p, {-1}).to_vector<float>();
-    std::vector<std::string> names, values;
-    for (size_t i = 0; i < classes.size(); ++i) {
-      names.push_back(c.classes[classes[i]]);
-      values.push_back(fmt::format("{:.4f}", probs[i]));
-    }
-    fmt::print("{}\t{}\n", fmt::join(names, " "), fmt::join(values, " "));
+    std::vector<std::string> values;
+    for (const float p : got.probabilities) values.push_back(fmt::format("{:.4f}", p));
+    fmt::print("{}\t{}\n", fmt::join(got.labels, " "), fmt::join(values, " "));
   };
   for (size_t i = 0; i < arguments.size(); ++i)
     classify(arguments[i], fmt::format("argument {}", i + 1));

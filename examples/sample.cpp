@@ -18,7 +18,6 @@
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/text.h"
-#include "tapegrad/data/text_blocks.h"
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/pretrained/causal_lm.h"
 #include "tapegrad/train/run.h"
@@ -31,24 +30,15 @@ constexpr size_t kMaxLineBytes = 1 << 16;
 constexpr uint64_t kMaxInputBytes = uint64_t{1} << 30;  // standard input in all
 
 // Prints the prompt and its continuation, or says why it cannot be continued; 1 if not.
-int continue_prompt(PretrainedLanguageModel& lm, const std::string& prompt,
-                    const std::string& where, nn::ContinueOptions options, uint64_t index) {
-  std::string error;
-  std::vector<int64_t> ids;
-  if (data::find_invalid_utf8(prompt)) {
-    error = "invalid UTF-8";
-  } else {
-    ids = data::encode_text(lm.vocab, prompt.empty() ? "\n" : prompt);
-    if (lm.vocab.level() != data::Level::Char && !prompt.empty()) ids.pop_back();  // its <eos>
-    if (ids.empty()) error = "no tokens";
-  }
-  if (!error.empty()) {
-    fmt::print(stderr, "sample: {}: {}\n", where, error);
+int print_continuation(PretrainedLanguageModel& lm, const std::string& prompt,
+                       const std::string& where, nn::ContinueOptions options, uint64_t index) {
+  options.seed = options.seed * 1000003 + index;
+  try {
+    fmt::print("{}{}\n", prompt, continue_prompt(lm, prompt, options));
+  } catch (const Error& e) {
+    fmt::print(stderr, "sample: {}: {}\n", where, e.what());
     return 1;
   }
-  options.seed = options.seed * 1000003 + index;
-  const std::vector<int64_t> out = nn::continue_text(*lm.model, ids, options);
-  fmt::print("{}{}\n", prompt, data::decode_text(lm.vocab, out));
   std::fflush(stdout);
   return 0;
 }
@@ -91,16 +81,16 @@ int main(int argc, char** argv) {
     int failures = 0;
     uint64_t index = 0;
     if (prompt) {
-      failures += continue_prompt(lm, *prompt, "--prompt", o, index);
+      failures += print_continuation(lm, *prompt, "--prompt", o, index);
     } else if (!f.positional().empty()) {
       for (const std::string& p : f.positional()) {
-        failures += continue_prompt(lm, p, fmt::format("argument {}", index + 1), o, index);
+        failures += print_continuation(lm, p, fmt::format("argument {}", index + 1), o, index);
         ++index;
       }
     } else {
       data::LineReader reader(std::cin, "stdin", kMaxLineBytes, kMaxInputBytes);
       while (const auto line = reader.next())
-        failures += continue_prompt(lm, *line, reader.where(), o, index++);
+        failures += print_continuation(lm, *line, reader.where(), o, index++);
     }
     if (failures > 0) fmt::print(stderr, "sample: {} prompt(s) could not be continued\n", failures);
     return failures > 0 ? 1 : 0;

@@ -4,7 +4,25 @@
 
 #include <pybind11/pybind11.h>
 
-// A run folder as a Translator, and the corpus BLEU and chrF scorers (runs.cpp).
+// A long C++ call from Python: the GIL released, and Ctrl-C honoured within a second (the
+// engine's interrupt check runs Python's signal handlers, whose KeyboardInterrupt unwinds the
+// call). Not for a call that must not stop halfway, such as an optimizer's step.
+class LongCall {
+ public:
+  LongCall();
+  ~LongCall();
+  LongCall(const LongCall&) = delete;
+  LongCall& operator=(const LongCall&) = delete;
+
+ private:
+  bool outer_;
+  pybind11::gil_scoped_release release_;
+};
+
+// A translation run folder as a Translator, and the corpus BLEU and chrF scorers (runs.cpp).
 void bind_runs(pybind11::module_& m);
 // The C++ optimizers over a list of tensors, gradient clipping and the schedules (optim.cpp).
 void bind_optim(pybind11::module_& m);
+// The C++ models built from their configs, the language-model and classifier runs, and
+// load_run for every kind of run folder (models.cpp).
+void bind_cpp_models(pybind11::module_& m);

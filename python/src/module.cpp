@@ -5,14 +5,16 @@
 //
 // Errors cross as exceptions with the library's message (tapegrad.Error, a RuntimeError); an
 // index out of range is an IndexError and a value tapegrad cannot hold a TypeError, as Python
-// expects. Long calls (matmul, backward) release the GIL. No buffer protocol: pybind11 2.10
-// aborts on an exception thrown inside it, so numpy() builds an array over the storage instead.
+// expects. Long calls (matmul, backward, a C++ model's forward, decoding) are LongCalls: the GIL
+// released, Ctrl-C honoured. No buffer protocol: pybind11 2.10 aborts on an exception thrown
+// inside it, so numpy() builds an array over the storage instead.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <set>
+#include <utility>
 
 #include "python/src/bindings.h"
 #include "tapegrad/autograd/autograd.h"
@@ -20,6 +22,25 @@
 
 namespace py = pybind11;
 using namespace tapegrad;
+
+namespace {
+
+// True on a thread inside a LongCall: only there may the interrupt check run Python's handlers
+// (a worker thread, or a call that must finish, such as an optimizer's step, is never stopped).
+thread_local bool t_interruptible = false;
+
+// The engine's interrupt check (storage.h): Ctrl-C's KeyboardInterrupt, raised by Python's
+// handler, leaves the C++ call as an exception; pybind11 raises it again in Python.
+void check_signals() {
+  if (!t_interruptible) return;
+  const py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+}  // namespace
+
+LongCall::LongCall() : outer_(std::exchange(t_interruptible, true)) {}
+LongCall::~LongCall() { t_interruptible = outer_; }
 
 namespace {
 
@@ -125,6 +146,11 @@ Tensor binary(const Tensor& x, const py::object& other, Binary op, WithNumber op
   return op_number(a.to(DType::Float64), other.cast<double>()).to(DType::Int64);
 }
 
+// -x, an integer tensor's too.
+Tensor negated(const Tensor& x) {
+  return x.dtype() == DType::Int64 ? binary(x, py::int_(-1), mul, mul) : neg(x);
+}
+
 // The dims of a reduction: None (all), an int or a sequence of ints.
 std::vector<int64_t> dims_of(const py::object& dim) {
   if (dim.is_none()) return {};
@@ -218,8 +244,6 @@ void bind_comparison(py::class_<Tensor>& t, const char* name, Compare op, Compar
   });
 }
 
-std::string repr(const Tensor& t) { return fmt::format("{}", t); }
-
 // Shape, dtype, copies, numpy and indexing.
 void bind_tensor(py::class_<Tensor>& t) {
   // Tensor(t) is t itself under another handle: what nn.Parameter, a subclass, is built on
@@ -261,7 +285,6 @@ void bind_tensor(py::class_<Tensor>& t) {
           },
           py::arg("dtype") = py::none())
       .def("tolist", [](const Tensor& x) { return to_numpy(x.detach()).attr("tolist")(); })
-      .def("__repr__", &repr)
       .def("__deepcopy__",  // a new leaf with a copy of the values, as torch.Tensor's
            [](const Tensor& x, const py::dict&) {
              return x.detach().clone().set_requires_grad(x.requires_grad());
@@ -285,6 +308,12 @@ void bind_tensor_autograd(py::class_<Tensor>& t) {
           "requires_grad_", [](Tensor& x, bool on) -> Tensor& { return x.set_requires_grad(on); },
           py::arg("requires_grad") = true)
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def_property_readonly("_grad_fn",  // the op that made it, for repr; None for a leaf
+                             [](const Tensor& x) -> py::object {
+                               const auto& node = x.impl().node;
+                               if (!node || !node->grad_fn) return py::none();
+                               return py::str(node->grad_fn->op);
+                             })
       .def_property(
           "grad",
           [](const Tensor& x) -> py::object {
@@ -301,7 +330,7 @@ void bind_tensor_autograd(py::class_<Tensor>& t) {
              bool create_graph) {
             const Tensor dout = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
             const bool retain = retain_graph.is_none() ? create_graph : retain_graph.cast<bool>();
-            py::gil_scoped_release release;
+            const LongCall call;
             x.backward(dout, {.retain_graph = retain, .create_graph = create_graph});
           },
           py::arg("gradient") = py::none(), py::arg("retain_graph") = py::none(),
@@ -329,18 +358,10 @@ void bind_operators(py::class_<Tensor>& t) {
   t.def("__add__", [](const Tensor& x, py::object o) { return binary(x, o, add, add); })
       .def("__radd__", [](const Tensor& x, py::object o) { return binary(x, o, add, add); })
       .def("__sub__", [](const Tensor& x, py::object o) { return binary(x, o, sub, sub); })
-      .def("__rsub__", [](const Tensor& x, py::object o) { return neg(binary(x, o, sub, sub)); })
+      .def("__rsub__",
+           [](const Tensor& x, py::object o) { return negated(binary(x, o, sub, sub)); })
       .def("__mul__", [](const Tensor& x, py::object o) { return binary(x, o, mul, mul); })
       .def("__rmul__", [](const Tensor& x, py::object o) { return binary(x, o, mul, mul); })
-      .def("__truediv__",
-           [](const Tensor& x, py::object o) {
-             return binary(x.dtype() == DType::Int64 ? x.to(DType::Float32) : x, o, div, div);
-           })
-      .def("__rtruediv__",
-           [](const Tensor& x, py::object o) {
-             const Tensor f = x.dtype() == DType::Int64 ? x.to(DType::Float32) : x;
-             return mul(pow(f, -1.0), o.cast<double>());
-           })
       .def("__pow__",
            [](const Tensor& x, const py::object& p) {
              if (py::isinstance<Tensor>(p))
@@ -355,18 +376,43 @@ void bind_operators(py::class_<Tensor>& t) {
                return pow(base.cast<double>(), x.to(DType::Float64)).to(DType::Int64);
              return pow(base.cast<double>(), with_float(x));
            })
-      .def("__neg__", [](const Tensor& x) { return neg(x); })
-      .def("__matmul__",
-           [](const Tensor& a, const Tensor& b) {
-             const auto [x, y] = promoted(a, b);
-             py::gil_scoped_release release;
-             return matmul(x, y);
+      .def("__neg__", &negated)
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) {
+        const auto [x, y] = promoted(a, b);
+        const LongCall call;
+        return matmul(x, y);
+      });
+}
+
+// /, // and %, with tensors and numbers, and reflected; / of integers is float32, as PyTorch's.
+void bind_division(py::class_<Tensor>& t) {
+  t.def("__truediv__",
+        [](const Tensor& x, py::object o) {
+          return binary(x.dtype() == DType::Int64 ? x.to(DType::Float32) : x, o, div, div);
+        })
+      .def("__rtruediv__",
+           [](const Tensor& x, py::object o) {
+             const Tensor f = x.dtype() == DType::Int64 ? x.to(DType::Float32) : x;
+             return mul(pow(f, -1.0), o.cast<double>());
            })
       .def("__floordiv__",
            [](const Tensor& x, const py::object& o) { return floor_divided(x, o, false); })
       .def("__rfloordiv__",
-           [](const Tensor& x, const py::object& o) { return floor_divided(x, o, true); });
-  // bool masks: ~m, a | b, a & b (PyTorch's logical ops on bool tensors)
+           [](const Tensor& x, const py::object& o) { return floor_divided(x, o, true); })
+      // x % o = x - (x // o) * o, Python's (the sign of the divisor)
+      .def("__mod__",
+           [](const Tensor& x, const py::object& o) {
+             const Tensor times = binary(floor_divided(x, o, false), o, mul, mul);
+             return binary(x, py::cast(times), sub, sub);
+           })
+      .def("__rmod__", [](const Tensor& x, const py::object& o) {
+        const Tensor times = binary(floor_divided(x, o, true), py::cast(x), mul, mul);
+        return negated(binary(times, o, sub, sub));
+      });
+}
+
+// Comparisons, and ~ | & of bool masks (PyTorch's logical ops on bool tensors).
+void bind_logic(py::class_<Tensor>& t) {
   const auto boolean = [](const char* op, const Tensor& x) {
     if (x.dtype() != DType::Bool)
       throw py::type_error(fmt::format("tapegrad: {} takes bool tensors, got {}", op, x.dtype()));
@@ -388,8 +434,8 @@ void bind_operators(py::class_<Tensor>& t) {
   bind_comparison(t, "__ge__", ge, ge);
 }
 
-// The ops as methods, as torch.Tensor has them.
-void bind_methods(py::class_<Tensor>& t) {
+// The shape ops as methods, as torch.Tensor has them.
+void bind_view_methods(py::class_<Tensor>& t) {
   t.def("view", [](const Tensor& x, py::args s) { return view(x, shape_of(s)); })
       .def("reshape", [](const Tensor& x, py::args s) { return reshape(x, shape_of(s)); })
       .def("transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); })
@@ -402,8 +448,28 @@ void bind_methods(py::class_<Tensor>& t) {
       .def("unsqueeze", [](const Tensor& x, int64_t d) { return unsqueeze(x, d); })
       .def("squeeze", [](const Tensor& x, int64_t d) { return squeeze(x, d); })
       .def("expand", [](const Tensor& x, py::args s) { return expand(x, shape_of(s)); })
-      .def("masked_fill",
-           [](const Tensor& x, const Tensor& mask, double v) { return masked_fill(x, mask, v); })
+      .def(
+          "chunk", [](const Tensor& x, int64_t n, int64_t dim) { return chunk(x, n, dim); },
+          py::arg("chunks"), py::arg("dim") = 0)
+      .def(
+          "split",
+          [](const Tensor& x, const py::object& size, int64_t dim) {
+            if (!py::isinstance<py::int_>(size))
+              return split(x, size.cast<std::vector<int64_t>>(), dim);
+            const int64_t n = x.size(dim), each = size.cast<int64_t>();
+            TG_CHECK(each > 0, "split: split_size must be positive, got {}", each);
+            std::vector<int64_t> sizes;
+            for (int64_t start = 0; start < n; start += each)
+              sizes.push_back(std::min(each, n - start));
+            return split(x, sizes, dim);
+          },
+          py::arg("split_size_or_sections"), py::arg("dim") = 0);
+}
+
+// The other ops as methods.
+void bind_methods(py::class_<Tensor>& t) {
+  t.def("masked_fill",
+        [](const Tensor& x, const Tensor& mask, double v) { return masked_fill(x, mask, v); })
       .def(
           "softmax", [](const Tensor& x, int64_t dim) { return softmax(x, dim); }, py::arg("dim"))
       .def(
@@ -435,22 +501,6 @@ void bind_methods(py::class_<Tensor>& t) {
           "tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("diagonal") = 0)
       .def(
           "triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("diagonal") = 0)
-      .def(
-          "chunk", [](const Tensor& x, int64_t n, int64_t dim) { return chunk(x, n, dim); },
-          py::arg("chunks"), py::arg("dim") = 0)
-      .def(
-          "split",
-          [](const Tensor& x, const py::object& size, int64_t dim) {
-            if (!py::isinstance<py::int_>(size))
-              return split(x, size.cast<std::vector<int64_t>>(), dim);
-            const int64_t n = x.size(dim), each = size.cast<int64_t>();
-            TG_CHECK(each > 0, "split: split_size must be positive, got {}", each);
-            std::vector<int64_t> sizes;
-            for (int64_t start = 0; start < n; start += each)
-              sizes.push_back(std::min(each, n - start));
-            return split(x, sizes, dim);
-          },
-          py::arg("split_size_or_sections"), py::arg("dim") = 0)
       .def("pow", [](const Tensor& x, double p) { return pow(x, p); });
 }
 
@@ -473,7 +523,7 @@ void bind_functions(py::module_& m) {
         [](double start, double end, double step, DType d) { return arange(start, end, step, d); });
   m.def("matmul", [](const Tensor& a, const Tensor& b) {
     const auto [x, y] = promoted(a, b);
-    py::gil_scoped_release release;
+    const LongCall call;
     return matmul(x, y);
   });
   m.def(
@@ -495,7 +545,7 @@ void bind_autograd(py::module_& m) {
                     bool allow_unused) {
     std::vector<Tensor> got;
     {
-      py::gil_scoped_release release;
+      const LongCall call;
       got = grad(outputs, inputs, grad_outputs,
                  {.retain_graph = retain_graph,
                   .create_graph = create_graph,
@@ -560,7 +610,7 @@ void bind_nn_ops(py::module_& m) {
       "linear",
       [maybe](const Tensor& x, const Tensor& weight, const py::object& bias) {
         const Tensor b = maybe(bias);
-        py::gil_scoped_release release;
+        const LongCall call;
         return linear(x, weight, b);
       },
       py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
@@ -583,7 +633,7 @@ void bind_nn_ops(py::module_& m) {
       "cross_entropy",
       [](const Tensor& logits, const Tensor& targets, int64_t ignore_index,
          double label_smoothing) {
-        py::gil_scoped_release release;
+        const LongCall call;
         return cross_entropy(logits, targets,
                              {.ignore_index = ignore_index, .label_smoothing = label_smoothing});
       },
@@ -603,7 +653,7 @@ void bind_nn_ops(py::module_& m) {
                                  .dropout = p,
                                  .training = training,
                                  .gen = &default_generator()};
-        py::gil_scoped_release release;
+        const LongCall call;
         return attention(q, k, v, heads, o);
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("heads"), py::arg("blocked") = py::none(),
@@ -614,6 +664,7 @@ void bind_nn_ops(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "tapegrad's C++ engine (tensors, ops, autograd, gradcheck); import tapegrad instead";
+  set_interrupt_check(&check_signals);
   static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -638,6 +689,9 @@ PYBIND11_MODULE(_C, m) {
   bind_tensor(tensor);
   bind_tensor_autograd(tensor);
   bind_operators(tensor);
+  bind_division(tensor);
+  bind_logic(tensor);
+  bind_view_methods(tensor);
   bind_methods(tensor);
   bind_functions(m);
   bind_autograd(m);
@@ -645,4 +699,5 @@ PYBIND11_MODULE(_C, m) {
   bind_nn_ops(m);
   bind_runs(m);
   bind_optim(m);
+  bind_cpp_models(m);
 }

@@ -1,6 +1,6 @@
-// tapegrad._C's models and runs: a run folder trained by examples/train (or one of its
-// checkpoints) loaded as a Translator that decodes lists of strings, and the corpus BLEU and
-// chrF scorers (tapegrad/metrics/translation.h) on lists of strings.
+// tapegrad._C's translation runs: a run folder trained by examples/train (or one of its
+// checkpoints), loaded by models.cpp's load_run as a Translator that decodes lists of strings;
+// and the corpus BLEU and chrF scorers (tapegrad/metrics/translation.h) on lists of strings.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -33,7 +33,7 @@ std::vector<std::string> translate(train::LoadedModel& run, const std::vector<st
   }
   std::vector<std::vector<int64_t>> out;
   {
-    py::gil_scoped_release release;
+    const LongCall call;
     out = train::decode(
         run, ids, members,
         {.options = {.max_len = std::min(max_len, limit), .beam = beam}, .factor = factor});
@@ -54,12 +54,14 @@ metrics::References references(const py::object& refs) {
 }  // namespace
 
 void bind_runs(py::module_& m) {
-  py::class_<train::LoadedModel>(m, "Translator")
+  py::class_<train::LoadedModel>(m, "Translator", py::dynamic_attr())
+      .def_property_readonly(
+          "_model", [](train::LoadedModel& r) { return r.model.get(); },
+          py::return_value_policy::reference_internal)
       .def_readonly("checkpoint", &train::LoadedModel::checkpoint)
       .def_readonly("step", &train::LoadedModel::step)
       .def("translate", &translate, py::arg("sources"), py::arg("beam") = 1,
            py::arg("max_len") = 256, py::arg("max_len_factor") = 2.0);
-  m.def("load_run", &train::load_run, py::arg("dir"), py::arg("checkpoint") = "best");
   m.def(
       "corpus_bleu",
       [](const std::vector<std::string>& hyps, const py::object& refs) {

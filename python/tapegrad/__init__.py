@@ -24,15 +24,59 @@ double = float64
 long = int64
 
 from tapegrad import autograd, metrics, nn, optim  # noqa: E402
-from tapegrad._C import Translator, load_run  # noqa: E402
+from tapegrad._format import tensor_repr  # noqa: E402
 
-__all__ = ["Tensor", "Error", "tensor", "zeros", "ones", "full", "zeros_like", "ones_like",
+Tensor.__repr__ = tensor_repr  # PyTorch's format; str() too
+Tensor.__str__ = tensor_repr
+
+
+class Size(tuple):
+    """A tensor's shape, a tuple that prints as torch.Size does: tapegrad.Size([30, 200, 512])."""
+
+    def __repr__(self):
+        return f"tapegrad.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
+def _shape(t, _dims=Tensor.shape):
+    return Size(_dims.__get__(t))
+
+
+def _size(t, dim=None, _cpp_size=Tensor.size):
+    return Size(_cpp_size(t)) if dim is None else _cpp_size(t, dim)
+
+
+Tensor.shape = property(_shape)
+Tensor.size = _size
+from tapegrad._C import ClassifierRun, LanguageModelRun, Translator  # noqa: E402
+
+__all__ = ["Tensor", "Size", "Error", "tensor", "zeros", "ones", "full", "zeros_like", "ones_like",
            "rand", "randn", "randint", "arange", "manual_seed", "no_grad", "enable_grad",
            "is_grad_enabled", "matmul", "cat", "where", "float32", "float64", "int64", "bool",
-           "autograd", "metrics", "nn", "optim", "load_run", "Translator"]
+           "autograd", "metrics", "nn", "optim", "load_run", "Translator", "LanguageModelRun",
+           "ClassifierRun"]
 
 
-def _shape(size):
+def load_run(dir, checkpoint="best"):
+    """The model of a run folder that `train` (translation or --task lm) or `classify` wrote,
+    at one of its checkpoints ("best", "latest" or a step), as its program loads it: a
+    Translator (.translate(sources, beam=1)), a LanguageModelRun (.sample(prompts,
+    max_new_tokens=100, temperature=1.0, top_k=0, top_p=1.0, greedy=False, seed=0)) or a
+    ClassifierRun (.classify(texts), .predict(texts) with probabilities). run.model is its
+    model as an nn.Module, in eval mode."""
+    run = _C.load_run(str(dir), checkpoint)
+    kinds = {_C._MiniTransformer: nn.MiniTransformer, _C._LanguageModel: nn.LanguageModel,
+             _C._SequenceClassifier: nn.SequenceClassifier, _C._TokenClassifier: nn.TokenClassifier}
+    run.model = kinds[type(run._model)]._wrap(run._model).eval()
+    return run
+
+
+def _as_shape(size):
     if len(size) == 1 and not isinstance(size[0], int):
         return tuple(size[0])
     return tuple(size)
@@ -70,11 +114,11 @@ bool_ = dtype.bool
 
 
 def zeros(*size, dtype=float32, requires_grad=False):
-    return _C.zeros(_shape(size), dtype).requires_grad_(requires_grad)
+    return _C.zeros(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
 def ones(*size, dtype=float32, requires_grad=False):
-    return _C.ones(_shape(size), dtype).requires_grad_(requires_grad)
+    return _C.ones(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False):
@@ -95,13 +139,13 @@ def ones_like(t, dtype=None):
 def rand(*size, dtype=float32, requires_grad=False):
     """Uniform in [0, 1) from the default generator (manual_seed); tapegrad's own stream, so
     the numbers differ from PyTorch's for the same seed."""
-    return _C.rand(_shape(size), dtype).requires_grad_(requires_grad)
+    return _C.rand(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
 def randn(*size, dtype=float32, requires_grad=False):
     """Standard normal from the default generator (manual_seed); the numbers differ from
     PyTorch's for the same seed."""
-    return _C.randn(_shape(size), dtype).requires_grad_(requires_grad)
+    return _C.randn(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=int64):

@@ -39,6 +39,11 @@ void* allocate(size_t nbytes);
 void deallocate(void* data, size_t nbytes, size_t peak_in_use);
 }  // namespace detail
 
+// A function the engine calls before it allocates a tensor, at most every 50 ms: the Python
+// package's raises KeyboardInterrupt from there after Ctrl-C, so that a long call (a backward, a
+// C++ model's forward, decoding) stops within a second. nullptr, the default, calls nothing.
+void set_interrupt_check(void (*check)());
+
 // Bytes held by all live Storage objects of the process: the memory tests watch this.
 size_t storage_bytes_in_use();
 // Bytes of freed buffers kept by the cache for reuse: at most the peak of storage_bytes_in_use()

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tapegrad/data/text.h"
+#include "tapegrad/data/text_blocks.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/io/json_fields.h"
 #include "tapegrad/pretrained/model_dir.h"
@@ -22,12 +24,6 @@ nn::LanguageModelConfig parse(const std::string& text, const std::string& source
   } catch (const Error& e) {
     throw nn::CheckpointError(e.what());
   }
-}
-
-// Whether a config.json's text says "task": "lm".
-bool names_lm_task(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  return j.is_object() && j.contains("task") && j["task"] == "lm";
 }
 
 }  // namespace
@@ -57,13 +53,7 @@ nn::LanguageModelConfig lm_config_from_json(const std::string& text, const std::
   return model_dir::finish(r, c, source);
 }
 
-bool is_language_model(const std::string& dir) {
-  try {
-    return names_lm_task(io::read_regular(dir + "/config.json", model_dir::kMaxConfigBytes));
-  } catch (const io::FileError&) {
-    return false;
-  }
-}
+bool is_language_model(const std::string& dir) { return model_dir::task(dir) == "lm"; }
 
 void save_language_model(const std::string& dir, const nn::LanguageModel& model,
                          const data::Vocabulary& vocab, const nn::Metadata& metadata) {
@@ -74,7 +64,7 @@ void save_language_model(const std::string& dir, const nn::LanguageModel& model,
 PretrainedLanguageModel load_language_model(const std::string& dir) {
   const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
   const std::string text = model_dir::read(config_path);
-  if (!names_lm_task(text)) {
+  if (model_dir::task_of(text) != "lm") {
     fail(config_path,
          "is not a language model's: it has no \"task\": \"lm\" (translate and "
          "classify read the other models)");
@@ -98,6 +88,15 @@ PretrainedLanguageModel load_language_model(const std::string& dir) {
          fmt::format("holds {} tokens, the model {}", p.vocab.size(), cfg.vocab));
   }
   return p;
+}
+
+std::string continue_prompt(PretrainedLanguageModel& lm, const std::string& prompt,
+                            const nn::ContinueOptions& options) {
+  TG_CHECK(!data::find_invalid_utf8(prompt), "invalid UTF-8");
+  std::vector<int64_t> ids = data::encode_text(lm.vocab, prompt.empty() ? "\n" : prompt);
+  if (lm.vocab.level() != data::Level::Char && !prompt.empty()) ids.pop_back();  // its <eos>
+  TG_CHECK(!ids.empty(), "no tokens");
+  return data::decode_text(lm.vocab, nn::continue_text(*lm.model, ids, options));
 }
 
 }  // namespace tapegrad

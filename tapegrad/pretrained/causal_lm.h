@@ -16,6 +16,7 @@
 
 #include "tapegrad/data/vocab.h"
 #include "tapegrad/nn/checkpoint.h"
+#include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/language_model.h"
 
 namespace tapegrad {
@@ -44,5 +45,11 @@ void save_language_model(const std::string& dir, const nn::LanguageModel& model,
 // the model is built; then the vocabulary's size with the model's. Errors name the file:
 // nn::CheckpointError, or data::DataError for the vocabulary.
 PretrainedLanguageModel load_language_model(const std::string& dir);
+
+// What the model writes after `prompt` (an empty prompt starts at a line break), as `sample`
+// prints it after the prompt. Throws Error("invalid UTF-8") or Error("no tokens") for a prompt
+// it cannot continue.
+std::string continue_prompt(PretrainedLanguageModel& lm, const std::string& prompt,
+                            const nn::ContinueOptions& options);
 
 }  // namespace tapegrad

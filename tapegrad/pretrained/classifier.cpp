@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/data/text.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/io/json_fields.h"
 #include "tapegrad/pretrained/model_dir.h"
@@ -117,6 +119,26 @@ void check_sizes(const nn::EncoderClassifierConfig& m, const io::SafetensorsCont
 
 Tensor PretrainedClassifier::logits(const Tensor& ids) const {
   return sequence ? nn::call(*sequence, ids) : nn::call(*tokens, ids);
+}
+
+bool is_classifier(const std::string& dir) {
+  const std::string task = model_dir::task(dir);
+  return task == kClassifierTasks[0] || task == kClassifierTasks[1];
+}
+
+PretrainedClassifier::Prediction PretrainedClassifier::predict(const std::string& text) const {
+  TG_CHECK(!data::find_invalid_utf8(text), "invalid UTF-8");
+  const std::vector<int64_t> ids = vocab.encode(text);
+  TG_CHECK(!ids.empty(), "no tokens");
+  const int64_t max_len = model().config().max_len;
+  TG_CHECK(std::ssize(ids) <= max_len, "{} tokens, over the model's max_len of {}", ids.size(),
+           max_len);
+  const NoGradGuard no_grad;
+  const Tensor p = softmax(logits(from_vector(ids, {1, std::ssize(ids)})), -1);
+  Prediction out;
+  for (const int64_t c : argmax(p, -1).to_vector<int64_t>()) out.labels.push_back(classes[c]);
+  out.probabilities = max(p, {-1}).to_vector<float>();
+  return out;
 }
 
 nn::EncoderOnlyModel& PretrainedClassifier::model() const {

@@ -31,6 +31,14 @@ struct PretrainedClassifier {
   nn::Metadata metadata;  // model.safetensors'
   // ids [B, S] -> logits [B, K] (sequence) or [B, S, K] (tokens)
   Tensor logits(const Tensor& ids) const;
+  // The label of a text and its probability (sequence), or a tag and its probability for each
+  // of its tokens. Throws Error("invalid UTF-8"), Error("no tokens") or one naming the model's
+  // max_len for a text it cannot classify.
+  struct Prediction {
+    std::vector<std::string> labels;
+    std::vector<float> probabilities;
+  };
+  Prediction predict(const std::string& text) const;
   nn::EncoderOnlyModel& model() const;  // the one of the two
 };
 
@@ -46,5 +54,8 @@ void save_classifier(const std::string& dir, const nn::EncoderOnlyModel& model, 
 // vocabulary's size and the number of labels with the model's. Errors name the file:
 // nn::CheckpointError, or data::DataError for the vocabulary.
 PretrainedClassifier load_classifier(const std::string& dir);
+// Whether the model directory `dir` holds a classifier (its config.json's "task" is "sequence"
+// or "tokens").
+bool is_classifier(const std::string& dir);
 
 }  // namespace tapegrad

@@ -20,6 +20,20 @@ std::string read(const std::string& path, uint64_t max_bytes) {
   }
 }
 
+std::string task_of(const std::string& config_text) {
+  const nlohmann::json j = nlohmann::json::parse(config_text, nullptr, false);
+  return j.is_object() && j.contains("task") && j["task"].is_string() ? j["task"].get<std::string>()
+                                                                      : "";
+}
+
+std::string task(const std::string& dir) {
+  try {
+    return task_of(io::read_regular(dir + "/config.json", kMaxConfigBytes));
+  } catch (const io::FileError&) {
+    return "";
+  }
+}
+
 nlohmann::json parse_object(const std::string& text, const std::string& source) {
   TG_CHECK(io::json_depth(text) <= io::kMaxJsonDepth, "{}: JSON nests deeper than {} levels",
            source, io::kMaxJsonDepth);

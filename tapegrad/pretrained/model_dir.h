@@ -21,6 +21,11 @@ constexpr uint64_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred byte
 [[noreturn]] void fail(const std::string& where, const std::string& what);
 // The file at `path` (a regular file of at most max_bytes), or a CheckpointError naming it.
 std::string read(const std::string& path, uint64_t max_bytes = kMaxConfigBytes);
+// The "task" a config's text names ("lm", "sequence", "tokens"), or "" when it names none (a
+// translation model's) or is not a JSON object; and that of a directory's config.json ("" when
+// it cannot be read).
+std::string task_of(const std::string& config_text);
+std::string task(const std::string& dir);
 // The JSON object of a config's text, or an Error naming `source` (too deep, not an object).
 nlohmann::json parse_object(const std::string& text, const std::string& source);
 // After every field was read into `config`: the reader's problems, then config.check(), as one

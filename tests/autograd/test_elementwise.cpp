@@ -140,6 +140,9 @@ TEST_CASE("comparisons, floor division and the triangles", "[autograd]") {
   require_values(tril(m, 1), {1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1});
   require_values(triu(m), {1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1});
   require_values(triu(m, -1), {1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1});
+  // masks and integers fill too: torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+  require_values(triu(ones({2, 2}, DType::Bool), 1), {0, 1, 0, 0});
+  CHECK(tril(view(arange(4), {2, 2})).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 2, 3});
 }
 
 TEST_CASE("masked_fill and where gradcheck with broadcast masks", "[autograd][gradcheck]") {

@@ -5,6 +5,8 @@ dotted names (named_parameters()) that are the C++ modules' and checkpoints' nam
 learner's own Module subclass records its ops on the tape like the library's.
 """
 from tapegrad.nn import functional  # noqa: F401
+from tapegrad.nn.models import (LanguageModel, MiniTransformer, SequenceClassifier,
+                                TokenClassifier)
 from tapegrad.nn.modules import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList,
                                  Parameter, ReLU, Sequential)
 from tapegrad.nn.transformer import (MultiheadAttention, TransformerEncoder,
@@ -12,4 +14,5 @@ from tapegrad.nn.transformer import (MultiheadAttention, TransformerEncoder,
 
 __all__ = ["Parameter", "Module", "ModuleList", "Sequential", "Linear", "ReLU", "GELU",
            "Dropout", "Embedding", "LayerNorm", "MultiheadAttention", "TransformerEncoderLayer",
-           "TransformerEncoder", "functional"]
+           "TransformerEncoder", "MiniTransformer", "LanguageModel", "SequenceClassifier",
+           "TokenClassifier", "functional"]

@@ -21,6 +21,14 @@ class Parameter(_C.Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    @classmethod
+    def _of(cls, t):
+        """t itself (its gradient, its version, its place on the tape) as a Parameter: a C++
+        model's parameter seen from Python."""
+        p = cls.__new__(cls)
+        _C.Tensor.__init__(p, t)
+        return p
+
     def __deepcopy__(self, memo):
         copied = Parameter(self.detach().clone(), self.requires_grad)
         memo[id(self)] = copied

@@ -249,7 +249,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
            x.shape());
   const Shape sm = broadcast_strides(mask.shape(), mask.strides(), x.shape());
   Tensor out = empty(x.shape(), x.dtype());
-  dispatch_floating("masked_fill", x.dtype(), [&](auto tag) {
+  dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: masks are filled too
     using T = decltype(tag);
     const T* px = x.data<T>();
     const bool* pm = mask.data<bool>();
@@ -303,57 +303,53 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 namespace {
+// pred(x, value) on each element, in double, into a bool tensor
 template <class Pred>
-Tensor compare(const Tensor& x, Pred pred) {
+Tensor compare(const Tensor& x, double value, Pred pred) {
   Tensor out = empty(x.shape(), DType::Bool);
   bool* po = out.data<bool>();
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
-    for_each_offset<2>(x.shape(), {&out.strides(), &x.strides()},
-                       [&](const auto& o) { po[o[0]] = pred(static_cast<double>(px[o[1]])); });
+    for_each_offset<2>(x.shape(), {&out.strides(), &x.strides()}, [&](const auto& o) {
+      po[o[0]] = pred(static_cast<double>(px[o[1]]), value);
+    });
   });
   return out;
 }
 
-// pred(a, b) on each pair of elements of one dtype, broadcast together, into a bool tensor
-template <class Pred>
-Tensor compare(const char* op, const Tensor& a, const Tensor& b, Pred pred) {
+// f(a, b) on each pair of elements of one dtype, broadcast together: a bool tensor (kToBool)
+// or one of their dtype. The ops that are not differentiable.
+template <bool kToBool, class F>
+Tensor pairwise(const char* op, const Tensor& a, const Tensor& b, F f) {
   TG_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}", op, a.dtype(), b.dtype());
   const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
   const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
-  Tensor out = empty(shape, DType::Bool);
-  bool* po = out.data<bool>();
+  Tensor out = empty(shape, kToBool ? DType::Bool : a.dtype());
   dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    using Out = std::conditional_t<kToBool, bool, T>;
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
+    Out* po = out.data<Out>();
     for_each_offset<3>(shape, {&out.strides(), &sa, &sb},
-                       [&](const auto& o) { po[o[0]] = pred(pa[o[1]], pb[o[2]]); });
+                       [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
   });
   return out;
 }
+template <class Pred>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, Pred pred) {
+  return pairwise<true>(op, a, b, pred);
+}
 }  // namespace
 
-Tensor eq(const Tensor& x, double v) {
-  return compare(x, [v](double e) { return e == v; });
-}
-Tensor ne(const Tensor& x, double v) {
-  return compare(x, [v](double e) { return e != v; });
-}
-Tensor lt(const Tensor& x, double v) {
-  return compare(x, [v](double e) { return e < v; });
-}
-Tensor le(const Tensor& x, double v) {
-  return compare(x, [v](double e) { return e <= v; });
-}
-Tensor gt(const Tensor& x, double v) {
-  return compare(x, [v](double e) { return e > v; });
-}
-Tensor ge(const Tensor& x, double v) {
-  return compare(x, [v](double e) { return e >= v; });
-}
+Tensor eq(const Tensor& x, double v) { return compare(x, v, std::equal_to<>()); }
+Tensor ne(const Tensor& x, double v) { return compare(x, v, std::not_equal_to<>()); }
+Tensor lt(const Tensor& x, double v) { return compare(x, v, std::less<>()); }
+Tensor le(const Tensor& x, double v) { return compare(x, v, std::less_equal<>()); }
+Tensor gt(const Tensor& x, double v) { return compare(x, v, std::greater<>()); }
+Tensor ge(const Tensor& x, double v) { return compare(x, v, std::greater_equal<>()); }
 Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, std::equal_to<>()); }
 Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, std::not_equal_to<>()); }
 Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, std::less<>()); }
@@ -362,44 +358,24 @@ Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, std::gr
 Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, std::greater_equal<>()); }
 
 Tensor floor_divide(const Tensor& a, const Tensor& b) {
-  TG_CHECK(a.dtype() == b.dtype(), "floor_divide: dtypes differ: {} and {}", a.dtype(), b.dtype());
   TG_CHECK(a.dtype() != DType::Bool, "floor_divide: expected numbers, got bool");
-  const Shape shape = broadcast_shapes("floor_divide", a.shape(), b.shape());
-  const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
-  const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
-  Tensor out = empty(shape, a.dtype());
-  dispatch_all(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    for_each_offset<3>(shape, {&out.strides(), &sa, &sb}, [&](const auto& o) {
-      const T x = pa[o[1]], y = pb[o[2]];
-      if constexpr (std::is_floating_point_v<T>) {
-        po[o[0]] = std::floor(x / y);
-      } else if constexpr (!std::is_same_v<T, bool>) {
-        TG_CHECK(y != 0, "floor_divide: integer division by zero");
-        const T q = x / y;  // C++ rounds toward zero; floor rounds down
-        po[o[0]] = static_cast<T>(q - ((x % y != 0) && ((x < 0) != (y < 0))));
-      }
-    });
+  return pairwise<false>("floor_divide", a, b, [](auto x, auto y) {
+    using T = decltype(x);
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::floor(x / y);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return x;  // refused above
+    } else {
+      TG_CHECK(y != 0, "floor_divide: integer division by zero");
+      return static_cast<T>(x / y - ((x % y != 0) && ((x < 0) != (y < 0))));  // down, not to 0
+    }
   });
-  return out;
 }
 
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   TG_CHECK(a.dtype() == DType::Bool && b.dtype() == DType::Bool,
            "logical_or: operands must be bool, got {} and {}", a.dtype(), b.dtype());
-  const Shape shape = broadcast_shapes("logical_or", a.shape(), b.shape());
-  const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
-  const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
-  Tensor out = empty(shape, DType::Bool);
-  const bool* pa = a.data<bool>();
-  const bool* pb = b.data<bool>();
-  bool* po = out.data<bool>();
-  for_each_offset<3>(shape, {&out.strides(), &sa, &sb},
-                     [&](const auto& o) { po[o[0]] = pa[o[1]] || pb[o[2]]; });
-  return out;
+  return pairwise<true>("logical_or", a, b, [](auto x, auto y) { return x || y; });
 }
 
 }  // namespace tapegrad

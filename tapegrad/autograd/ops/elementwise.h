@@ -60,8 +60,8 @@ Tensor pow(double base, const Tensor& x);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
-// out = mask ? value : x. `mask` is bool and broadcasts to x's shape. Filling attention scores
-// with -inf where the mask is true removes those positions from the softmax.
+// out = mask ? value : x, for x of any dtype. `mask` is bool and broadcasts to x's shape. Filling
+// attention scores with -inf where the mask is true removes those positions from the softmax.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // out = cond ? a : b, all three broadcast together; cond is bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
