@@ -4,7 +4,9 @@
 set -euo pipefail
 packages=(cmake make g++ pkg-config libopenblas-dev libfmt-dev catch2 nlohmann-json3-dev
           libsentencepiece-dev libopenmpi-dev openmpi-bin
-          pybind11-dev python3-dev python3-numpy python3-pytest)
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-nbclient python3-ipykernel)
+# --notebooks: Jupyter too, to open the notebooks (jupyter notebook notebooks/), and matplotlib
+if [[ "${1:-}" == "--notebooks" ]]; then packages+=(jupyter-notebook python3-matplotlib); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
