@@ -26,3 +26,5 @@ void bind_optim(pybind11::module_& m);
 // The C++ models built from their configs, the language-model and classifier runs, and
 // load_run for every kind of run folder (models.cpp).
 void bind_cpp_models(pybind11::module_& m);
+// tapegrad/viz's SVG writers and the tape drawing (viz.cpp).
+void bind_viz(pybind11::module_& m);

@@ -700,4 +700,5 @@ PYBIND11_MODULE(_C, m) {
   bind_runs(m);
   bind_optim(m);
   bind_cpp_models(m);
+  bind_viz(m);
 }

@@ -23,7 +23,7 @@ float = float32  # noqa: A001
 double = float64
 long = int64
 
-from tapegrad import autograd, metrics, nn, optim  # noqa: E402
+from tapegrad import autograd, metrics, nn, optim, viz  # noqa: E402
 from tapegrad._format import tensor_repr  # noqa: E402
 
 Tensor.__repr__ = tensor_repr  # PyTorch's format; str() too
@@ -58,8 +58,29 @@ from tapegrad._C import ClassifierRun, LanguageModelRun, Translator  # noqa: E40
 __all__ = ["Tensor", "Size", "Error", "tensor", "zeros", "ones", "full", "zeros_like", "ones_like",
            "rand", "randn", "randint", "arange", "manual_seed", "no_grad", "enable_grad",
            "is_grad_enabled", "matmul", "cat", "where", "float32", "float64", "int64", "bool",
-           "autograd", "metrics", "nn", "optim", "load_run", "Translator", "LanguageModelRun",
+           "autograd", "metrics", "nn", "optim", "viz", "load_run", "Translator", "LanguageModelRun",
            "ClassifierRun"]
+
+
+def _cpu(device):
+    """tapegrad's tensors are CPU tensors: device None or "cpu" is accepted, another refused."""
+    if device is not None and str(device) not in ("cpu", "cpu:0"):
+        raise ValueError(f"tapegrad computes on the CPU only, not on '{device}'")
+
+
+def _to(t, *args, dtype=None, device=None):
+    """to(dtype) converts; to("cpu") is the tensor itself (tapegrad has no other device)."""
+    for a in args:
+        if isinstance(a, _C.dtype):
+            dtype = a
+        else:
+            device = a
+    _cpu(device)
+    return t if dtype is None or dtype == t.dtype else _cpp_to(t, dtype)
+
+
+_cpp_to = Tensor.to
+Tensor.to = _to
 
 
 def load_run(dir, checkpoint="best"):
@@ -82,7 +103,8 @@ def _as_shape(size):
     return tuple(size)
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data, dtype=None, requires_grad=False, device=None):
+    _cpu(device)
     """A new tensor holding a copy of `data` (a number, nested lists, a numpy array or a
     tensor). As in PyTorch, Python floats give float32, ints int64 and bools bool, and a numpy
     array keeps its dtype (float16 and smaller integer types are widened)."""
@@ -113,49 +135,58 @@ def tensor(data, dtype=None, requires_grad=False):
 bool_ = dtype.bool
 
 
-def zeros(*size, dtype=float32, requires_grad=False):
+def zeros(*size, dtype=float32, requires_grad=False, device=None):
+    _cpu(device)
     return _C.zeros(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
-def ones(*size, dtype=float32, requires_grad=False):
+def ones(*size, dtype=float32, requires_grad=False, device=None):
+    _cpu(device)
     return _C.ones(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    _cpu(device)
     if dtype is None:
         dtype = int64 if isinstance(fill_value, int) and not isinstance(fill_value, type(True)) \
             else float32
     return _C.full(tuple(size), fill_value, dtype).requires_grad_(requires_grad)
 
 
-def zeros_like(t, dtype=None):
+def zeros_like(t, dtype=None, device=None):
+    _cpu(device)
     return _C.zeros(t.shape, dtype or t.dtype)
 
 
-def ones_like(t, dtype=None):
+def ones_like(t, dtype=None, device=None):
+    _cpu(device)
     return _C.ones(t.shape, dtype or t.dtype)
 
 
-def rand(*size, dtype=float32, requires_grad=False):
+def rand(*size, dtype=float32, requires_grad=False, device=None):
+    _cpu(device)
     """Uniform in [0, 1) from the default generator (manual_seed); tapegrad's own stream, so
     the numbers differ from PyTorch's for the same seed."""
     return _C.rand(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
-def randn(*size, dtype=float32, requires_grad=False):
+def randn(*size, dtype=float32, requires_grad=False, device=None):
+    _cpu(device)
     """Standard normal from the default generator (manual_seed); the numbers differ from
     PyTorch's for the same seed."""
     return _C.randn(_as_shape(size), dtype).requires_grad_(requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=int64):
+def randint(low, high=None, size=(), dtype=int64, device=None):
+    _cpu(device)
     if high is None:
         low, high = 0, low
     t = _C.randint(low, high, tuple(size))
     return t if dtype == int64 else t.to(dtype)
 
 
-def arange(start, end=None, step=1, dtype=None):
+def arange(start, end=None, step=1, dtype=None, device=None):
+    _cpu(device)
     if end is None:
         start, end = 0, start
     if dtype is None:

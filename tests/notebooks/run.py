@@ -34,6 +34,8 @@ def main():
     args = parser.parse_args()
     os.environ["PATH"] = "/usr/bin:" + os.environ.get("PATH", "")  # the kernel's python3
     os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # ipykernel's debugger's note on stderr
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(map(os.path.abspath, paths))  # the kernel's cwd differs
     paths = sorted(glob.glob(os.path.join(args.folder, "*.ipynb")))
     if not paths:
         sys.exit(f"notebooks: no notebook in {args.folder}")

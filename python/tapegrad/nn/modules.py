@@ -117,7 +117,11 @@ class Module:
 
     def to(self, dtype):
         """Every floating parameter and buffer converted to dtype (float64 for a gradcheck).
-        Each converted parameter is a new Parameter: make the optimizer after."""
+        Each converted parameter is a new Parameter: make the optimizer after. to("cpu") is
+        the module itself (tapegrad has no other device)."""
+        if not isinstance(dtype, _C.dtype):
+            _tg._cpu(dtype)
+            return self
         for m in self.modules():
             for table in (m._parameters, m._buffers):
                 for name, t in table.items():
@@ -175,6 +179,19 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+class CrossEntropyLoss(Module):
+    """functional.cross_entropy as a module, as torch.nn.CrossEntropyLoss."""
+
+    def __init__(self, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        super().__init__()
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return functional.cross_entropy(input, target, self.ignore_index, self.label_smoothing,
+                                        self.reduction)
 
 
 class ModuleList(Module):
