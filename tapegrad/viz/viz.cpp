@@ -106,13 +106,16 @@ std::string loss_curve_svg(const Curves& c) {
                        "\n",
                        x(static_cast<double>(p.step)), y(p.value));
   }
-  svg += fmt::format(
-      R"(<line x1="{0}" x2="{1}" y1="14" y2="14" stroke="#1f77b4" stroke-width="2"/>)"
-      R"(<text x="{2}" y="18">{3}</text>)"
-      R"(<circle cx="{4}" cy="30" r="3.5" fill="#d62728"/><text x="{2}" y="34">{5}</text>)"
-      "\n",
-      left, left + 20, left + 26, escape(c.train_label), left + 10, escape(c.valid_label));
-  return svg + "</svg>\n";
+  svg +=
+      fmt::format(R"(<line x1="{0}" x2="{1}" y1="14" y2="14" stroke="#1f77b4" stroke-width="2"/>)"
+                  R"(<text x="{2}" y="18">{3}</text>)",
+                  left, left + 20, left + 26, escape(c.train_label));
+  if (!c.valid.empty()) {  // a legend entry for a series that is there
+    svg += fmt::format(
+        R"(<circle cx="{0}" cy="30" r="3.5" fill="#d62728"/><text x="{1}" y="34">{2}</text>)",
+        left + 10, left + 26, escape(c.valid_label));
+  }
+  return svg + "\n</svg>\n";
 }
 
 namespace {

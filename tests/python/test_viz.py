@@ -14,6 +14,8 @@ def test_a_loss_curve_draws_both_series_with_their_labels():
                             train_label="train", valid_label="held out").text
     assert svg.startswith("<svg") and "train" in svg and "held out" in svg
     assert svg.count("<circle") == 2 + 1  # a dot a validation, and the legend's
+    alone = tg.viz.loss_curve([3.0, 2.0]).text
+    assert "<circle" not in alone and "validation loss" not in alone  # no legend for nothing
     assert tg.viz.loss_curve([1.0])._repr_svg_() == tg.viz.loss_curve([(1, 1.0)]).text
 
 

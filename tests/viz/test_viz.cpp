@@ -101,6 +101,9 @@ TEST_CASE("the loss curve has ticks on both axes and a legend that names each se
   CHECK(other.find(">target position<") != std::string::npos);
   CHECK(other.find(">right (%)<") != std::string::npos);
   CHECK(other.find(">step<") == std::string::npos);
+  // no legend entry for a series that is not there
+  c.valid.clear();
+  CHECK(viz::loss_curve_svg(c).find("validation loss") == std::string::npos);
 }
 
 TEST_CASE("the report shows the config as a table and scales its images", "[viz]") {
