@@ -9,9 +9,16 @@ inline by a notebook (each is an SVG object Jupyter displays) or saved with .sav
     loss.backward()                                  # the drawing notes each gradient's norm
     drawing                                          # shows the tape
 """
+import base64
 import contextlib
 
 from tapegrad import _C
+
+
+def _as_img(svg):
+    """An <img> of the SVG as a data URL: what a notebook shows, and what `jupyter nbconvert`
+    keeps in its HTML (its HTML export strips an inline SVG's drawing; an image it leaves)."""
+    return '<img src="data:image/svg+xml;base64,%s"/>' % base64.b64encode(svg.encode()).decode()
 
 
 class SVG:
@@ -22,6 +29,9 @@ class SVG:
 
     def _repr_svg_(self):
         return self.text
+
+    def _repr_html_(self):
+        return _as_img(self.text)
 
     def __str__(self):
         return self.text
@@ -81,3 +91,6 @@ class tape:  # noqa: N801, a function to its users
 
     def _repr_svg_(self):
         return self._drawing.svg()
+
+    def _repr_html_(self):
+        return _as_img(self._drawing.svg())

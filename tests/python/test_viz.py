@@ -1,5 +1,6 @@
 """tapegrad.viz from Python: the pictures a notebook shows inline (a loss curve, attention
 heatmaps, the tape), and the PyTorch habits the seed notebooks have (devices, the loss module)."""
+import base64
 import re
 
 import pytest
@@ -17,6 +18,10 @@ def test_a_loss_curve_draws_both_series_with_their_labels():
     alone = tg.viz.loss_curve([3.0, 2.0]).text
     assert "<circle" not in alone and "validation loss" not in alone  # no legend for nothing
     assert tg.viz.loss_curve([1.0])._repr_svg_() == tg.viz.loss_curve([(1, 1.0)]).text
+    # a notebook (and nbconvert's HTML) shows it as an image of the same SVG
+    html = tg.viz.loss_curve([1.0])._repr_html_()
+    assert base64.b64decode(html.split("base64,")[1].split('"')[0]).decode() == \
+        tg.viz.loss_curve([1.0]).text
 
 
 def test_a_heatmap_draws_a_panel_a_head_with_the_tokens():
