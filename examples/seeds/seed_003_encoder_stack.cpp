@@ -10,7 +10,10 @@
 // is columns 64h .. 64h + 63). The blocks are nn::EncoderLayer, the stack nn::Encoder, the
 // positions nn::PositionalEncoding (tapegrad/nn/).
 //
-//   ./build/examples/seeds/seed_003_encoder_stack
+//   ./build/examples/seeds/seed_003_encoder_stack [--weights FILE]
+//
+// --weights: the blocks' parameters and the input (embeddings plus positions, [3, 512]) that
+// notebooks/seed_003_encoder_stack.ipynb writes, in place of drawn ones: the notebook's numbers.
 #include <fmt/core.h>
 
 #include <cmath>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "examples/cli.h"
+#include "examples/seeds/notebook_file.h"
 #include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
@@ -41,7 +45,10 @@ int main(int argc, char** argv) {
   return examples::run_main("seed_003_encoder_stack", [&] {
     examples::Flags f(argc, argv,
                       "seed_003_encoder_stack: notebook 003, eight encoder blocks and their "
-                      "statistics\nusage: seed_003_encoder_stack");
+                      "statistics\nusage: seed_003_encoder_stack [--weights FILE]");
+    const std::string weights = f.text(
+        "weights", "", "a notebook's parameters and input (safetensors), in place of drawn ones",
+        /*may_be_empty=*/true);
     if (!f.finish()) return 0;
     const NoGradGuard no_grad;  // a forward pass only
     Generator gen(0);
@@ -50,10 +57,15 @@ int main(int argc, char** argv) {
 
     // Embeddings (3, 512) from N(0, 1), as torch.randn, plus the positional table; a batch of one.
     nn::PositionalEncoding pe(d_model, 5000, 0.0, gen);
-    const Tensor x = pe.forward(normal({1, 3, d_model}, 0.0, 1.0, gen));
+    Tensor x = pe.forward(normal({1, 3, d_model}, 0.0, 1.0, gen));
 
     nn::Encoder encoder({.d_model = d_model, .heads = 8, .d_ff = 2048, .dropout = 0.0}, 8,
                         /*final_norm=*/false, gen);
+    if (!weights.empty())
+      x = unsqueeze(
+          examples::load_notebook_file(encoder, weights, {{"input", {3, d_model}, DType::Float32}})
+              .at("input"),
+          0);
     fmt::print("8 encoder blocks, {} parameters; input {} (tokens {}, {}, {})\n\n",
                encoder.num_parameters(), x.shape(), tokens[0], tokens[1], tokens[2]);
     fmt::print("{:<8} {:>9} {:>9} {:>9} {:>9}\n", "block", "mean", "std", "min", "max");

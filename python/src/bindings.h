@@ -19,6 +19,8 @@ class LongCall {
   pybind11::gil_scoped_release release_;
 };
 
+// save_file and load_file of tapegrad.safetensors (files.cpp).
+void bind_files(pybind11::module_& m);
 // A translation run folder as a Translator, and the corpus BLEU and chrF scorers (runs.cpp).
 void bind_runs(pybind11::module_& m);
 // The C++ optimizers over a list of tensors, gradient clipping and the schedules (optim.cpp).

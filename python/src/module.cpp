@@ -697,6 +697,7 @@ PYBIND11_MODULE(_C, m) {
   bind_autograd(m);
   bind_custom_ops(m);
   bind_nn_ops(m);
+  bind_files(m);
   bind_runs(m);
   bind_optim(m);
   bind_cpp_models(m);

@@ -23,7 +23,7 @@ float = float32  # noqa: A001
 double = float64
 long = int64
 
-from tapegrad import autograd, metrics, nn, optim, viz  # noqa: E402
+from tapegrad import autograd, metrics, nn, optim, safetensors, viz  # noqa: E402
 from tapegrad._format import tensor_repr  # noqa: E402
 
 Tensor.__repr__ = tensor_repr  # PyTorch's format; str() too

@@ -2,7 +2,8 @@
 # The surfaces added since the third round of edge cases refuse bad input as clearly as the old
 # ones: streams given as --ref (a FIFO nobody writes to, a directory, a device), values in a
 # --config file, --batch-tokens, sampling flags that would have no effect, an empty prompt,
-# and a corpus of more labels than a classifier holds (refused at once, not after minutes).
+# a corpus of more labels than a classifier holds (refused at once, not after minutes), and a
+# seed program's --weights file.
 #   edges.sh TRAIN TRANSLATE CLASSIFY TOUR
 set -uo pipefail
 train=$1 translate=$2 classify=$3
@@ -80,6 +81,13 @@ for i in $(seq 1 400); do printf 'a b %d\tl%d\n' "$i" "$((i % 40))"; done > fort
 out=$("$classify" --data forty.tsv --steps 2 --out c2 2>&1) || fail "40 labels: $out"
 [[ $out == *"confusion matrix of 40 classes not printed (more than 32)"* ]] ||
   fail "40 labels: the confusion matrix: ${out: -300}"
+
+# --- a seed program's --weights: a notebook's file, validated and named -----------------------
+header='{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+printf "\\$(printf %03o ${#header})\\0\\0\\0\\0\\0\\0\\0%s\\0\\0\\200\\77" "$header" > one.st
+expect 1 "one.st: no tensor 'input' (an input)" -- "$bin/seeds/seed_003_encoder_stack" --weights one.st
+expect 1 "x.st: cannot open" -- "$bin/seeds/seed_003_encoder_stack" --weights x.st
+expect 1 "empty.txt: " -- "$bin/seeds/seed_001_mini_transformer" --weights empty.txt
 
 ((fails == 0)) || { echo "$fails edge cases failed"; exit 1; }
 echo "edges: every new surface refuses bad input, naming the flag or file"

@@ -142,15 +142,13 @@ class Module:
             p.grad = None
 
     def state_dict(self):
-        """The parameters and buffers by dotted name, as numpy arrays (copies)."""
-        out = OrderedDict()
-        for name, t in list(self.named_parameters()) + list(self.named_buffers()):
-            out[name] = t.detach().numpy().copy()
-        return out
+        """The parameters and buffers by dotted name, detached (sharing their storage, as
+        PyTorch's): tapegrad.safetensors.save_file writes it."""
+        return OrderedDict((name, t.detach()) for name, t in
+                           list(self.named_parameters()) + list(self.named_buffers()))
 
     def load_state_dict(self, state, strict=True):
-        """Copies arrays (numpy, or anything with .numpy(): a PyTorch state dict loads where
-        the layouts agree) into the parameters and buffers, in place. Missing and unexpected
+        """Copies tensors (tapegrad's, PyTorch's where the layouts agree, or numpy arrays) into the parameters and buffers, in place. Missing and unexpected
         names, and shapes that differ, are one error naming them all."""
         own = OrderedDict(list(self.named_parameters()) + list(self.named_buffers()))
         problems = []
