@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The style CI checks (STYLE.md): every C++ file the project tracks is clang-format clean
+# The style CI checks (CONTRIBUTING.md): every C++ file the project tracks is clang-format clean
 # (.clang-format) and opens with a comment saying what it holds, no two library headers share a
-# file name, and no library file outside tapegrad/autograd/fast/ includes the fast room. Then prints the library's size:
-# lines per folder of tapegrad/, and in all, with how many of them are code (not blank, not a
-# comment line); and enforces the learner's folders' line budget (scripts/line_budget.py).
+# file name, and no library file outside tapegrad/autograd/fast/ includes the fast room. Then
+# scripts/line_budget.py prints the library's size, lines and code lines per folder of
+# tapegrad/, and enforces the learner's folders' code-line budget and the one-screen functions.
 #   bash scripts/check_style.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,13 +41,4 @@ fi
 [ "$bad" = 0 ] || exit 1
 echo "style: ${#files[@]} files clang-format clean, each opening with a comment; no two headers share a name; the fast room included only through fast_ops.h"
 
-# lines and code lines of the files given on stdin
-count() { awk '{ n++ } !/^[[:space:]]*$/ && !/^[[:space:]]*\/\// { c++ } END { printf "%6d lines %6d code\n", n, c }'; }
-echo "library size (tapegrad/):"
-for d in $(git ls-files tapegrad | grep -E '\.(h|cpp)$' | xargs -n1 dirname | sort -u); do
-  printf '  %-28s' "$d"
-  git ls-files "$d" | grep -E "^$d/[^/]+\.(h|cpp)$" | xargs cat | count
-done
-printf '  %-28s' "all"
-git ls-files tapegrad | grep -E '\.(h|cpp)$' | xargs cat | count
-python3 scripts/line_budget.py
+/usr/bin/python3 scripts/line_budget.py

@@ -32,16 +32,13 @@ std::string saved_text(const std::vector<SavedBuffer>& saved) {
   return out;
 }
 
-}  // namespace
-
-TapeDrawing::TapeDrawing(const std::vector<std::pair<std::string, Tensor>>& named) {
-  std::unordered_map<const GradNode*, std::string> names;
-  std::vector<const TapeEntry*> entries;
+// The entries that produced the named tensors, walked back through their inputs, in tape order.
+std::vector<const TapeEntry*> entries_behind(
+    const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::vector<const TapeEntry*> entries, stack;
   std::unordered_set<const TapeEntry*> seen;
-  std::vector<const TapeEntry*> stack;
   for (const auto& [name, t] : named) {
     if (!t.defined() || !t.requires_grad()) continue;
-    names.emplace(t.impl().node.get(), name);
     if (const auto& fn = t.impl().node->grad_fn; fn && seen.insert(fn.get()).second) {
       stack.push_back(fn.get());
     }
@@ -58,7 +55,16 @@ TapeDrawing::TapeDrawing(const std::vector<std::pair<std::string, Tensor>>& name
   }
   std::sort(entries.begin(), entries.end(),
             [](const TapeEntry* a, const TapeEntry* b) { return a->seq < b->seq; });
+  return entries;
+}
 
+}  // namespace
+
+TapeDrawing::TapeDrawing(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::unordered_map<const GradNode*, std::string> names;
+  for (const auto& [name, t] : named) {
+    if (t.defined() && t.requires_grad()) names.emplace(t.impl().node.get(), name);
+  }
   std::unordered_map<const GradNode*, int> index;
   std::vector<std::shared_ptr<GradNode>> nodes;  // per value; null for a constant
   auto value_of = [&](const std::shared_ptr<GradNode>& node) {
@@ -71,7 +77,7 @@ TapeDrawing::TapeDrawing(const std::vector<std::pair<std::string, Tensor>>& name
     index.emplace(node.get(), i);
     return i;
   };
-  for (const TapeEntry* e : entries) {
+  for (const TapeEntry* e : entries_behind(named)) {
     Step step{e->op, e->seq, {}, {}, e->saved};
     DType dtype = DType::Float32;  // a constant's, unknown: shown as its op's output's
     for (const auto& out : e->outputs) {
@@ -124,18 +130,22 @@ std::string value_text(const TapeDrawing::Value& v) {
   return fmt::format("{} {} {}{}", v.label, v.shape, v.dtype, kind);
 }
 
-}  // namespace
+// Rows down the page: each step's inputs not yet shown, the step, its output.
+struct Row {
+  bool op;
+  int index;
+};
+// A read (a tensor's row to a later op's row), an arc in a lane right of the boxes.
+struct Arc {
+  int from, to, lane;
+};
 
-std::string TapeDrawing::svg() const {
-  // Rows down the page: each step's inputs not yet shown, the step, its output.
-  struct Row {
-    bool op;
-    int index;
-  };
+std::vector<Row> layout_rows(const std::vector<TapeDrawing::Step>& steps, size_t num_values,
+                             std::vector<Arc>& arcs) {
   std::vector<Row> rows;
-  std::vector<int> value_row(values_.size(), -1), step_row(steps_.size());
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    for (int v : steps_[s].inputs) {
+  std::vector<int> value_row(num_values, -1), step_row(steps.size());
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (int v : steps[s].inputs) {
       if (value_row[v] < 0) {
         value_row[v] = static_cast<int>(rows.size());
         rows.push_back({false, v});
@@ -143,20 +153,19 @@ std::string TapeDrawing::svg() const {
     }
     step_row[s] = static_cast<int>(rows.size());
     rows.push_back({true, static_cast<int>(s)});
-    for (int v : steps_[s].outputs) {
+    for (int v : steps[s].outputs) {
       value_row[v] = static_cast<int>(rows.size());
       rows.push_back({false, v});
     }
   }
-  // Each read (a tensor's row to a later op's row) is an arc in a lane right of the boxes; arcs
-  // whose row spans overlap take different lanes.
-  struct Arc {
-    int from, to, lane;
-  };
-  std::vector<Arc> arcs;
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    for (int v : steps_[s].inputs) arcs.push_back({value_row[v], step_row[s], 0});
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (int v : steps[s].inputs) arcs.push_back({value_row[v], step_row[s], 0});
   }
+  return rows;
+}
+
+// Arcs whose row spans overlap take different lanes, the shortest first; returns the count.
+size_t assign_lanes(std::vector<Arc>& arcs) {
   std::sort(arcs.begin(), arcs.end(), [](const Arc& a, const Arc& b) {
     return a.to - a.from < b.to - b.from || (a.to - a.from == b.to - b.from && a.from < b.from);
   });
@@ -173,13 +182,12 @@ std::string TapeDrawing::svg() const {
     lanes[lane].emplace_back(a.from, a.to);
     a.lane = static_cast<int>(lane);
   }
+  return lanes.size();
+}
 
-  constexpr double kRow = 40, kBox = 28, kTop = 50, kValueX = 20, kValueW = 330, kOpX = 70,
-                   kOpW = 230, kLane = 12;
-  const double text_x = kValueX + kValueW + 30 + kLane * static_cast<double>(lanes.size());
-  const double width = text_x + 560, height = kTop + kRow * static_cast<double>(rows.size()) + 40;
-  auto y_of = [&](int row) { return kTop + kRow * row; };
-  std::string out = fmt::format(
+// The picture's frame: its size, the arrowhead, a white page, the title at x.
+std::string svg_header(double width, double height, double x, size_t ops) {
+  return fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0:.0f}" height="{1:.0f}" viewBox="0 0 {0:.0f} {1:.0f}" font-family="monospace" font-size="12">)"
       "\n<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" "
       "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" "
@@ -187,7 +195,21 @@ std::string TapeDrawing::svg() const {
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"24\" font-size=\"14\">the tape: {3} ops in recording order; arrows "
       "show which ops read each tensor</text>\n",
-      width, height, kValueX, steps_.size());
+      width, height, x, ops);
+}
+
+}  // namespace
+
+std::string TapeDrawing::svg() const {
+  std::vector<Arc> arcs;
+  const std::vector<Row> rows = layout_rows(steps_, values_.size(), arcs);
+  const size_t num_lanes = assign_lanes(arcs);
+  constexpr double kRow = 40, kBox = 28, kTop = 50, kValueX = 20, kValueW = 330, kOpX = 70,
+                   kOpW = 230, kLane = 12;
+  const double text_x = kValueX + kValueW + 30 + kLane * static_cast<double>(num_lanes);
+  const double width = text_x + 560, height = kTop + kRow * static_cast<double>(rows.size()) + 40;
+  auto y_of = [&](int row) { return kTop + kRow * row; };
+  std::string out = svg_header(width, height, kValueX, steps_.size());
   for (size_t r = 0; r < rows.size(); ++r) {
     const double y = y_of(static_cast<int>(r));
     if (rows[r].op) {
