@@ -11,8 +11,6 @@ namespace tapegrad::nn {
 
 using io::CheckpointError;
 using io::Metadata;
-// Moved to io:: in 0.7.0 (CHANGELOG.md); these names go in 0.8.0.
-using io::load_safetensors, io::read_safetensors, io::save_safetensors, io::SafetensorsContents;
 
 // Saves module.state() (parameters and buffers).
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});

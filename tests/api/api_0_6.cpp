@@ -4,15 +4,16 @@
 // release announces a break in CHANGELOG.md (the version raised, a porting note), this file
 // becomes the next release's program, changed as the porting note says; until then it is not
 // edited. It prints "api 0.6: ok" and exits 0, or names what it found and exits 1. Ported to
-// 0.8.0's one break so far (CHANGELOG.md): the gradcheck headers' new folder.
+// 0.8.0's breaks so far (CHANGELOG.md): the gradcheck headers' new folder, and the names 0.7.0
+// kept for one release (nn::load_safetensors and its kin, tapegrad/autograd/profile.h) gone.
 #include <tapegrad/autograd/autograd.h>
-#include <tapegrad/autograd/profile.h>
 #include <tapegrad/check/gradcheck_module.h>
 #include <tapegrad/data/data_error.h>
 #include <tapegrad/nn/checkpoint.h>
 #include <tapegrad/nn/decoding.h>
 #include <tapegrad/nn/transformer.h>
 #include <tapegrad/pretrained/pretrained.h>
+#include <tapegrad/profile/profile.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -99,12 +100,12 @@ void engine() {
   std::filesystem::create_directories(dir);
   nn::save(layer, (dir / "scale.safetensors").string(), {{"note", "mine"}});
   expect(nn::load(layer, (dir / "scale.safetensors").string()).at("note") == "mine", "nn::load");
-  nn::save_safetensors((dir / "raw.safetensors").string(), {{"t", in}});
-  const nn::SafetensorsContents raw = nn::load_safetensors((dir / "raw.safetensors").string());
-  expect(raw.tensors.size() == 1 && raw.tensors[0].first == "t", "nn::load_safetensors");
+  io::save_safetensors((dir / "raw.safetensors").string(), {{"t", in}});
+  const io::SafetensorsContents raw = io::load_safetensors((dir / "raw.safetensors").string());
+  expect(raw.tensors.size() == 1 && raw.tensors[0].first == "t", "io::load_safetensors");
   // errors: one root, the specific ones caught first
   try {
-    nn::load_safetensors((dir / "missing.safetensors").string());
+    io::load_safetensors((dir / "missing.safetensors").string());
     expect(false, "a missing file loaded");
   } catch (const InternalError&) {
     expect(false, "a missing file is an internal error");
