@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Writes the text on standard input into FILE in place of the section between the markers
 <!-- NAME: ... --> and <!-- /NAME --> (the text carries both); the scripts that make the
-README's generated sections (real_corpus.sh, real_text.sh) call it.
+docs' generated sections (real_corpus.sh, real_text.sh) call it.
 
-    ... | scripts/readme_section.py README.md real-corpus"""
+    ... | scripts/readme_section.py docs/own_data.md real-corpus"""
 import re
 import sys
 

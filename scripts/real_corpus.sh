@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The README's real corpora, end to end, each trained with train's defaults for a corpus of
+# The real corpora of docs/own_data.md, end to end, each trained with train's defaults for a corpus of
 # pairs. bible (the default): Spanish -> English Bible verses from Debian's packages
 # (scripts/bible_corpus.sh); dictionary: German -> English dictionary entries
 # (scripts/dictionary_corpus.sh), short ones. Either way the test lines are translated with the
 # best checkpoint and scored beside two baselines scored the same way: copying the source, and
-# the commonest target line of the training part for every line. Prints the README's section; with --readme
+# the commonest target line of the training part for every line. Prints the page's section; with --readme
 # FILE, writes it into FILE between the corpus's markers. --run DIR scores a run this script
 # trained before (its output in DIR.log) instead of training.
-#   scripts/real_corpus.sh [bible|dictionary] [--readme README.md] [--run DIR]   (built)
+#   scripts/real_corpus.sh [bible|dictionary] [--readme docs/own_data.md] [--run DIR]   (built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=bible readme="" run=""

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The README's language-model recipe, end to end: the World English Bible from Debian's
+# The language-model recipe of docs/language_model.md, end to end: the World English Bible from Debian's
 # sword-text-web (public domain) as one plain text, a verse a line; `train --task lm` on it with
 # its defaults (nanoGPT's CPU recipe: 4 layers, 4 heads, width 128, block 64, batch 12, 2000
-# steps, AdamW); and a sample of the best checkpoint. Prints the README's section; with
+# steps, AdamW); and a sample of the best checkpoint. Prints the page's section; with
 # --readme FILE, writes it into FILE between the real-text markers. --run DIR describes a run
 # this script trained before (its output in DIR.log) instead of training. --pytorch also runs
 # the same recipe in PyTorch (bench/lm_side_by_side.py: nanoGPT's model and loop, Debian's
 # python3-torch) on the same text and split, and says how it compares.
-#   scripts/real_text.sh [--readme README.md] [--run DIR] [--pytorch]   (from the repository, built)
+#   scripts/real_text.sh [--readme docs/language_model.md] [--run DIR] [--pytorch]   (from the repository, built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 readme="" run="" pytorch=""
