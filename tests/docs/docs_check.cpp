@@ -9,6 +9,9 @@
 //                                 the next ``` block is the definition in that file (from the
 //                                 root of the repository, DOCS_DIR/..) whose first line starts
 //                                 with the text after the path, through its closing brace
+// And every name a page gives in a code span outside its code blocks (`nn::generate`,
+// `layer_norm_reference()`: one name, qualified or with an underscore, perhaps called) must occur
+// in the repository's sources, so a chapter cannot go on naming a function that is gone.
 // Programs are named relative to the examples' build directory. A quoted definition must match
 // exactly. Text must match exactly, except
 // numbers, which may differ by two units of the page's last printed digit (or 1e-7 relative, or
@@ -26,6 +29,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -178,6 +183,54 @@ std::string definition(const fs::path& root, const std::string& file, const std:
   throw std::runtime_error(file + ": '" + head + "' has no closing brace");
 }
 
+// Every identifier in the sources under root (the folders a page may name code from).
+std::set<std::string> identifiers(const fs::path& root) {
+  static const std::regex word(R"([A-Za-z_]\w*)");
+  static const std::set<std::string> kinds{".h", ".cpp", ".py", ".ipynb", ".sh", ".cmake", ".in"};
+  std::set<std::string> out;
+  const auto add = [&](const fs::path& file) {
+    const std::string text = read(file);
+    for (std::sregex_iterator m(text.begin(), text.end(), word), end; m != end; ++m) {
+      out.insert(m->str());
+    }
+  };
+  if (fs::exists(root / "CMakeLists.txt")) add(root / "CMakeLists.txt");
+  for (const char* folder : {"tapegrad", "examples", "python", "tests", "bench", "notebooks",
+                             "scripts", "fuzz", "cmake"}) {
+    if (!fs::is_directory(root / folder)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(root / folder)) {
+      if (e.is_regular_file() && (kinds.contains(e.path().extension().string()) ||
+                                  e.path().filename() == "CMakeLists.txt")) {
+        add(e.path());
+      }
+    }
+  }
+  return out;
+}
+
+// The names a page gives in its code spans outside code blocks, each with its line: a span that
+// is one name (qualified, or with an underscore inside it), perhaps followed by a call's
+// parentheses, and not a flag, a path or a file.
+std::vector<std::pair<size_t, std::string>> named_functions(const std::vector<std::string>& lines) {
+  static const std::regex span(R"(`([^`]+)`)");
+  static const std::regex name(R"(^((?:[A-Za-z_]\w*::)*([A-Za-z_]\w*))(\(.*\))?$)");
+  std::vector<std::pair<size_t, std::string>> out;
+  bool in_block = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind("```", 0) == 0) in_block = !in_block;
+    if (in_block) continue;
+    for (std::sregex_iterator m(lines[i].begin(), lines[i].end(), span), end; m != end; ++m) {
+      std::smatch n;
+      const std::string text = (*m)[1].str();
+      if (!std::regex_match(text, n, name)) continue;
+      const std::string last = n[2].str();
+      const bool qualified = n[1].str().find("::") != std::string::npos;
+      if (qualified || last.find('_', 1) != std::string::npos) out.emplace_back(i, last);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,9 +246,18 @@ int main(int argc, char** argv) {
     if (e.path().extension() == ".md") pages.push_back(e.path());
   }
   std::sort(pages.begin(), pages.end());
+  const std::set<std::string> known = identifiers(docs / "..");
+  int names = 0;
   for (const fs::path& page : pages) {
     std::vector<std::string> lines = lines_of(read(page));
     bool changed = false;
+    for (const auto& [line, name] : named_functions(lines)) {
+      ++names;
+      if (known.contains(name)) continue;
+      std::cerr << page.string() << ":" << line + 1 << ": names `" << name
+                << "`, which no source of the repository has\n";
+      ++failures;
+    }
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string output = between(lines[i], "<!-- output: ", " -->");
       const std::string file = between(lines[i], "<!-- file: ", " -->");
@@ -253,6 +315,7 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << "docs_check: " << checked << " generated blocks and files checked"
-            << (update ? " and rewritten" : "") << ", " << failures << " differ\n";
+            << (update ? " and rewritten" : "") << " and " << names << " names looked up, "
+            << failures << " differ or are gone\n";
   return failures == 0 ? 0 : 1;
 }
