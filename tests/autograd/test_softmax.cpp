@@ -42,6 +42,37 @@ TEST_CASE("a fully masked row gives zeros and no gradient instead of NaN", "[aut
   }
 }
 
+// A NaN or a +inf in a row makes the row NaN, in both rooms: a row of NaN once came out as
+// zeros, as if fully masked, and cross_entropy of NaN logits as a loss of 0.
+TEST_CASE("a row with NaN or +inf comes out NaN, never as a masked row's zeros", "[autograd]") {
+  const double nan = NAN, inf = INFINITY;
+  const Tensor blocked = zeros({4, 3}, DType::Bool);
+  for (bool reference : {false, true}) {
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      INFO((reference ? "reference" : "default") << " " << dtype_name(dtype));
+      const Tensor x =
+          tensor({nan, nan, nan, nan, 1, 2, inf, 1, 2, -inf, nan, -inf}, {4, 3}, dtype);
+      const auto all_nan = [](const Tensor& y) {
+        for (double v : y.to_vector<double>()) REQUIRE(std::isnan(v));
+      };
+      const auto check = [&] {
+        all_nan(softmax(x, -1));
+        all_nan(log_softmax(x, -1));
+        all_nan(masked_softmax(x, blocked));
+        for (int64_t row = 0; row < 4; ++row) {
+          all_nan(cross_entropy(slice(x, 0, row, row + 1), tensor({1}, {1}, DType::Int64)));
+        }
+      };
+      if (reference) {
+        const ReferenceModeGuard room;
+        check();
+      } else {
+        check();
+      }
+    }
+  }
+}
+
 // The row is -inf in the leaf itself, with no masked_fill after it to zero the gradient, and
 // the loss is sum(y) (dout = 1 in the masked row): a backward that forgets the masked row gives
 // dout - exp(0) * sum(dout) = -2 per element there.

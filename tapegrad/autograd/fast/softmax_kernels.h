@@ -92,8 +92,10 @@ void softmax_forward(T* out, const T* inp, Rows r, bool log, int64_t o0, int64_t
       } else {
         for (int64_t j = 0; j < r.D; ++j) maxv = std::max(maxv, x[j * s]);
       }
-      if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked row
-        for (int64_t j = 0; j < r.D; ++j) y[j * s] = 0;
+      if (maxv == -std::numeric_limits<T>::infinity()) {  // fully masked, or NaN (max skips it)
+        bool nan = false;
+        for (int64_t j = 0; j < r.D; ++j) nan = nan || std::isnan(x[j * s]);
+        for (int64_t j = 0; j < r.D; ++j) y[j * s] = nan ? std::numeric_limits<T>::quiet_NaN() : 0;
         continue;
       }
       for (int64_t j = 0; j < r.D; ++j) y[j * s] = vexp(x[j * s] - maxv);

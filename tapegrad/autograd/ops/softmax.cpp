@@ -33,7 +33,8 @@ Tensor softmax_grad(const Tensor& dout, const Tensor& y, int64_t dim, bool log) 
 
 // x -> y along dim, x contiguous: a row is the D elements x[o, :, i] of x viewed as
 // (outer, D, inner). softmax: exp(x_j - max) / sum_k exp(x_k - max); log_softmax:
-// x_j - max - log(sum_k exp(x_k - max)). A row that is -inf everywhere gives zeros.
+// x_j - max - log(sum_k exp(x_k - max)). A row that is -inf everywhere gives zeros; a row with
+// a NaN or a +inf gives NaN (x - max is NaN somewhere, and so is the sum).
 Tensor softmax_rows(const char* op, const Tensor& x, int64_t dim, bool log) {
   const int64_t d = normalize_dim(op, dim, x.dim());
   int64_t outer = 1, inner = 1;
@@ -48,14 +49,17 @@ Tensor softmax_rows(const char* op, const Tensor& x, int64_t dim, bool log) {
         const T* xr = x.data<T>() + o * D * inner + i;
         T* yr = out.data<T>() + o * D * inner + i;
         T max = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j < D; ++j) max = std::max(max, xr[j * inner]);
+        bool nan = false;
+        for (int64_t j = 0; j < D; ++j) {
+          max = std::max(max, xr[j * inner]);
+          nan = nan || std::isnan(xr[j * inner]);
+        }
+        const bool masked = max == -std::numeric_limits<T>::infinity() && !nan;
         T sum = 0;
         for (int64_t j = 0; j < D; ++j) sum += std::exp(xr[j * inner] - max);
         for (int64_t j = 0; j < D; ++j) {
           const T shifted = xr[j * inner] - max;
-          yr[j * inner] = std::isinf(max) ? T{0}
-                          : log           ? shifted - std::log(sum)
-                                          : std::exp(shifted) / sum;
+          yr[j * inner] = masked ? T{0} : log ? shifted - std::log(sum) : std::exp(shifted) / sum;
         }
       }
     }
