@@ -1,10 +1,13 @@
-// Matrix products. matmul is a primitive: a plain triple loop per batch item, and its one
+// Matrix products. matmul is a primitive: one BLAS product per batch item, and its one
 // backward, da = dout b^T and db = a^T dout, itself two products in the precision the forward
 // ran in (under an AutocastGuard, bfloat16 operands: tape.h). linear is a composite, defined by
 // linear_reference (x @ w^T + b, then its epilogue). The fast room computes both on its own gemm
 // (fast/matmul.cpp).
 #include "tapegrad/autograd/ops/matmul.h"
 
+#include <cblas.h>
+
+#include <span>
 #include <type_traits>
 
 #include "tapegrad/autograd/fast_ops.h"
@@ -20,41 +23,42 @@ namespace tapegrad {
 
 namespace {
 
-// a [..., M, K] @ b [..., K, N], any layouts: out[.., i, j] = sum_k a[.., i, k] b[.., k, j], each
-// sum in double precision, stored in a's dtype; in Precision::BFloat16 each a and b read rounded
-// to bfloat16. Not recorded.
-Tensor plain_matmul(const char* op, const Tensor& a, const Tensor& b, Precision precision) {
+// An operand as BLAS reads it: contiguous, and in Precision::BFloat16 (a float32 operand)
+// rounded to bfloat16, as the product reads it.
+Tensor blas_operand(const Tensor& x, Precision precision) {
+  if (precision != Precision::BFloat16 || x.dtype() != DType::Float32) return x.contiguous();
+  Tensor t = x.contiguous().clone();
+  for (float& v : std::span(t.data<float>(), static_cast<size_t>(t.numel()))) v = round_to_bf16(v);
+  return t;
+}
+
+// a [..., M, K] @ b [..., K, N], the batch dims broadcast: one BLAS product (cblas_sgemm or
+// cblas_dgemm, out = a b) per batch item. Not recorded.
+Tensor plain_matmul(const char* op, const Tensor& a_in, const Tensor& b_in, Precision precision) {
   const auto batch_of = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
-  const Shape batch = broadcast_shapes(op, batch_of(a.shape()), batch_of(b.shape()));
-  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const Shape batch = broadcast_shapes(op, batch_of(a_in.shape()), batch_of(b_in.shape()));
+  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
   Shape out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
-  Tensor out = empty(out_shape, a.dtype());
+  out_shape.insert(out_shape.end(), {M, N});
+  Tensor out = zeros(out_shape, a_in.dtype());
+  if (M == 0 || N == 0 || K == 0) return out;
+  const Tensor a = blas_operand(a_in, precision), b = blas_operand(b_in, precision);
   // each operand's batch strides seen from the broadcast batch shape
   const auto strides_of = [&](const Tensor& t) {
     return broadcast_strides(batch_of(t.shape()), batch_of(t.strides()), batch);
   };
   const Shape sa = strides_of(a), sb = strides_of(b), sc = strides_of(out);
-  const int64_t ar = a.strides()[a.dim() - 2], ac = a.strides()[a.dim() - 1];
-  const int64_t br = b.strides()[b.dim() - 2], bc = b.strides()[b.dim() - 1];
   dispatch_floating(op, a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto read = [bf16 = precision == Precision::BFloat16](T x) -> double {
-      if constexpr (std::is_same_v<T, float>) return bf16 ? round_to_bf16(x) : x;
-      return x;
-    };
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* pc = out.data<T>();
     for_each_offset<3>(batch, {&sa, &sb, &sc}, [&](const auto& o) {
-      for (int64_t i = 0; i < M; ++i) {
-        for (int64_t j = 0; j < N; ++j) {
-          double acc = 0;
-          for (int64_t k = 0; k < K; ++k) {
-            acc += read(pa[o[0] + i * ar + k * ac]) * read(pb[o[1] + k * br + j * bc]);
-          }
-          pc[o[2] + i * N + j] = static_cast<T>(acc);
-        }
+      if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, pa + o[0], K, pb + o[1],
+                    N, 0, pc + o[2], N);
+      } else {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, pa + o[0], K, pb + o[1],
+                    N, 0, pc + o[2], N);
       }
     });
   });

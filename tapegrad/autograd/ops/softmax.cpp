@@ -50,10 +50,8 @@ Tensor softmax_rows(const char* op, const Tensor& x, int64_t dim, bool log) {
         T* yr = out.data<T>() + o * D * inner + i;
         T max = -std::numeric_limits<T>::infinity();
         bool nan = false;
-        for (int64_t j = 0; j < D; ++j) {
-          max = std::max(max, xr[j * inner]);
-          nan = nan || std::isnan(xr[j * inner]);
-        }
+        for (int64_t j = 0; j < D; ++j) max = std::max(max, xr[j * inner]);
+        for (int64_t j = 0; j < D; ++j) nan = nan || std::isnan(xr[j * inner]);
         const bool masked = max == -std::numeric_limits<T>::infinity() && !nan;
         T sum = 0;
         for (int64_t j = 0; j < D; ++j) sum += std::exp(xr[j * inner] - max);
