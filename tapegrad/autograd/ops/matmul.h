@@ -47,8 +47,8 @@ Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bia
                         Activation activation, double p, uint64_t key);
 
 // The plain kernel: one BLAS product per batch item (OpenBLAS's cblas_sgemm or cblas_dgemm, on
-// contiguous operands), in a's dtype; forward only (matmul records its backward). What the learner's edition runs and what the
-// fast room's gemm paths are tested against.
+// contiguous operands), in a's dtype; forward only (matmul records its backward). What the
+// learner's edition runs and what the fast room's gemm paths are tested against.
 Tensor matmul_reference(const Tensor& a, const Tensor& b);
 
 }  // namespace tapegrad
