@@ -28,6 +28,7 @@
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/autograd/fast/gemm_bf16.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/parallel/world.h"

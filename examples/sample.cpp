@@ -18,7 +18,7 @@
 #include "examples/cli.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/text.h"
-#include "tapegrad/nn/decoding.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/pretrained/causal_lm.h"
 #include "tapegrad/train/run.h"
 

@@ -16,7 +16,7 @@
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/data/batch.h"
 #include "tapegrad/data/tasks.h"
-#include "tapegrad/nn/decoding.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/schedule.h"
 

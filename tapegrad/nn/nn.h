@@ -3,7 +3,6 @@
 
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/nn/checkpoint.h"
-#include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/heads.h"
 #include "tapegrad/nn/language_model.h"
 #include "tapegrad/nn/layers.h"

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "tapegrad/data/vocab.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/nn/checkpoint.h"
-#include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/language_model.h"
 
 namespace tapegrad {

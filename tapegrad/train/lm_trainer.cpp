@@ -10,8 +10,8 @@
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/data/text.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/io/files.h"
-#include "tapegrad/nn/decoding.h"
 
 namespace tapegrad::train {
 

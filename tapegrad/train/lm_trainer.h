@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "tapegrad/data/text_blocks.h"
-#include "tapegrad/nn/decoding.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/nn/language_model.h"
 #include "tapegrad/pretrained/causal_lm.h"
 #include "tapegrad/train/trainer.h"

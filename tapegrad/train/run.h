@@ -53,9 +53,9 @@
 #include <string_view>
 
 #include "tapegrad/data/vocab.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/checkpoint.h"
-#include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/pretrained/pretrained.h"

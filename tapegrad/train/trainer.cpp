@@ -11,8 +11,8 @@
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/metrics/translation.h"
-#include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/layers.h"
 
 namespace tapegrad::train {

@@ -4,13 +4,14 @@
 // release announces a break in CHANGELOG.md (the version raised, a porting note), this file
 // becomes the next release's program, changed as the porting note says; until then it is not
 // edited. It prints "api 0.6: ok" and exits 0, or names what it found and exits 1. Ported to
-// 0.8.0's breaks so far (CHANGELOG.md): the gradcheck headers' new folder, and the names 0.7.0
-// kept for one release (nn::load_safetensors and its kin, tapegrad/autograd/profile.h) gone.
+// 0.8.0's breaks so far (CHANGELOG.md): the gradcheck and decoding headers' new folders, and the
+// names 0.7.0 kept for one release (nn::load_safetensors and its kin,
+// tapegrad/autograd/profile.h) gone.
 #include <tapegrad/autograd/autograd.h>
 #include <tapegrad/check/gradcheck_module.h>
 #include <tapegrad/data/data_error.h>
+#include <tapegrad/decode/decoding.h>
 #include <tapegrad/nn/checkpoint.h>
-#include <tapegrad/nn/decoding.h>
 #include <tapegrad/nn/transformer.h>
 #include <tapegrad/pretrained/pretrained.h>
 #include <tapegrad/profile/profile.h>

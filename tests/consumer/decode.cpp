@@ -1,7 +1,7 @@
 // decode MODEL_DIR TEXT...: loads a trained model from a pretrained directory (a checkpoint
 // of a training run is one) and prints the greedy decode of each TEXT, from tapegrad's
 // installed headers alone.
-#include <tapegrad/nn/decoding.h>
+#include <tapegrad/decode/decoding.h>
 #include <tapegrad/pretrained/pretrained.h>
 
 #include <cstdio>

@@ -2,7 +2,7 @@
 // the reverse task's data and vocabulary (make_run_data), a small model, 300 steps with a
 // validation and a checkpoint every 100, and the report; then the run's checkpoint is loaded back
 // as a pretrained model and decoded.
-#include <tapegrad/nn/decoding.h>
+#include <tapegrad/decode/decoding.h>
 #include <tapegrad/train/run_data.h>
 #include <tapegrad/train/trainer.h>
 

@@ -17,8 +17,8 @@
 
 #include "golden/cases.h"
 #include "helpers.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/nn/checkpoint.h"
-#include "tapegrad/nn/decoding.h"
 #include "tapegrad/optim/optimizer.h"
 
 using namespace tapegrad;

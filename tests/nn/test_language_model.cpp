@@ -6,6 +6,7 @@
 #include "helpers.h"
 #include "tapegrad/autograd/ops/loss.h"
 #include "tapegrad/check/gradcheck_module.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optimizer.h"

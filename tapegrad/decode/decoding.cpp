@@ -1,7 +1,7 @@
 // generate(): greedy, beam search and sampling as settings of one loop over a batch of
 // sources, on the cached decoder step or on the whole prefix; continue_text(), a language
 // model's prompt continued by the same draws.
-#include "tapegrad/nn/decoding.h"
+#include "tapegrad/decode/decoding.h"
 
 #include <algorithm>
 #include <cmath>

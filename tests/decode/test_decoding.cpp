@@ -7,6 +7,7 @@
 
 #include "helpers.h"
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/decode/decoding.h"
 #include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
