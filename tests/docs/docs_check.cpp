@@ -231,6 +231,66 @@ std::vector<std::pair<size_t, std::string>> named_functions(const std::vector<st
   return out;
 }
 
+// The block after lines[i] against what its program printed or its source holds (`got`):
+// rewritten with --update (returns true), else an error when they differ.
+bool check_block(std::vector<std::string>& lines, size_t i, const std::string& got,
+                 const std::string& output, const std::string& source, bool update) {
+  const auto [open, close] = block_after(lines, i);
+  std::string want;
+  for (size_t k = open + 1; k < close; ++k) want += lines[k] + "\n";
+  if (update) {
+    lines.erase(lines.begin() + static_cast<long>(open + 1),
+                lines.begin() + static_cast<long>(close));
+    const auto fresh = lines_of(got);
+    lines.insert(lines.begin() + static_cast<long>(open + 1), fresh.begin(), fresh.end());
+    return true;
+  }
+  if (!source.empty() && want != got) {
+    throw std::runtime_error("the quote of '" + source + "' differs from the source");
+  }
+  if (const std::string diff = compare(want, got); !diff.empty()) {
+    throw std::runtime_error("the output of '" + output + "' differs, " + diff);
+  }
+  return false;
+}
+
+// A drawn file ("images/tape.svg by: tour --draw {dir}") against what its program writes into
+// a fresh {dir}: rewritten with --update, else an error when they differ.
+void check_file(const fs::path& docs, const fs::path& bin, const std::string& file, bool update) {
+  const size_t by = file.find(" by: ");
+  if (by == std::string::npos) throw std::runtime_error("a file marker without ' by: '");
+  const fs::path target = docs / file.substr(0, by);
+  const fs::path dir = fs::temp_directory_path() / ("docs_check_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::string command = file.substr(by + 5);
+  const size_t slot = command.find("{dir}");
+  if (slot != std::string::npos) command.replace(slot, 5, dir.string());
+  run((bin / command).string());
+  const std::string got = read(dir / target.filename());
+  fs::remove_all(dir);
+  if (update) {
+    fs::create_directories(target.parent_path());
+    std::ofstream(target, std::ios::binary) << got;
+  } else if (const std::string diff = compare(read(target), got); !diff.empty()) {
+    throw std::runtime_error(target.string() + " differs from what '" + command + "' writes, " +
+                             diff);
+  }
+}
+
+// How many of the names a page gives no source has, each reported; `names` counts them all.
+int gone_names(const fs::path& page, const std::vector<std::string>& lines,
+               const std::set<std::string>& known, int& names) {
+  int gone = 0;
+  for (const auto& [line, name] : named_functions(lines)) {
+    ++names;
+    if (known.contains(name)) continue;
+    std::cerr << page.string() << ":" << line + 1 << ": names `" << name
+              << "`, which no source of the repository has\n";
+    ++gone;
+  }
+  return gone;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -251,58 +311,22 @@ int main(int argc, char** argv) {
   for (const fs::path& page : pages) {
     std::vector<std::string> lines = lines_of(read(page));
     bool changed = false;
-    for (const auto& [line, name] : named_functions(lines)) {
-      ++names;
-      if (known.contains(name)) continue;
-      std::cerr << page.string() << ":" << line + 1 << ": names `" << name
-                << "`, which no source of the repository has\n";
-      ++failures;
-    }
+    failures += gone_names(page, lines, known, names);
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string output = between(lines[i], "<!-- output: ", " -->");
       const std::string file = between(lines[i], "<!-- file: ", " -->");
       const std::string source = between(lines[i], "<!-- source: ", " -->");
-      const size_t by = file.find(" by: ");
       try {
         if (!output.empty() || !source.empty()) {
-          const auto [open, close] = block_after(lines, i);
-          std::string want;
-          for (size_t k = open + 1; k < close; ++k) want += lines[k] + "\n";
           const size_t space = source.find(' ');
           const std::string got = output.empty() ? definition(docs / "..", source.substr(0, space),
                                                               source.substr(space + 1))
                                                  : run((bin / output).string());
+          changed = check_block(lines, i, got, output, source, update) || changed;
           ++checked;
-          if (update) {
-            lines.erase(lines.begin() + static_cast<long>(open + 1),
-                        lines.begin() + static_cast<long>(close));
-            const auto fresh = lines_of(got);
-            lines.insert(lines.begin() + static_cast<long>(open + 1), fresh.begin(), fresh.end());
-            changed = true;
-          } else if (!source.empty() && want != got) {
-            throw std::runtime_error("the quote of '" + source + "' differs from the source");
-          } else if (const std::string diff = compare(want, got); !diff.empty()) {
-            throw std::runtime_error("the output of '" + output + "' differs, " + diff);
-          }
-        } else if (by != std::string::npos) {
-          const fs::path target = docs / file.substr(0, by);
-          const fs::path dir =
-              fs::temp_directory_path() / ("docs_check_" + std::to_string(getpid()));
-          fs::create_directories(dir);
-          std::string command = file.substr(by + 5);
-          const size_t slot = command.find("{dir}");
-          if (slot != std::string::npos) command.replace(slot, 5, dir.string());
-          run((bin / command).string());
-          const std::string got = read(dir / target.filename());
-          fs::remove_all(dir);
+        } else if (!file.empty()) {
+          check_file(docs, bin, file, update);
           ++checked;
-          if (update) {
-            fs::create_directories(target.parent_path());
-            std::ofstream(target, std::ios::binary) << got;
-          } else if (const std::string diff = compare(read(target), got); !diff.empty()) {
-            throw std::runtime_error(target.string() + " differs from what '" + command +
-                                     "' writes, " + diff);
-          }
         }
       } catch (const std::exception& e) {
         std::cerr << page.string() << ":" << i + 1 << ": " << e.what() << "\n";
