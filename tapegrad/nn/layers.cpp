@@ -76,18 +76,22 @@ LayerNorm::LayerNorm(int64_t C, double eps, bool affine) : Module("LayerNorm"), 
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps_); }
 
-Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d) {
-  const auto profiled_scope = norm.profiled();
-  return norm.traced(add_layer_norm(x, d, norm.weight, norm.bias, norm.eps_, dropout.p(),
-                                    dropout.is_training(), &dropout.generator()));
+// post-norm: norm(x + dropout(d)), one op
+Tensor SublayerConnection::add_norm(const Tensor& x, const Tensor& d) const {
+  const auto profiled_scope = norm_->profiled();
+  return norm_->traced(add_layer_norm(x, d, norm_->weight, norm_->bias, norm_->eps(), dropout_->p(),
+                                      dropout_->is_training(), &dropout_->generator()));
 }
 
-SumNorm add_then_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d) {
-  const auto profiled_scope = norm.profiled();
-  SumNorm r = add_and_layer_norm(x, d, norm.weight, norm.bias, norm.eps_, dropout.p(),
-                                 dropout.is_training(), &dropout.generator());
-  norm.traced(r.norm);
-  return r;
+// pre-norm: the stream x + dropout(d), and with a next sublayer its input next(x + dropout(d))
+Residual SublayerConnection::add(const Tensor& x, const Tensor& d) const {
+  if (!next_) return {x + call(*dropout_, d), Tensor()};
+  const auto profiled_scope = next_->profiled();
+  const SumNorm r =
+      add_and_layer_norm(x, d, next_->weight, next_->bias, next_->eps(), dropout_->p(),
+                         dropout_->is_training(), &dropout_->generator());
+  next_->traced(r.norm);
+  return {r.sum, r.norm};
 }
 
 PositionalEncoding::PositionalEncoding(int64_t C, int64_t max_len, double p, Generator& gen)

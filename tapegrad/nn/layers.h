@@ -60,11 +60,9 @@ class LayerNorm : public Module {
 
   Tensor weight;  // undefined unless affine
   Tensor bias;
+  double eps() const { return eps_; }
 
  private:
-  friend Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d);
-  friend SumNorm add_then_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout,
-                               const Tensor& d);
   double eps_;
 };
 
@@ -74,12 +72,39 @@ class LayerNorm : public Module {
 Tensor linear_activation_dropout(const Linear& linear, const Tensor& x, Activation activation,
                                  Dropout& dropout);
 
-// A transformer layer's residual connections, each one op beneath (add_layer_norm,
-// add_and_layer_norm), and a module call of `norm`.
-// post-norm add & norm: norm(x + dropout(d)), d the sublayer's output
-Tensor add_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d);
-// pre-norm: the residual stream s = x + dropout(d), and the next sublayer's input norm(s)
-SumNorm add_then_norm(const LayerNorm& norm, const Tensor& x, Dropout& dropout, const Tensor& d);
+// The residual stream between a layer's sublayers: x, and in pre-norm the next sublayer's input
+// norm(x) when the add that made x computed it too (undefined: not computed).
+struct Residual {
+  Tensor x;
+  Tensor normed;
+};
+
+// A residual sublayer (the Annotated Transformer's SublayerConnection) over its layer's norm and
+// dropout: post-norm x -> norm(x + dropout(f(x))), pre-norm x -> x + dropout(f(norm(x))). Each
+// add is one op beneath (add_layer_norm; in pre-norm add_and_layer_norm, which applies the next
+// sublayer's norm, `next`, in the same pass) and a module call of the norm it applies.
+class SublayerConnection {
+ public:
+  SublayerConnection() = default;
+  SublayerConnection(LayerNorm& norm, Dropout& dropout, bool norm_first,
+                     const LayerNorm* next = nullptr)
+      : norm_(&norm), next_(next), dropout_(&dropout), norm_first_(norm_first) {}
+
+  template <class F>
+  Residual operator()(const Residual& in, F&& sublayer) const {
+    if (!norm_first_) return {add_norm(in.x, sublayer(in.x)), Tensor()};
+    return add(in.x, sublayer(in.normed.defined() ? in.normed : call(*norm_, in.x)));
+  }
+
+ private:
+  Tensor add_norm(const Tensor& x, const Tensor& d) const;
+  Residual add(const Tensor& x, const Tensor& d) const;
+
+  LayerNorm* norm_ = nullptr;
+  const LayerNorm* next_ = nullptr;
+  Dropout* dropout_ = nullptr;
+  bool norm_first_ = false;
+};
 
 class ReLU : public Module {
  public:

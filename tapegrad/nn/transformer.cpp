@@ -25,8 +25,7 @@ Tensor PositionwiseFeedForward::forward(const Tensor& x) {
   return linear2(linear_activation_dropout(*linear1, x, activation_, *dropout_));
 }
 
-EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)
-    : Module("EncoderLayer"), norm_first_(cfg.norm_first) {
+EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen) : Module("EncoderLayer") {
   self_attn = register_module(
       "self_attn", std::make_shared<MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, gen));
   dropout1_ = register_module("dropout1", std::make_shared<Dropout>(cfg.dropout, gen));
@@ -35,39 +34,23 @@ EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen)
       register_module("feed_forward", std::make_shared<PositionwiseFeedForward>(cfg, gen));
   dropout2_ = register_module("dropout2", std::make_shared<Dropout>(cfg.dropout, gen));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.d_model));
+  self_attn_sublayer_ = SublayerConnection(*norm1, *dropout1_, cfg.norm_first, norm2.get());
+  feed_forward_sublayer_ = SublayerConnection(*norm2, *dropout2_, cfg.norm_first);
 }
 
-Tensor EncoderLayer::forward(const Tensor& input, const Tensor& padding, const Tensor& mask) {
-  Tensor x = input;
+Tensor EncoderLayer::forward(const Tensor& x, const Tensor& padding, const Tensor& mask) {
   const AttentionMasks masks{.key_padding = padding, .attn = mask};
-  if (norm_first_) {
-    // self-attention: x + dropout1(self_attn(norm1(x))), and norm2 of it for the next
-    const Tensor n1 = norm1(x);
-    const auto [s, n2] = add_then_norm(*norm2, x, *dropout1_, self_attn(n1, n1, n1, masks));
-    // feed-forward: x + dropout2(feed_forward(norm2(x)))
-    x = s + dropout2_(feed_forward(n2));
-  } else {
-    // self-attention, add & norm: norm1(x + dropout1(self_attn(x)))
-    x = add_norm(*norm1, x, *dropout1_, self_attn(x, x, x, masks));
-    // feed-forward, add & norm: norm2(x + dropout2(feed_forward(x)))
-    x = add_norm(*norm2, x, *dropout2_, feed_forward(x));
-  }
-  return x;
+  // self-attention, then feed-forward, each a residual sublayer with its norm
+  const Residual r =
+      self_attn_sublayer_({x}, [&](const Tensor& h) { return self_attn(h, h, h, masks); });
+  return feed_forward_sublayer_(r, [&](const Tensor& h) { return feed_forward(h); }).x;
 }
 
-// forward() for one position, with the same signposts; self-attention attends to the cache.
+// forward() for one position; self-attention attends to the cache.
 Tensor EncoderLayer::step(const Tensor& x, MultiHeadAttention::KVCache& cache) {
-  if (norm_first_) {
-    // self-attention over the positions so far, this one included
-    const auto [s, n2] =
-        add_then_norm(*norm2, x, *dropout1_, self_attn->forward_cached(norm1(x), cache, true));
-    // feed-forward
-    return s + dropout2_(feed_forward(n2));
-  }
-  // self-attention over the positions so far, add & norm
-  const Tensor a = add_norm(*norm1, x, *dropout1_, self_attn->forward_cached(x, cache, true));
-  // feed-forward, add & norm
-  return add_norm(*norm2, a, *dropout2_, feed_forward(a));
+  const Residual r = self_attn_sublayer_(
+      {x}, [&](const Tensor& h) { return self_attn->forward_cached(h, cache, true); });
+  return feed_forward_sublayer_(r, [&](const Tensor& h) { return feed_forward(h); }).x;
 }
 
 Encoder::Encoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen)
@@ -86,8 +69,7 @@ Tensor Encoder::forward(const Tensor& input, const Tensor& padding) {
   return x;
 }
 
-DecoderLayer::DecoderLayer(const LayerConfig& cfg, Generator& gen)
-    : Module("DecoderLayer"), norm_first_(cfg.norm_first) {
+DecoderLayer::DecoderLayer(const LayerConfig& cfg, Generator& gen) : Module("DecoderLayer") {
   self_attn = register_module(
       "self_attn", std::make_shared<MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, gen));
   dropout1_ = register_module("dropout1", std::make_shared<Dropout>(cfg.dropout, gen));
@@ -100,31 +82,22 @@ DecoderLayer::DecoderLayer(const LayerConfig& cfg, Generator& gen)
       register_module("feed_forward", std::make_shared<PositionwiseFeedForward>(cfg, gen));
   dropout3_ = register_module("dropout3", std::make_shared<Dropout>(cfg.dropout, gen));
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(cfg.d_model));
+  self_attn_sublayer_ = SublayerConnection(*norm1, *dropout1_, cfg.norm_first, norm2.get());
+  cross_attn_sublayer_ = SublayerConnection(*norm2, *dropout2_, cfg.norm_first, norm3.get());
+  feed_forward_sublayer_ = SublayerConnection(*norm3, *dropout3_, cfg.norm_first);
 }
 
-Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const Tensor& self_mask,
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& self_mask,
                              const Tensor& tgt_padding, const Tensor& memory_padding) {
-  Tensor x = input;
   const AttentionMasks self_masks{.key_padding = tgt_padding, .attn = self_mask};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
-  if (norm_first_) {
-    // masked self-attention: x + dropout1(self_attn(norm1(x))), and norm2 of it
-    const Tensor n1 = norm1(x);
-    const auto [s1, n2] = add_then_norm(*norm2, x, *dropout1_, self_attn(n1, n1, n1, self_masks));
-    // cross-attention: x + dropout2(cross_attn(norm2(x), memory)), and norm3 of it
-    const auto [s2, n3] =
-        add_then_norm(*norm3, s1, *dropout2_, cross_attn(n2, memory, memory, cross_masks));
-    // feed-forward: x + dropout3(feed_forward(norm3(x)))
-    x = s2 + dropout3_(feed_forward(n3));
-  } else {
-    // masked self-attention, add & norm: norm1(x + dropout1(self_attn(x)))
-    x = add_norm(*norm1, x, *dropout1_, self_attn(x, x, x, self_masks));
-    // cross-attention over the encoder memory, add & norm
-    x = add_norm(*norm2, x, *dropout2_, cross_attn(x, memory, memory, cross_masks));
-    // feed-forward, add & norm
-    x = add_norm(*norm3, x, *dropout3_, feed_forward(x));
-  }
-  return x;
+  // masked self-attention, cross-attention over the encoder memory, feed-forward: each a
+  // residual sublayer with its norm
+  const Residual r1 =
+      self_attn_sublayer_({x}, [&](const Tensor& h) { return self_attn(h, h, h, self_masks); });
+  const Residual r2 = cross_attn_sublayer_(
+      r1, [&](const Tensor& h) { return cross_attn(h, memory, memory, cross_masks); });
+  return feed_forward_sublayer_(r2, [&](const Tensor& h) { return feed_forward(h); }).x;
 }
 
 DecoderLayer::Cache DecoderLayer::start(const Tensor& memory, int64_t capacity) {
@@ -132,31 +105,19 @@ DecoderLayer::Cache DecoderLayer::start(const Tensor& memory, int64_t capacity) 
           .cross = cross_attn->project(memory)};
 }
 
-// forward() for one position, with the same signposts; self-attention attends to the cache.
-Tensor DecoderLayer::step(const Tensor& input, Cache& cache, const Tensor& tgt_padding,
+// forward() for one position: self-attention attends to the cache, which holds only the
+// positions before this one, and cross-attention to the memory's projected keys and values.
+Tensor DecoderLayer::step(const Tensor& x, Cache& cache, const Tensor& tgt_padding,
                           const Tensor& memory_padding) {
-  Tensor x = input;
   const AttentionMasks self_masks{.key_padding = tgt_padding};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
-  if (norm_first_) {
-    // masked self-attention: the cache holds only the positions before this one
-    const auto [s1, n2] = add_then_norm(
-        *norm2, x, *dropout1_, self_attn->forward_cached(norm1(x), cache.self, true, self_masks));
-    // cross-attention over the encoder memory
-    const auto [s2, n3] = add_then_norm(
-        *norm3, s1, *dropout2_, cross_attn->forward_cached(n2, cache.cross, false, cross_masks));
-    // feed-forward
-    x = s2 + dropout3_(feed_forward(n3));
-  } else {
-    // masked self-attention: the cache holds only the positions before this one
-    x = add_norm(*norm1, x, *dropout1_, self_attn->forward_cached(x, cache.self, true, self_masks));
-    // cross-attention over the encoder memory
-    x = add_norm(*norm2, x, *dropout2_,
-                 cross_attn->forward_cached(x, cache.cross, false, cross_masks));
-    // feed-forward
-    x = add_norm(*norm3, x, *dropout3_, feed_forward(x));
-  }
-  return x;
+  const Residual r1 = self_attn_sublayer_({x}, [&](const Tensor& h) {
+    return self_attn->forward_cached(h, cache.self, true, self_masks);
+  });
+  const Residual r2 = cross_attn_sublayer_(r1, [&](const Tensor& h) {
+    return cross_attn->forward_cached(h, cache.cross, false, cross_masks);
+  });
+  return feed_forward_sublayer_(r2, [&](const Tensor& h) { return feed_forward(h); }).x;
 }
 
 Decoder::Decoder(const LayerConfig& cfg, int64_t num_layers, bool final_norm, Generator& gen)

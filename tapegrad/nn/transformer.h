@@ -75,8 +75,8 @@ class EncoderLayer : public Module {
   Child<LayerNorm> norm1, norm2;
 
  private:
-  bool norm_first_;
   Child<Dropout> dropout1_, dropout2_;
+  SublayerConnection self_attn_sublayer_, feed_forward_sublayer_;
 };
 
 class Encoder : public Module {
@@ -116,8 +116,8 @@ class DecoderLayer : public Module {
   Child<LayerNorm> norm1, norm2, norm3;
 
  private:
-  bool norm_first_;
   Child<Dropout> dropout1_, dropout2_, dropout3_;
+  SublayerConnection self_attn_sublayer_, cross_attn_sublayer_, feed_forward_sublayer_;
 };
 
 class Decoder : public Module {
