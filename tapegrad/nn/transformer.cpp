@@ -41,15 +41,15 @@ EncoderLayer::EncoderLayer(const LayerConfig& cfg, Generator& gen) : Module("Enc
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& padding, const Tensor& mask) {
   const AttentionMasks masks{.key_padding = padding, .attn = mask};
   // self-attention, then feed-forward, each a residual sublayer with its norm
-  const Residual r =
-      self_attn_sublayer_({x}, [&](const Tensor& h) { return self_attn(h, h, h, masks); });
+  const Residual r = self_attn_sublayer_(
+      {x, Tensor()}, [&](const Tensor& h) { return self_attn(h, h, h, masks); });
   return feed_forward_sublayer_(r, [&](const Tensor& h) { return feed_forward(h); }).x;
 }
 
 // forward() for one position; self-attention attends to the cache.
 Tensor EncoderLayer::step(const Tensor& x, MultiHeadAttention::KVCache& cache) {
   const Residual r = self_attn_sublayer_(
-      {x}, [&](const Tensor& h) { return self_attn->forward_cached(h, cache, true); });
+      {x, Tensor()}, [&](const Tensor& h) { return self_attn->forward_cached(h, cache, true); });
   return feed_forward_sublayer_(r, [&](const Tensor& h) { return feed_forward(h); }).x;
 }
 
@@ -93,8 +93,8 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
   const AttentionMasks cross_masks{.key_padding = memory_padding};
   // masked self-attention, cross-attention over the encoder memory, feed-forward: each a
   // residual sublayer with its norm
-  const Residual r1 =
-      self_attn_sublayer_({x}, [&](const Tensor& h) { return self_attn(h, h, h, self_masks); });
+  const Residual r1 = self_attn_sublayer_(
+      {x, Tensor()}, [&](const Tensor& h) { return self_attn(h, h, h, self_masks); });
   const Residual r2 = cross_attn_sublayer_(
       r1, [&](const Tensor& h) { return cross_attn(h, memory, memory, cross_masks); });
   return feed_forward_sublayer_(r2, [&](const Tensor& h) { return feed_forward(h); }).x;
@@ -111,7 +111,7 @@ Tensor DecoderLayer::step(const Tensor& x, Cache& cache, const Tensor& tgt_paddi
                           const Tensor& memory_padding) {
   const AttentionMasks self_masks{.key_padding = tgt_padding};
   const AttentionMasks cross_masks{.key_padding = memory_padding};
-  const Residual r1 = self_attn_sublayer_({x}, [&](const Tensor& h) {
+  const Residual r1 = self_attn_sublayer_({x, Tensor()}, [&](const Tensor& h) {
     return self_attn->forward_cached(h, cache.self, true, self_masks);
   });
   const Residual r2 = cross_attn_sublayer_(r1, [&](const Tensor& h) {

@@ -29,7 +29,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -183,15 +182,23 @@ std::string definition(const fs::path& root, const std::string& file, const std:
   throw std::runtime_error(file + ": '" + head + "' has no closing brace");
 }
 
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Whether text is one identifier: a letter or _, then letters, digits and _.
+bool identifier(const std::string& text) {
+  return !text.empty() && !std::isdigit(static_cast<unsigned char>(text[0])) &&
+         std::all_of(text.begin(), text.end(), word_char);
+}
+
 // Every identifier in the sources under root (the folders a page may name code from).
 std::set<std::string> identifiers(const fs::path& root) {
-  static const std::regex word(R"([A-Za-z_]\w*)");
   static const std::set<std::string> kinds{".h", ".cpp", ".py", ".ipynb", ".sh", ".cmake", ".in"};
   std::set<std::string> out;
   const auto add = [&](const fs::path& file) {
     const std::string text = read(file);
-    for (std::sregex_iterator m(text.begin(), text.end(), word), end; m != end; ++m) {
-      out.insert(m->str());
+    for (size_t i = 0, j; i < text.size(); i = j + 1) {
+      for (j = i; j < text.size() && word_char(text[j]);) ++j;
+      if (identifier(text.substr(i, j - i))) out.insert(text.substr(i, j - i));
     }
   };
   if (fs::exists(root / "CMakeLists.txt")) add(root / "CMakeLists.txt");
@@ -208,24 +215,35 @@ std::set<std::string> identifiers(const fs::path& root) {
   return out;
 }
 
-// The names a page gives in its code spans outside code blocks, each with its line: a span that
-// is one name (qualified, or with an underscore inside it), perhaps followed by a call's
-// parentheses, and not a flag, a path or a file.
+// The last name of a code span that is one name, qualified or not, perhaps followed by a
+// call's parentheses (`nn::generate`, `layer_norm_reference()`), when it is qualified or has an
+// underscore inside it; "" for any other span (a flag, a path, a file, an expression).
+std::string named_function(const std::string& span) {
+  const size_t open = span.find('(');
+  if (open != std::string::npos && span.back() != ')') return "";
+  const std::string head = span.substr(0, open);
+  std::vector<std::string> parts;
+  for (size_t i = 0, colons; i <= head.size(); i = colons + 2) {
+    colons = std::min(head.find("::", i), head.size());
+    parts.push_back(head.substr(i, colons - i));
+  }
+  if (!std::all_of(parts.begin(), parts.end(), identifier)) return "";
+  return parts.size() > 1 || parts.back().find('_', 1) != std::string::npos ? parts.back() : "";
+}
+
+// The names a page gives in its code spans outside code blocks, each with its line.
 std::vector<std::pair<size_t, std::string>> named_functions(const std::vector<std::string>& lines) {
-  static const std::regex span(R"(`([^`]+)`)");
-  static const std::regex name(R"(^((?:[A-Za-z_]\w*::)*([A-Za-z_]\w*))(\(.*\))?$)");
   std::vector<std::pair<size_t, std::string>> out;
   bool in_block = false;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].rfind("```", 0) == 0) in_block = !in_block;
     if (in_block) continue;
-    for (std::sregex_iterator m(lines[i].begin(), lines[i].end(), span), end; m != end; ++m) {
-      std::smatch n;
-      const std::string text = (*m)[1].str();
-      if (!std::regex_match(text, n, name)) continue;
-      const std::string last = n[2].str();
-      const bool qualified = n[1].str().find("::") != std::string::npos;
-      if (qualified || last.find('_', 1) != std::string::npos) out.emplace_back(i, last);
+    const std::string& line = lines[i];
+    for (size_t a = line.find('`'), b; a != std::string::npos; a = line.find('`', b + 1)) {
+      if ((b = line.find('`', a + 1)) == std::string::npos) break;
+      if (const std::string name = named_function(line.substr(a + 1, b - a - 1)); !name.empty()) {
+        out.emplace_back(i, name);
+      }
     }
   }
   return out;
