@@ -78,7 +78,8 @@ def functions(path):
 def main():
     limits = {m[0]: int(m[1]) for m in re.findall(r"^limit (\S+) (\d+)", read("scripts/line_budget.txt"), re.M)}
     files = library_files()
-    sizes = {f: (read(f).count("\n"), code_lines(read(f))) for f in files}
+    sources = {f: read(f) for f in files}
+    sizes = {f: (src.count("\n"), code_lines(src)) for f, src in sources.items()}
     print("library size (tapegrad/), lines and code lines per folder:")
     for folder in sorted({os.path.dirname(f) for f in files}):
         here = [sizes[f] for f in files if os.path.dirname(f) == folder]

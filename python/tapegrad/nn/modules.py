@@ -148,7 +148,8 @@ class Module:
                            list(self.named_parameters()) + list(self.named_buffers()))
 
     def load_state_dict(self, state, strict=True):
-        """Copies tensors (tapegrad's, PyTorch's where the layouts agree, or numpy arrays) into the parameters and buffers, in place. Missing and unexpected
+        """Copies tensors (tapegrad's, PyTorch's where the layouts agree, or numpy arrays) into
+        the parameters and buffers, in place. Missing and unexpected
         names, and shapes that differ, are one error naming them all."""
         own = OrderedDict(list(self.named_parameters()) + list(self.named_buffers()))
         problems = []

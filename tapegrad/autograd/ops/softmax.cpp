@@ -49,10 +49,9 @@ Tensor softmax_rows(const char* op, const Tensor& x, int64_t dim, bool log) {
         const T* xr = x.data<T>() + o * D * inner + i;
         T* yr = out.data<T>() + o * D * inner + i;
         T max = -std::numeric_limits<T>::infinity();
-        bool nan = false;
         for (int64_t j = 0; j < D; ++j) max = std::max(max, xr[j * inner]);
-        for (int64_t j = 0; j < D; ++j) nan = nan || std::isnan(xr[j * inner]);
-        const bool masked = max == -std::numeric_limits<T>::infinity() && !nan;
+        bool masked = max == -std::numeric_limits<T>::infinity();  // unless max skipped a NaN
+        for (int64_t j = 0; masked && j < D; ++j) masked = !std::isnan(xr[j * inner]);
         T sum = 0;
         for (int64_t j = 0; j < D; ++j) sum += std::exp(xr[j * inner] - max);
         for (int64_t j = 0; j < D; ++j) {
