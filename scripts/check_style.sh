@@ -32,13 +32,13 @@ if [ -n "$dups" ]; then
   echo "style: two library headers share a file name: $(echo $dups)" >&2
   bad=1
 fi
-# the reference room includes nothing of the fast room: fast_ops.h is the door between them
+# the reference room includes nothing of the fast room: ops/registry.h is the door between them
 leaks=$(git grep -l '#include "tapegrad/autograd/fast/' -- tapegrad ':!tapegrad/autograd/fast' || true)
 if [ -n "$leaks" ]; then
   echo "style: outside tapegrad/autograd/fast/, these include the fast room: $(echo $leaks)" >&2
   bad=1
 fi
 [ "$bad" = 0 ] || exit 1
-echo "style: ${#files[@]} files clang-format clean, each opening with a comment; no two headers share a name; the fast room included only through fast_ops.h"
+echo "style: ${#files[@]} files clang-format clean, each opening with a comment; no two headers share a name; the fast room included only through ops/registry.h"
 
 /usr/bin/python3 scripts/line_budget.py

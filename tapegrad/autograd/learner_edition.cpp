@@ -4,7 +4,7 @@
 #include <new>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/fast_ops.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/threads.h"
 

@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/profile/profile.h"
@@ -60,9 +59,7 @@ Finite finiteness(const Tensor& t) {
 }
 
 std::string shapes_of(const std::vector<Shape>& shapes) {
-  std::vector<std::string> parts;
-  for (const Shape& s : shapes) parts.push_back(fmt::format("{}", s));
-  return fmt::format("{}", fmt::join(parts, ", "));
+  return fmt::format("{}", fmt::join(shapes, ", "));
 }
 
 // Recording on for a backward that creates a graph, whatever the caller's mode; off otherwise.
@@ -77,6 +74,20 @@ void add_in_place(Tensor& dst, const Tensor& g) {
 }
 
 thread_local int t_walks = 0;  // walks running on this thread: the tape is not compacted then
+
+// What record() is given by an op, a user's included: new tensors as outputs, and a backward.
+void check_record(const char* op, const std::vector<Tensor*>& outs, const Derivative& d) {
+  TG_CHECK(!outs.empty(), "{}: an op records at least one output", op);
+  TG_CHECK(d.backward || d.reference,
+           "{}: record() needs a backward function (or, for a composite op, a reference)", op);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    TG_CHECK(outs[k] != nullptr && outs[k]->defined(), "{}: output {} is not a tensor", op, k);
+    TG_CHECK(!outs[k]->impl().node,
+             "{}: output {} already belongs to a graph (an input, or another op's output); an op "
+             "records a new tensor",
+             op, k);
+  }
+}
 
 }  // namespace
 
@@ -191,7 +202,6 @@ bool grad_enabled() { return t_grad_enabled; }
 bool anomaly_enabled() { return t_anomaly; }
 bool tape_details() { return t_details || t_anomaly; }
 bool reference_mode() { return t_reference; }
-const FastOps* fast_ops() { return t_reference ? nullptr : installed_fast_ops(); }
 Precision product_precision(DType dtype) {
   return dtype == DType::Float32 ? t_autocast : Precision::Float32;
 }
@@ -277,22 +287,6 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& out, Deri
             std::initializer_list<Saved> saved) {
   record(op, inputs, std::vector<Tensor*>{&out}, std::move(derivative), saved);
 }
-
-namespace {
-// What record() is given by an op, a user's included: new tensors as outputs, and a backward.
-void check_record(const char* op, const std::vector<Tensor*>& outs, const Derivative& d) {
-  TG_CHECK(!outs.empty(), "{}: an op records at least one output", op);
-  TG_CHECK(d.backward || d.reference,
-           "{}: record() needs a backward function (or, for a composite op, a reference)", op);
-  for (size_t k = 0; k < outs.size(); ++k) {
-    TG_CHECK(outs[k] != nullptr && outs[k]->defined(), "{}: output {} is not a tensor", op, k);
-    TG_CHECK(!outs[k]->impl().node,
-             "{}: output {} already belongs to a graph (an input, or another op's output); an op "
-             "records a new tensor",
-             op, k);
-  }
-}
-}  // namespace
 
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor*>& outs,
             Derivative derivative, std::initializer_list<Saved> saved) {
@@ -504,7 +498,7 @@ class Walker {
     const profile::Scope profile_scope(e->op, true, &e->module);
     const Derivative& d = e->derivative;
     const AutocastGuard precision(e->precision);
-    if (d.fast && !walk_.create_graph && fast_ops()) {
+    if (d.fast && !walk_.create_graph && !t_reference) {
       d.fast(douts[0], grads);
     } else if (d.backward) {
       d.backward(douts[0], grads);

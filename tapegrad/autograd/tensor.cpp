@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <string>
 #include <unordered_map>
 
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -41,6 +41,17 @@ double read_as_double(const Tensor& t, int64_t storage_offset) {
     using T = decltype(tag);
     return static_cast<double>(static_cast<const T*>(t.impl().storage->data())[storage_offset]);
   });
+}
+
+// A tensor of draw() in each element, in order.
+template <class Draw>
+Tensor drawn(const char* op, const Shape& shape, DType dtype, Draw draw) {
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (T& v : std::span(t.data<T>(), static_cast<size_t>(t.numel()))) v = static_cast<T>(draw());
+  });
+  return t;
 }
 
 }  // namespace
@@ -96,48 +107,6 @@ template std::vector<bool> Tensor::to_vector() const;
 
 // ---------------------------------------------------------------------------------------------
 // Copies and conversions
-
-Tensor Tensor::to(DType target) const {
-  if (target == dtype()) return *this;
-  const profile::Scope profile_scope("to");
-  Tensor out = empty(shape(), target);
-  const Shape& st = strides();
-  const Shape& ost = out.strides();
-  dispatch_all(dtype(), [&](auto src_tag) {
-    using S = decltype(src_tag);
-    dispatch_all(target, [&](auto dst_tag) {
-      using D = decltype(dst_tag);
-      const S* src = data<S>();
-      D* dst = out.data<D>();
-      for_each_offset<2>(shape(), {&ost, &st},
-                         [&](const auto& o) { dst[o[0]] = static_cast<D>(src[o[1]]); });
-    });
-  });
-  if (is_floating(target) && is_floating(dtype()) && recording(*this)) {
-    const DType source = dtype();
-    // d(to(x))/dx = 1: the gradient converted back to x's dtype.
-    const auto backward = [source](const Tensor& dout, Grads& g) { g.pass(0, dout.to(source)); };
-    record("to", {*this}, out, {.backward = backward});
-  }
-  return out;
-}
-
-Tensor Tensor::clone() const {
-  const profile::Scope profile_scope(is_contiguous() ? "clone" : "contiguous");
-  Tensor out = empty(shape(), dtype());
-  const Shape& st = strides();
-  dispatch_all(dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    copy_strided(out.data<T>(), out.strides(), data<T>(), st, shape(), false);
-  });
-  if (recording(*this)) {
-    const char* op = is_contiguous() ? "clone" : "contiguous";
-    // d(copy(x))/dx = 1
-    const auto backward = [](const Tensor& dout, Grads& g) { g.pass(0, dout); };
-    record(op, {*this}, out, {.backward = backward});
-  }
-  return out;
-}
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
@@ -291,15 +260,7 @@ template Tensor from_vector(const std::vector<int64_t>&, const Shape&);
 
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
   TG_CHECK(low <= high, "uniform: low {} is above high {}", low, high);
-  Tensor t = empty(shape, dtype);
-  dispatch_floating("uniform", dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = t.data<T>();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) {
-      p[i] = static_cast<T>(low + (high - low) * gen.uniform());
-    }
-  });
-  return t;
+  return drawn("uniform", shape, dtype, [&] { return low + (high - low) * gen.uniform(); });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
@@ -315,15 +276,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
 
 Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen, DType dtype) {
   TG_CHECK(stddev >= 0, "normal: negative stddev {}", stddev);
-  Tensor t = empty(shape, dtype);
-  dispatch_floating("normal", dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = t.data<T>();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) {
-      p[i] = static_cast<T>(mean + stddev * gen.normal());
-    }
-  });
-  return t;
+  return drawn("normal", shape, dtype, [&] { return mean + stddev * gen.normal(); });
 }
 
 }  // namespace tapegrad

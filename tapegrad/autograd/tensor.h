@@ -89,7 +89,9 @@ class Tensor {
   template <class T>
   std::vector<T> to_vector() const;
 
-  // Differentiable conversion (between float types; to int64/bool it cuts the graph).
+  // Differentiable conversion (between float types; to int64/bool it cuts the graph). It and
+  // clone are ops, recorded on the tape: they are defined with the shape ops
+  // (ops/shape_ops.cpp).
   Tensor to(DType dtype) const;
   // Differentiable packed copy.
   Tensor clone() const;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "helpers.h"
-#include "tapegrad/autograd/fast_ops.h"
+#include "tapegrad/autograd/ops/registry.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "helpers.h"
-#include "tapegrad/autograd/fast_ops.h"
+#include "tapegrad/autograd/ops/registry.h"
 
 using namespace tapegrad;
 using testing::random_leaf;

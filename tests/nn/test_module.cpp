@@ -1,6 +1,6 @@
 // Module: names, counts, modes, dtype conversion, summary, shape trace, name errors.
 #include "helpers.h"
-#include "tapegrad/autograd/fast_ops.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/check/gradcheck_module.h"
 #include "tapegrad/nn/nn.h"
 

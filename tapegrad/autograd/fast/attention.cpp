@@ -816,7 +816,7 @@ Tensor fast_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   if (weights_out) *weights_out = transpose(slice(weights, 3, 0, T), 2, 3);
 
   if (graph) {
-    record("attention", {q, k, v}, out,
+    record(op_name("attention"), {q, k, v}, out,
            {.fast =
                 [q = q.detach(), k = k.detach(), v = v.detach(), weights, kept, x, mask, dropout,
                  product_flops, bf16, precision](const Tensor& dout_in, Grads& g) {

@@ -1,4 +1,4 @@
-// The fast room's table (fast_ops.h): what the ops of ops/ run when the library is built with
+// The fast room's table (ops/registry.h): what the ops of ops/ run when the library is built with
 // the fast room (-DTAPEGRAD_FAST=ON, the default).
 #include "tapegrad/autograd/fast/fast_room.h"
 

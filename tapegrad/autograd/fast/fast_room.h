@@ -1,11 +1,11 @@
 // The fast room's ops, one family a file, gathered by fast_ops.cpp into the table the ops of
-// ops/ ask for (fast_ops.h). Each takes its op's arguments already checked there.
+// ops/ ask for (ops/registry.h). Each takes its op's arguments already checked there.
 #pragma once
 
 #include <cstdint>
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/dropout.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/tape.h"
 
 namespace tapegrad {

@@ -264,7 +264,8 @@ Tensor fast_layer_norm(const Tensor& input, const Tensor& weight, const Tensor& 
       return std::vector{layer_norm_reference(g.input(0, x), with_w ? g.input(iw, w) : w,
                                               with_b ? g.input(ib, b) : b, eps)};
     };
-    record("layer_norm", inputs, out, {.fast = std::move(fast), .reference = std::move(reference)});
+    record(op_name("layer_norm"), inputs, out,
+           {.fast = std::move(fast), .reference = std::move(reference)});
     if (tape_details()) {
       std::vector<SavedBuffer> saved{{"x", x}, {"mean", mean}, {"rstd", rstd}};
       if (with_w) saved.emplace_back("w", w);

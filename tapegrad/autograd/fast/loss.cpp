@@ -93,7 +93,7 @@ Tensor fast_cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
     *out.data<T>() = static_cast<T>(count > 0 ? total / static_cast<double>(count) : 0.0);
   });
   if (recording(logits)) {
-    record("cross_entropy", {logits}, out,
+    record(op_name("cross_entropy"), {logits}, out,
            {.fast =
                 [logits = logits.detach(), targets, lse, N, C, eps, count,
                  ignore = options.ignore_index](const Tensor& dout, Grads& g) {

@@ -144,7 +144,7 @@ Tensor fast_matmul(const Tensor& a_in, const Tensor& b_in) {
   if (recording(a, b)) {
     const Shape a_grad_strides = strides_of(a, contiguous_strides(a.shape()));
     const Shape b_grad_strides = strides_of(b, contiguous_strides(b.shape()));
-    record("matmul", {a, b}, out,
+    record(op_name("matmul"), {a, b}, out,
            {.backward = matmul_backward(a, b),
             .fast =
                 [a = a.detach(), b = b.detach(), la, lb, batch, M, N, K, sa, sb, sc, a_grad_strides,
@@ -484,7 +484,7 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
     });
   });
   if (record_it) {
-    record("linear", inputs, out,
+    record(op_name("linear"), inputs, out,
            {.fast =
                 [backward = LinearBackward{x.detach(), w.detach(), tail ? out.detach() : Tensor(),
                                            slope, activation, mask, scale, drop, tail, b.defined(),

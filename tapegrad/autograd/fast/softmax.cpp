@@ -97,7 +97,7 @@ Tensor fast_masked_softmax(const Tensor& input, const Tensor& mask) {
   });
   if (recording(x)) {
     // The backward is softmax's: a blocked position has y = 0, so it gets no gradient.
-    record("masked_softmax", {x}, out,
+    record(op_name("masked_softmax"), {x}, out,
            {.backward = softmax_backward(out.detach(), -1, false),
             .fast =
                 [y = out.detach(), r](const Tensor& dout, Grads& g) {

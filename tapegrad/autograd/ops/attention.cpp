@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/matmul.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/profile/profile.h"
@@ -31,11 +31,6 @@ uint64_t check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int6
   TG_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(),
            "attention: dtypes differ: q {}, k {}, v {}", q.dtype(), k.dtype(), v.dtype());
   TG_CHECK(heads > 0 && C % heads == 0, "attention: {} heads do not divide C = {}", heads, C);
-  TG_CHECK(options.dropout >= 0 && options.dropout <= 1,
-           "attention: dropout must be in [0, 1], got {}", options.dropout);
-  const bool drop = options.training && options.dropout > 0;
-  TG_CHECK(!drop || options.gen != nullptr,
-           "attention: dropout {} in training needs a generator (options.gen)", options.dropout);
   if (const Tensor& blocked = options.blocked; blocked.defined()) {
     const Shape wshape{B, heads, T, S};
     TG_CHECK(blocked.dtype() == DType::Bool, "attention: blocked mask must be bool, got {}",
@@ -44,14 +39,14 @@ uint64_t check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int6
              "attention: blocked mask {} does not broadcast to [B, H, T, S] = {}", blocked.shape(),
              wshape);
   }
-  return drop ? options.gen->next_u64() : 0;
+  return dropout_key("attention", options.dropout, options.training, options.gen, "options.gen");
 }
 
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                  const AttentionOptions& options, Tensor* weights) {
-  const profile::Scope profile_scope("attention");
+  const profile::Scope profile_scope(op_name("attention"));
   const uint64_t key = check_attention(q, k, v, heads, options);
   const double p = options.training ? options.dropout : 0;
   if (const FastOps* fast = fast_ops()) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/profile/profile.h"
@@ -33,6 +34,15 @@ DropoutMask::DropoutMask(double p, uint64_t key)
       offset(static_cast<uint32_t>(counter_bits(key, 0) >> 32)),
       salt0(static_cast<uint32_t>(counter_bits(key, 0))) {}
 
+uint64_t dropout_key(const char* op, double p, bool training, Generator* gen,
+                     const char* gen_field) {
+  TG_CHECK(p >= 0 && p <= 1, "{}: dropout must be in [0, 1], got {}", op, p);
+  const bool drop = training && p > 0;
+  TG_CHECK(!drop || gen != nullptr, "{}: dropout {} in training needs a generator ({})", op, p,
+           gen_field);
+  return drop ? gen->next_u64() : 0;
+}
+
 Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
   TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0) return input;
@@ -40,7 +50,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
 }
 
 Tensor dropout(const Tensor& input, double p, uint64_t key) {
-  const profile::Scope profile_scope("dropout");
+  const profile::Scope profile_scope(op_name("dropout"));
   TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
   if (p == 0) return input;
   const Tensor x = input.contiguous();
@@ -60,7 +70,7 @@ Tensor dropout(const Tensor& input, double p, uint64_t key) {
   });
   if (recording(x)) {
     // dx = keep ? dout * scale : 0, the mask drawn again from the key
-    record("dropout", {x}, out, {.backward = [p, key](const Tensor& dout, Grads& g) {
+    record(op_name("dropout"), {x}, out, {.backward = [p, key](const Tensor& dout, Grads& g) {
              g.pass(0, dropout(dout, p, key));
            }});
   }

@@ -13,6 +13,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // how a fused op's reference draws the fused kernel's mask again.
 Tensor dropout(const Tensor& x, double p, uint64_t key);
 
+// The dropout settings of a fused op (linear, attention, add_layer_norm) checked, the messages
+// naming op and where its generator is given (gen_field): p in [0, 1], and in training with
+// p > 0 a generator, whose one draw is returned as the mask's key; 0 when no dropout applies.
+uint64_t dropout_key(const char* op, double p, bool training, Generator* gen,
+                     const char* gen_field);
+
 // Which elements a dropout of probability p keeps, given its key (one draw of the caller's
 // generator): element i when dropout_bits(i's low 32 bits + offset, salt(i's high 32 bits)) >=
 // p * 2^32, dropout_bits a 32-bit hash (Wellons' prospector, TheIronBorn's constants). Each

@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/profile/profile.h"
@@ -93,136 +94,6 @@ Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
 // relu's gradient: d where y > 0, else 0 (0 at x = 0, as PyTorch)
 Tensor relu_gate(const Tensor& d, const Tensor& y) { return masked_fill(d, eq(y, 0), 0); }
 
-}  // namespace
-
-// d(a+b)/da = 1, d(a+b)/db = 1
-Tensor add(const Tensor& a, const Tensor& b) {
-  return binary<false>(
-      "add", a, b, [](auto x, auto y) { return x + y; },
-      [](const auto& d, const auto&, const auto&) { return d; },
-      [](const auto& d, const auto&, const auto&) { return d; });
-}
-
-// d(a-b)/da = 1, d(a-b)/db = -1
-Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary<false>(
-      "sub", a, b, [](auto x, auto y) { return x - y; },
-      [](const auto& d, const auto&, const auto&) { return d; },
-      [](const auto& d, const auto&, const auto&) { return -d; });
-}
-
-// d(ab)/da = b, d(ab)/db = a
-Tensor mul(const Tensor& a, const Tensor& b) {
-  return binary<true>(
-      "mul", a, b, [](auto x, auto y) { return x * y; },
-      [](const auto& d, const auto&, const auto& y) { return d * y; },
-      [](const auto& d, const auto& x, const auto&) { return d * x; });
-}
-
-// d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
-Tensor div(const Tensor& a, const Tensor& b) {
-  return binary<true>(
-      "div", a, b, [](auto x, auto y) { return x / y; },
-      [](const auto& d, const auto&, const auto& y) { return d / y; },
-      [](const auto& d, const auto& x, const auto& y) { return -(d * x / (y * y)); });
-}
-
-Tensor add(const Tensor& x, double s) { return affine("add", x, 1.0, s); }
-Tensor sub(const Tensor& x, double s) { return affine("sub", x, 1.0, -s); }
-Tensor mul(const Tensor& x, double s) { return affine("mul", x, s, 0.0); }
-Tensor div(const Tensor& x, double s) { return affine("div", x, 1.0 / s, 0.0); }
-Tensor neg(const Tensor& x) { return affine("neg", x, -1.0, 0.0); }
-
-// d exp(x) = exp(x) = y
-Tensor exp(const Tensor& x) {
-  return unary(
-      "exp", x, Saves::Output, [](auto v) { return std::exp(v); },
-      [](const auto& d, const auto& y) { return d * y; });
-}
-
-// d sin(x) = cos(x)
-Tensor sin(const Tensor& x) {
-  return unary(
-      "sin", x, Saves::Input, [](auto v) { return std::sin(v); },
-      [](const auto& d, const auto& x) { return d * cos(x); });
-}
-
-// d cos(x) = -sin(x)
-Tensor cos(const Tensor& x) {
-  return unary(
-      "cos", x, Saves::Input, [](auto v) { return std::cos(v); },
-      [](const auto& d, const auto& x) { return -(d * sin(x)); });
-}
-
-// d log(x) = 1/x
-Tensor log(const Tensor& x) {
-  return unary(
-      "log", x, Saves::Input, [](auto v) { return std::log(v); },
-      [](const auto& d, const auto& x) { return d / x; });
-}
-
-// d sqrt(x) = 1 / (2 sqrt(x)) = 1 / 2y
-Tensor sqrt(const Tensor& x) {
-  return unary(
-      "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); },
-      [](const auto& d, const auto& y) { return d / (y + y); });
-}
-
-// d tanh(x) = 1 - tanh(x)^2 = 1 - y^2
-Tensor tanh(const Tensor& x) {
-  return unary(
-      "tanh", x, Saves::Output, [](auto v) { return std::tanh(v); },
-      [](const auto& d, const auto& y) { return d * (1 - y * y); });
-}
-
-// d relu(x) = 1 where y > 0, else 0
-Tensor relu(const Tensor& x) {
-  return unary(
-      "relu", x, Saves::Output, [](auto v) { return v > 0 ? v : decltype(v){0}; },
-      [](const auto& d, const auto& y) { return relu_gate(d, y); });
-}
-
-// gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2
-// d gelu(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-Tensor gelu(const Tensor& x) {
-  return unary(
-      "gelu", x, Saves::Input, [](auto v) { return detail::gelu_of(v); },
-      [](const auto& d, const auto& x) { return d * gelu_slope(x); });
-}
-
-Tensor gelu_slope(const Tensor& x) {
-  const Tensor cdf = mul(add(erf(mul(x, 1 / std::numbers::sqrt2)), 1.0), 0.5);
-  const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-  return add(cdf, mul(x, pdf));
-}
-
-// d erf(x) = 2 / sqrt(pi) exp(-x^2)
-Tensor erf(const Tensor& x) {
-  return unary(
-      "erf", x, Saves::Input, [](auto v) { return std::erf(v); },
-      [](const auto& d, const auto& x) {
-        return d * exp(-(x * x)) * (2 * std::numbers::inv_sqrtpi);
-      });
-}
-
-// d x^p = p x^(p-1)
-Tensor pow(const Tensor& x, double p) {
-  return unary(
-      "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
-      [p](const auto& d, const auto& x) { return d * pow(x, p - 1) * p; });
-}
-
-// d base^x = base^x ln(base) = y ln(base)
-Tensor pow(double base, const Tensor& x) {
-  TG_CHECK(base > 0, "pow: the base of a tensor exponent must be positive, got {}", base);
-  const double ln_base = std::log(base);
-  return unary(
-      "pow", x, Saves::Output,
-      [base](auto v) { return static_cast<decltype(v)>(std::pow(base, v)); },
-      [ln_base](const auto& d, const auto& y) { return d * y * ln_base; });
-}
-
-namespace {
 // The elements above (tril) or below (triu) a diagonal blocked; a masked_fill, whose derivative
 // is theirs.
 Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
@@ -236,13 +107,141 @@ Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
   }
   return masked_fill(x, blocked, 0);
 }
+
 }  // namespace
+
+// d(a+b)/da = 1, d(a+b)/db = 1
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary<false>(
+      op_name("add"), a, b, [](auto x, auto y) { return x + y; },
+      [](const auto& d, const auto&, const auto&) { return d; },
+      [](const auto& d, const auto&, const auto&) { return d; });
+}
+
+// d(a-b)/da = 1, d(a-b)/db = -1
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary<false>(
+      op_name("sub"), a, b, [](auto x, auto y) { return x - y; },
+      [](const auto& d, const auto&, const auto&) { return d; },
+      [](const auto& d, const auto&, const auto&) { return -d; });
+}
+
+// d(ab)/da = b, d(ab)/db = a
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary<true>(
+      op_name("mul"), a, b, [](auto x, auto y) { return x * y; },
+      [](const auto& d, const auto&, const auto& y) { return d * y; },
+      [](const auto& d, const auto& x, const auto&) { return d * x; });
+}
+
+// d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary<true>(
+      op_name("div"), a, b, [](auto x, auto y) { return x / y; },
+      [](const auto& d, const auto&, const auto& y) { return d / y; },
+      [](const auto& d, const auto& x, const auto& y) { return -(d * x / (y * y)); });
+}
+
+Tensor add(const Tensor& x, double s) { return affine(op_name("add"), x, 1.0, s); }
+Tensor sub(const Tensor& x, double s) { return affine(op_name("sub"), x, 1.0, -s); }
+Tensor mul(const Tensor& x, double s) { return affine(op_name("mul"), x, s, 0.0); }
+Tensor div(const Tensor& x, double s) { return affine(op_name("div"), x, 1.0 / s, 0.0); }
+Tensor neg(const Tensor& x) { return affine(op_name("neg"), x, -1.0, 0.0); }
+
+// d exp(x) = exp(x) = y
+Tensor exp(const Tensor& x) {
+  return unary(
+      op_name("exp"), x, Saves::Output, [](auto v) { return std::exp(v); },
+      [](const auto& d, const auto& y) { return d * y; });
+}
+
+// d sin(x) = cos(x)
+Tensor sin(const Tensor& x) {
+  return unary(
+      op_name("sin"), x, Saves::Input, [](auto v) { return std::sin(v); },
+      [](const auto& d, const auto& x) { return d * cos(x); });
+}
+
+// d cos(x) = -sin(x)
+Tensor cos(const Tensor& x) {
+  return unary(
+      op_name("cos"), x, Saves::Input, [](auto v) { return std::cos(v); },
+      [](const auto& d, const auto& x) { return -(d * sin(x)); });
+}
+
+// d log(x) = 1/x
+Tensor log(const Tensor& x) {
+  return unary(
+      op_name("log"), x, Saves::Input, [](auto v) { return std::log(v); },
+      [](const auto& d, const auto& x) { return d / x; });
+}
+
+// d sqrt(x) = 1 / (2 sqrt(x)) = 1 / 2y
+Tensor sqrt(const Tensor& x) {
+  return unary(
+      op_name("sqrt"), x, Saves::Output, [](auto v) { return std::sqrt(v); },
+      [](const auto& d, const auto& y) { return d / (y + y); });
+}
+
+// d tanh(x) = 1 - tanh(x)^2 = 1 - y^2
+Tensor tanh(const Tensor& x) {
+  return unary(
+      op_name("tanh"), x, Saves::Output, [](auto v) { return std::tanh(v); },
+      [](const auto& d, const auto& y) { return d * (1 - y * y); });
+}
+
+// d relu(x) = 1 where y > 0, else 0
+Tensor relu(const Tensor& x) {
+  return unary(
+      op_name("relu"), x, Saves::Output, [](auto v) { return v > 0 ? v : decltype(v){0}; },
+      [](const auto& d, const auto& y) { return relu_gate(d, y); });
+}
+
+// gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2
+// d gelu(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+Tensor gelu(const Tensor& x) {
+  return unary(
+      op_name("gelu"), x, Saves::Input, [](auto v) { return detail::gelu_of(v); },
+      [](const auto& d, const auto& x) { return d * gelu_slope(x); });
+}
+
+Tensor gelu_slope(const Tensor& x) {
+  const Tensor cdf = mul(add(erf(mul(x, 1 / std::numbers::sqrt2)), 1.0), 0.5);
+  const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  return add(cdf, mul(x, pdf));
+}
+
+// d erf(x) = 2 / sqrt(pi) exp(-x^2)
+Tensor erf(const Tensor& x) {
+  return unary(
+      op_name("erf"), x, Saves::Input, [](auto v) { return std::erf(v); },
+      [](const auto& d, const auto& x) {
+        return d * exp(-(x * x)) * (2 * std::numbers::inv_sqrtpi);
+      });
+}
+
+// d x^p = p x^(p-1)
+Tensor pow(const Tensor& x, double p) {
+  return unary(
+      op_name("pow"), x, Saves::Input, [p](auto v) { return decltype(v)(std::pow(v, p)); },
+      [p](const auto& d, const auto& x) { return d * pow(x, p - 1) * p; });
+}
+
+// d base^x = base^x ln(base) = y ln(base)
+Tensor pow(double base, const Tensor& x) {
+  TG_CHECK(base > 0, "pow: the base of a tensor exponent must be positive, got {}", base);
+  const double ln_base = std::log(base);
+  return unary(
+      op_name("pow"), x, Saves::Output,
+      [base](auto v) { return static_cast<decltype(v)>(std::pow(base, v)); },
+      [ln_base](const auto& d, const auto& y) { return d * y * ln_base; });
+}
 
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, true); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, false); }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  const profile::Scope profile_scope("masked_fill");
+  const profile::Scope profile_scope(op_name("masked_fill"));
   TG_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got {}", mask.dtype());
   TG_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(),
            "masked_fill: mask of shape {} does not broadcast to the input's shape {}", mask.shape(),
@@ -260,7 +259,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   });
   if (recording(x)) {
     // dx = dout where the mask is false, 0 where it is true
-    record("masked_fill", {x}, out,
+    record(op_name("masked_fill"), {x}, out,
            {.backward = [mask](const Tensor& dout,
                                Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
             .allow_inf = std::isinf(value)},
@@ -270,7 +269,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  const profile::Scope profile_scope("where");
+  const profile::Scope profile_scope(op_name("where"));
   TG_CHECK(cond.dtype() == DType::Bool, "where: condition must be bool, got {}", cond.dtype());
   TG_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: {} and {}", a.dtype(), b.dtype());
   const Shape shape =
@@ -290,7 +289,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
   if (recording(a, b)) {
     // da = dout where cond, db = dout where not cond; each summed to its operand's shape
-    record("where", {a, b}, out,
+    record(op_name("where"), {a, b}, out,
            {.backward =
                 [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
                   const Tensor zero = zeros_like(dout);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/profile/profile.h"
@@ -14,8 +15,7 @@ namespace tapegrad {
 
 namespace {
 
-Tensor gather_rows(const char* op, const Tensor& src, const Tensor& ids, int64_t skip,
-                   int64_t grad_skip);
+Tensor gather_rows(const Tensor& src, const Tensor& ids, int64_t skip, int64_t grad_skip);
 
 // src [N, C], ids [N] -> out [V, C]: out[v] = the sum of the rows src[n] with ids[n] == v,
 // leaving out the n with ids[n] == skip. Its derivative is the gather of the same rows.
@@ -34,11 +34,9 @@ Tensor scatter_rows(const Tensor& src, const Tensor& ids, int64_t V, int64_t ski
     }
   });
   if (recording(src)) {
-    record("embedding_backward", {src}, out,
-           {.backward =
-                [ids, skip](const Tensor& dout, Grads& g) {
-                  g.pass(0, gather_rows("embedding_backward_backward", dout, ids, skip, skip));
-                }},
+    record(op_name("embedding_backward"), {src}, out,
+           {.backward = [ids, skip](const Tensor& dout,
+                                    Grads& g) { g.pass(0, gather_rows(dout, ids, skip, skip)); }},
            {{"ids", ids}});
   }
   return out;
@@ -46,12 +44,11 @@ Tensor scatter_rows(const Tensor& src, const Tensor& ids, int64_t V, int64_t ski
 
 // src [V, C], ids [N] -> out [N, C]: out[n] = src[ids[n]], 0 where ids[n] == skip. Its
 // derivative is the scatter-add of dout into the rows, leaving out the ids equal to grad_skip.
-Tensor gather_rows(const char* op, const Tensor& src_in, const Tensor& ids, int64_t skip,
-                   int64_t grad_skip) {
+Tensor gather_rows(const Tensor& src_in, const Tensor& ids, int64_t skip, int64_t grad_skip) {
   const Tensor src = src_in.contiguous();
   const int64_t N = ids.numel(), V = src.size(0), C = src.size(1);
   Tensor out = zeros({N, C}, src.dtype());
-  dispatch_floating(op, src.dtype(), [&](auto tag) {
+  dispatch_floating(op_name("embedding"), src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t* pid = ids.data<int64_t>();
     const T* ps = src.data<T>();
@@ -61,7 +58,7 @@ Tensor gather_rows(const char* op, const Tensor& src_in, const Tensor& ids, int6
     }
   });
   if (recording(src)) {
-    record(op, {src}, out,
+    record(op_name("embedding"), {src}, out,
            {.backward =
                 [ids, V, grad_skip](const Tensor& dout, Grads& g) {
                   g.pass(0, scatter_rows(dout.contiguous(), ids, V, grad_skip));
@@ -74,7 +71,7 @@ Tensor gather_rows(const char* op, const Tensor& src_in, const Tensor& ids, int6
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64_t> padding_idx) {
-  const profile::Scope profile_scope("embedding");
+  const profile::Scope profile_scope(op_name("embedding"));
   TG_CHECK(weight.dim() == 2, "embedding: weight must be [V, C], got shape {}", weight.shape());
   TG_CHECK(ids_in.dtype() == DType::Int64, "embedding: ids must be int64, got {} of shape {}",
            ids_in.dtype(), ids_in.shape());
@@ -92,7 +89,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64
   Shape shape = ids.shape();
   shape.push_back(C);
   // every row looked up; the padding row's gradient left out
-  return reshape(gather_rows("embedding", weight, ids, -1, padding_idx.value_or(-1)), shape);
+  return reshape(gather_rows(weight, ids, -1, padding_idx.value_or(-1)), shape);
 }
 
 }  // namespace tapegrad

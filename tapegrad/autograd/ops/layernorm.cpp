@@ -4,10 +4,10 @@
 // same faster are the fast room's (fast/layernorm.cpp).
 #include "tapegrad/autograd/ops/layernorm.h"
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
@@ -29,18 +29,22 @@ void check_norm(const char* op, const Tensor& input, const Tensor& weight, const
   }
 }
 
-// add_layer_norm's and add_and_layer_norm's checks; the dropout mask's key, drawn when it applies.
-uint64_t check_add_norm(const char* op, const Tensor& x, const Tensor& d, const Tensor& weight,
-                        const Tensor& bias, double eps, double dropout, bool training,
-                        Generator* gen) {
+// add_layer_norm (keep_sum false: the norm only) and add_and_layer_norm, named `op`: the checks,
+// the dropout mask's key drawn when it applies, then the fast room or the reference.
+SumNorm add_norm(const char* op, const Tensor& x, const Tensor& d, const Tensor& weight,
+                 const Tensor& bias, double eps, double dropout, bool training, Generator* gen,
+                 bool keep_sum) {
+  const profile::Scope profile_scope(op);
   check_norm(op, x, weight, bias, eps);
   TG_CHECK(x.shape() == d.shape() && x.dtype() == d.dtype(),
            "{}: x {} {} and d {} {} must have one shape and dtype", op, x.dtype(), x.shape(),
            d.dtype(), d.shape());
-  TG_CHECK(dropout >= 0 && dropout <= 1, "{}: dropout must be in [0, 1], got {}", op, dropout);
-  const bool drop = training && dropout > 0;
-  TG_CHECK(!drop || gen != nullptr, "{}: dropout {} in training needs a generator", op, dropout);
-  return drop ? gen->next_u64() : 0;
+  const uint64_t key = dropout_key(op, dropout, training, gen, "gen");
+  const double p = training ? dropout : 0;
+  if (const FastOps* fast = fast_ops()) {
+    return fast->add_norm(op, x, d, weight, bias, eps, p, key, keep_sum);
+  }
+  return add_and_layer_norm_reference(x, d, weight, bias, eps, p, key);
 }
 
 }  // namespace
@@ -61,7 +65,7 @@ SumNorm add_and_layer_norm_reference(const Tensor& x, const Tensor& d, const Ten
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  const profile::Scope profile_scope("layer_norm");
+  const profile::Scope profile_scope(op_name("layer_norm"));
   check_norm("layer_norm", x, weight, bias, eps);
   if (const FastOps* fast = fast_ops()) return fast->layer_norm(x, weight, bias, eps);
   return layer_norm_reference(x, weight, bias, eps);
@@ -69,26 +73,15 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight, const Tensor& bias,
                       double eps, double dropout, bool training, Generator* gen) {
-  const char* op = "add_layer_norm";
-  const profile::Scope profile_scope(op);
-  const uint64_t key = check_add_norm(op, x, d, weight, bias, eps, dropout, training, gen);
-  const double p = training ? dropout : 0;
-  if (const FastOps* fast = fast_ops()) {
-    return fast->add_norm(op, x, d, weight, bias, eps, p, key, false).norm;
-  }
-  return add_and_layer_norm_reference(x, d, weight, bias, eps, p, key).norm;
+  return add_norm(op_name("add_layer_norm"), x, d, weight, bias, eps, dropout, training, gen, false)
+      .norm;
 }
 
 SumNorm add_and_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight,
                            const Tensor& bias, double eps, double dropout, bool training,
                            Generator* gen) {
-  const char* op = "add_and_layer_norm";
-  const profile::Scope profile_scope(op);
-  const uint64_t key = check_add_norm(op, x, d, weight, bias, eps, dropout, training, gen);
-  const double p = training ? dropout : 0;
-  if (const FastOps* fast = fast_ops())
-    return fast->add_norm(op, x, d, weight, bias, eps, p, key, true);
-  return add_and_layer_norm_reference(x, d, weight, bias, eps, p, key);
+  return add_norm(op_name("add_and_layer_norm"), x, d, weight, bias, eps, dropout, training, gen,
+                  true);
 }
 
 }  // namespace tapegrad

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/softmax.h"
 #include "tapegrad/profile/profile.h"
 
@@ -36,7 +36,7 @@ Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets,
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
                      const CrossEntropyOptions& options) {
-  const profile::Scope profile_scope("cross_entropy");
+  const profile::Scope profile_scope(op_name("cross_entropy"));
   TG_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, C], got shape {}", logits.shape());
   TG_CHECK(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64, got {}",
            targets.dtype());

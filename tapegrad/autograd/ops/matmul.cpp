@@ -10,10 +10,10 @@
 #include <span>
 #include <type_traits>
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
@@ -76,7 +76,7 @@ BackwardFn matmul_backward(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  const profile::Scope profile_scope("matmul");
+  const profile::Scope profile_scope(op_name("matmul"));
   TG_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2,
            "matmul: operands need rank >= 2, got shapes {} and {}", a_in.shape(), b_in.shape());
   TG_CHECK(a_in.dtype() == b_in.dtype(), "matmul: dtypes differ: {} and {}", a_in.dtype(),
@@ -87,7 +87,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = plain_matmul("matmul", a_in, b_in, product_precision(a_in.dtype()));
   profile::note_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a_in.size(-1)));
   if (recording(a_in, b_in)) {
-    record("matmul", {a_in, b_in}, out, {.backward = matmul_backward(a_in, b_in)},
+    record(op_name("matmul"), {a_in, b_in}, out, {.backward = matmul_backward(a_in, b_in)},
            {{"a", a_in}, {"b", b_in}});
   }
   return out;
@@ -95,7 +95,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
               const LinearEpilogue& epilogue) {
-  const profile::Scope profile_scope("linear");
+  const profile::Scope profile_scope(op_name("linear"));
   TG_CHECK(x_in.dim() >= 1, "linear: input must have rank >= 1, got shape {}", x_in.shape());
   TG_CHECK(weight.dim() == 2 && weight.size(1) == x_in.size(-1),
            "linear: weight must be [OC, {}] for input {}, got {}", x_in.size(-1), x_in.shape(),
@@ -106,13 +106,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   TG_CHECK(x_in.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x_in.dtype()),
            "linear: dtypes differ: input {}, weight {}{}", x_in.dtype(), weight.dtype(),
            bias.defined() ? fmt::format(", bias {}", bias.dtype()) : "");
-  TG_CHECK(epilogue.dropout >= 0 && epilogue.dropout <= 1,
-           "linear: dropout must be in [0, 1], got {}", epilogue.dropout);
-  const bool drop = epilogue.training && epilogue.dropout > 0;
-  TG_CHECK(!drop || epilogue.gen != nullptr,
-           "linear: dropout {} in training needs a generator (epilogue.gen)", epilogue.dropout);
-  const uint64_t key = drop ? epilogue.gen->next_u64() : 0;
-  const double p = drop ? epilogue.dropout : 0;
+  const uint64_t key =
+      dropout_key("linear", epilogue.dropout, epilogue.training, epilogue.gen, "epilogue.gen");
+  const double p = epilogue.training ? epilogue.dropout : 0;
   if (const FastOps* fast = fast_ops()) {
     return fast->linear(x_in, weight, bias, epilogue.activation, p, key);
   }

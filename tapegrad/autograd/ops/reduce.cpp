@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
@@ -116,18 +116,18 @@ std::vector<int64_t> argmax_flat(const char* op, const Tensor& x, const Plan& p)
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return scaled_sum("sum", x, plan("sum", x.shape(), dims, keepdim), 1.0);
+  return scaled_sum(op_name("sum"), x, plan("sum", x.shape(), dims, keepdim), 1.0);
 }
 
 // mean = sum / count; d mean / dx = 1 / count
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const Plan p = plan("mean", x.shape(), dims, keepdim);
   TG_CHECK(p.count > 0, "mean: cannot average over an empty dim of shape {}", x.shape());
-  return scaled_sum("mean", x, p, 1.0 / static_cast<double>(p.count));
+  return scaled_sum(op_name("mean"), x, p, 1.0 / static_cast<double>(p.count));
 }
 
 Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) {
-  const profile::Scope profile_scope("max");
+  const profile::Scope profile_scope(op_name("max"));
   const Tensor x = input.contiguous();
   const Plan p = plan("max", x.shape(), dims, keepdim);
   Tensor out = empty(p.out_shape, x.dtype());
@@ -143,7 +143,7 @@ Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) 
     // dx = dout at each winning position, 0 elsewhere: only the winner moves the max
     Tensor won = zeros(x.shape(), DType::Bool);
     for (const int64_t i : index) won.data<bool>()[i] = true;
-    record("max", {x}, out,
+    record(op_name("max"), {x}, out,
            {.backward =
                 [won, kept = kept_shape(x.shape(), p)](const Tensor& dout, Grads& g) {
                   const Tensor spread = expand(reshape(dout, kept), won.shape());

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/profile/profile.h"
@@ -62,7 +63,7 @@ Tensor same_elements(const char* op, const Tensor& x, const Shape& shape, const 
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& requested) {
-  const profile::Scope profile_scope("view");
+  const profile::Scope profile_scope(op_name("view"));
   Shape shape = requested;
   int64_t known = 1;
   auto infer = shape.end();
@@ -86,7 +87,7 @@ Tensor view(const Tensor& x, const Shape& requested) {
   TG_CHECK(x.is_contiguous(),
            "view: tensor of shape {} with strides {} is not contiguous; use reshape()", x.shape(),
            x.strides());
-  return same_elements("view", x, shape, contiguous_strides(shape));
+  return same_elements(op_name("view"), x, shape, contiguous_strides(shape));
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) { return view(x.contiguous(), shape); }
@@ -98,7 +99,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   const int64_t stride = d < x.dim() ? strides[d] * shape[d] : 1;
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
-  return same_elements("unsqueeze", x, shape, strides);
+  return same_elements(op_name("unsqueeze"), x, shape, strides);
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
@@ -108,11 +109,11 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
   Shape shape = x.shape(), strides = x.strides();
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
-  return same_elements("squeeze", x, shape, strides);
+  return same_elements(op_name("squeeze"), x, shape, strides);
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
-  const profile::Scope profile_scope("permute");
+  const profile::Scope profile_scope(op_name("permute"));
   TG_CHECK(static_cast<int64_t>(dims.size()) == x.dim(),
            "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape());
   std::vector<int64_t> perm(dims.size());
@@ -131,7 +132,7 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   if (recording(x)) {
     // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
     // output dim k's stride.
-    record("permute", {x}, out, {.backward = [perm](const Tensor& dout, Grads& g) {
+    record(op_name("permute"), {x}, out, {.backward = [perm](const Tensor& dout, Grads& g) {
              std::vector<int64_t> inverse(perm.size());
              for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
              g.pass(0, permute(dout, inverse));
@@ -149,7 +150,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  const profile::Scope profile_scope("slice");
+  const profile::Scope profile_scope(op_name("slice"));
   const int64_t d = normalize_dim("slice", dim, x.dim());
   const int64_t n = x.shape()[d];
   const int64_t s = start < 0 ? start + n : start;
@@ -163,9 +164,49 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, strides);
   if (recording(x)) {
     // dx[.., s:e:step, ..] += dout
-    record("slice", {x}, out, {.backward = [d, s, step, n](const Tensor& dout, Grads& g) {
+    record(op_name("slice"), {x}, out, {.backward = [d, s, step, n](const Tensor& dout, Grads& g) {
              g.pass(0, unslice(dout, d, s, step, n));
            }});
+  }
+  return out;
+}
+
+// Tensor's copies, recorded as ops: to, clone, contiguous.
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  const profile::Scope profile_scope(op_name("to"));
+  Tensor out = empty(shape(), target);
+  dispatch_all(dtype(), [&](auto src_tag) {
+    using S = decltype(src_tag);
+    dispatch_all(target, [&](auto dst_tag) {
+      using D = decltype(dst_tag);
+      const S* src = data<S>();
+      D* dst = out.data<D>();
+      for_each_offset<2>(shape(), {&out.strides(), &strides()},
+                         [&](const auto& o) { dst[o[0]] = static_cast<D>(src[o[1]]); });
+    });
+  });
+  if (is_floating(target) && is_floating(dtype()) && recording(*this)) {
+    // d(to(x))/dx = 1: the gradient converted back to x's dtype.
+    record(op_name("to"), {*this}, out, {.backward = [source = dtype()](const Tensor& d, Grads& g) {
+             g.pass(0, d.to(source));
+           }});
+  }
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  const char* op = is_contiguous() ? op_name("clone") : op_name("contiguous");
+  const profile::Scope profile_scope(op);
+  Tensor out = empty(shape(), dtype());
+  dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    copy_strided(out.data<T>(), out.strides(), data<T>(), strides(), shape(), false);
+  });
+  if (recording(*this)) {
+    // d(copy(x))/dx = 1
+    record(op, {*this}, out, {.backward = [](const Tensor& d, Grads& g) { g.pass(0, d); }});
   }
   return out;
 }
@@ -218,7 +259,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
-  const profile::Scope profile_scope("expand");
+  const profile::Scope profile_scope(op_name("expand"));
   TG_CHECK(broadcast_shapes("expand", x.shape(), shape) == shape,
            "expand: shape {} does not broadcast to {}", x.shape(), shape);
   Tensor out = empty(shape, x.dtype());
@@ -232,13 +273,13 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     const auto backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
       g.pass(0, sum_to(dout, x_shape).contiguous());
     };
-    record("expand", {x}, out, {.backward = backward});
+    record(op_name("expand"), {x}, out, {.backward = backward});
   }
   return out;
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
-  const profile::Scope profile_scope("concat");
+  const profile::Scope profile_scope(op_name("concat"));
   TG_CHECK(!xs.empty(), "concat: no tensors given");
   const Tensor& first = xs.front();
   const int64_t d = normalize_dim("concat", dim, first.dim());
@@ -266,7 +307,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   }
   if (recording(xs)) {
     // d_i = dout[.., start_i : start_i + n_i, ..]
-    record("concat", xs, out, {.backward = [d, starts](const Tensor& dout, Grads& g) {
+    record(op_name("concat"), xs, out, {.backward = [d, starts](const Tensor& dout, Grads& g) {
              for (size_t i = 0; i < starts.size(); ++i) {
                const int64_t end = i + 1 < starts.size() ? starts[i + 1] : dout.shape()[d];
                if (g.wants(i)) g.pass(i, slice(dout, d, starts[i], end));

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "tapegrad/autograd/fast_ops.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
+#include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/profile/profile.h"
@@ -64,7 +64,8 @@ Tensor softmax_rows(const char* op, const Tensor& x, int64_t dim, bool log) {
   return out;
 }
 
-Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
+Tensor softmax_op(const Tensor& x, int64_t dim, bool log) {
+  const char* op = log ? op_name("log_softmax") : op_name("softmax");
   const profile::Scope profile_scope(op);
   if (const FastOps* fast = fast_ops()) return fast->softmax(op, x, dim, log);
   Tensor out = softmax_rows(op, x.contiguous(), dim, log);
@@ -82,13 +83,13 @@ BackwardFn softmax_backward(const Tensor& y, int64_t dim, bool log) {
   };
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", x, dim, false); }
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, false); }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op("log_softmax", x, dim, true); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, true); }
 
 // softmax's backward serves: a blocked position has y = 0, so it gets no gradient.
 Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
-  const profile::Scope profile_scope("masked_softmax");
+  const profile::Scope profile_scope(op_name("masked_softmax"));
   TG_CHECK(input.dim() >= 1, "masked_softmax: input must have rank >= 1, got shape {}",
            input.shape());
   TG_CHECK(mask.dtype() == DType::Bool, "masked_softmax: mask must be bool, got {}", mask.dtype());
@@ -100,8 +101,8 @@ Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
   Tensor out =
       softmax_rows("masked_softmax", masked_fill(input.detach(), mask, kNegInf), -1, false);
   if (recording(input)) {
-    record("masked_softmax", {input}, out, {.backward = softmax_backward(out.detach(), -1, false)},
-           {{"y", out}});
+    record(op_name("masked_softmax"), {input}, out,
+           {.backward = softmax_backward(out.detach(), -1, false)}, {{"y", out}});
   }
   return out;
 }
