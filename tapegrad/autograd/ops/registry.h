@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <string_view>
 #include <utility>
 
@@ -34,28 +33,29 @@ enum class OpKind {
   NoGradient,  // comparisons and indices: the output never requires grad
 };
 
-// Each kind's ops, by name: the function, and what the tape and the profile show. The
-// primitives of elementwise.h, reduce.h, shape_ops.h (Tensor's copies too), matmul.h,
-// softmax.h, embedding.h and dropout.h; the composites of matmul.h, layernorm.h, attention.h and
-// loss.h.
+// Each kind's ops by name, a space either side of each: the function, and what the tape and the
+// profile show. The primitives of elementwise.h, reduce.h, shape_ops.h (Tensor's copies too),
+// matmul.h, softmax.h, embedding.h and dropout.h; the composites of matmul.h, layernorm.h,
+// attention.h and loss.h.
 inline constexpr std::pair<OpKind, std::string_view> kOps[] = {
     {OpKind::Primitive,
-     "add sub mul div neg exp log sqrt tanh relu gelu erf pow sin cos masked_fill where "
+     " add sub mul div neg exp log sqrt tanh relu gelu erf pow sin cos masked_fill where "
      "sum mean max view unsqueeze squeeze permute slice expand concat to clone contiguous "
-     "matmul softmax log_softmax masked_softmax embedding embedding_backward dropout"},
+     "matmul softmax log_softmax masked_softmax embedding embedding_backward dropout "},
     {OpKind::Composite,
-     "linear layer_norm add_layer_norm add_and_layer_norm attention cross_entropy"},
-    {OpKind::Composed, "tril triu gelu_slope sum_to reshape transpose split chunk"},
-    {OpKind::NoGradient, "eq ne lt le gt ge floor_divide logical_or argmax"},
+     " linear layer_norm add_layer_norm add_and_layer_norm attention cross_entropy "},
+    {OpKind::Composed, " tril triu gelu_slope sum_to reshape transpose split chunk "},
+    {OpKind::NoGradient, " eq ne lt le gt ge floor_divide logical_or argmax "},
 };
 
 // `name`, checked to be an op of kOps: every name an op of the library records on the tape or
 // opens a profile scope with is written op_name("..."), so a name the list lacks stops the
 // compilation here.
 consteval const char* op_name(const char* name) {
+  const std::string_view n(name);
   for (const auto& [kind, names] : kOps) {
-    const std::string padded = " " + std::string(names) + " ";
-    if (padded.find(" " + std::string(name) + " ") != std::string::npos) return name;
+    for (size_t at = names.find(n); at != names.npos; at = names.find(n, at + 1))
+      if (names[at - 1] == ' ' && names[at + n.size()] == ' ') return name;
   }
   throw "op_name: no such op in kOps (tapegrad/autograd/ops/registry.h): list it there";
 }
