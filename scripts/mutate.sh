@@ -4,7 +4,8 @@
 # the suite fails (each binary stops at its first failure) or does not finish in 5 minutes.
 # Prints one line per mutant and the score; exits 1 when any survives (a survivor is a missing
 # test), and 2 before building anything when any mutant's text, whichever part runs, is not
-# in its file.
+# in its file. A mutant that `needs` a macro (`__AVX512F__`: its code is compiled only for a
+# CPU with AVX-512) is skipped, and said so, where the build's compiler does not define it.
 #   bash scripts/mutate.sh [--part K/N] [--only ID[,ID...]]
 # --part K/N takes every N-th mutant starting with the K-th (CI runs a rotating seventh).
 # The scratch copy is built once (Release, tests only) in $TAPEGRAD_MUTATE_DIR or a temporary
@@ -27,14 +28,16 @@ done
 k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]}
 
 # The list, parsed into parallel arrays; every field checked before anything is built.
-ids=() whats=() files=() finds=() replaces=() nths=()
+ids=() whats=() files=() finds=() replaces=() nths=() needs=()
 flush() {
   [[ -z ${id:-} ]] && return
   [[ -n ${file:-} && -n ${find:-} && -n ${replace+x} ]] ||
     { echo "mutate: mutant '$id' needs file, find and replace" >&2; exit 2; }
   ids+=("$id") whats+=("${what:-}") files+=("$file") finds+=("$find") replaces+=("$replace")
-  nths+=("${nth:-0}")
-  unset id what file find replace nth
+  [[ -z ${need:-} || $need =~ ^__[A-Z0-9_]+__$ ]] ||
+    { echo "mutate: mutant '$id' needs a macro such as __AVX512F__, got '$need'" >&2; exit 2; }
+  nths+=("${nth:-0}") needs+=("${need:-}")
+  unset id what file find replace nth need
 }
 while IFS= read -r line || [[ -n $line ]]; do
   [[ $line == \#* ]] && continue
@@ -42,6 +45,7 @@ while IFS= read -r line || [[ -n $line ]]; do
   key=${line%%: *} value=${line#*: }
   case $key in
     id | what | file | find | replace | nth) printf -v "$key" '%s' "$value" ;;
+    needs) need=$value ;;
     *) echo "mutate: unknown field '$key' in scripts/mutants.txt" >&2; exit 2 ;;
   esac
 done < scripts/mutants.txt
@@ -119,8 +123,21 @@ suite || status=$?
 ((status != 2)) || { cat "$scratch/build.log" >&2; echo "mutate: the unmutated copy does not build" >&2; exit 1; }
 ((status == 0)) || { tail -20 "$scratch/suite.log" >&2; echo "mutate: the unmutated suite fails" >&2; exit 1; }
 
-killed=0 survived=() start=$(date +%s)
+# Whether the build's compiler, with the build's -march, defines the macro $1.
+defines() {
+  local cxx march=()
+  cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$bld/CMakeCache.txt")
+  grep -q '^TAPEGRAD_NATIVE:BOOL=ON$' "$bld/CMakeCache.txt" && march=(-march=native)
+  "$cxx" "${march[@]}" -dM -E -x c++ /dev/null | grep -q "^#define $1 "
+}
+
+killed=0 skipped=0 survived=() start=$(date +%s)
 for i in "${selected[@]}"; do
+  if [[ -n ${needs[i]} ]] && ! defines "${needs[i]}"; then
+    skipped=$((skipped + 1))
+    printf 'skipped   %-30s its code is not in a build without %s\n' "${ids[i]}" "${needs[i]}"
+    continue
+  fi
   path=$src/${files[i]}
   cp -p "$path" "$scratch/original"
   if ! apply "$path" "${finds[i]}" "${replaces[i]}" "${nths[i]}"; then
@@ -146,6 +163,6 @@ for i in "${selected[@]}"; do
   touch "$path"
   rm "$scratch/original"
 done
-echo "mutation score: $killed of ${#selected[@]} killed (part $part of ${#ids[@]} mutants)," \
-  "$(($(date +%s) - start)) s"
+echo "mutation score: $killed of $((${#selected[@]} - skipped)) killed, $skipped skipped (part" \
+  "$part of ${#ids[@]} mutants), $(($(date +%s) - start)) s"
 ((${#survived[@]} == 0)) || { echo "survivors, each a missing test: ${survived[*]}" >&2; exit 1; }
