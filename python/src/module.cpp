@@ -310,9 +310,8 @@ void bind_tensor_autograd(py::class_<Tensor>& t) {
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
       .def_property_readonly("_grad_fn",  // the op that made it, for repr; None for a leaf
                              [](const Tensor& x) -> py::object {
-                               const auto& node = x.impl().node;
-                               if (!node || !node->grad_fn) return py::none();
-                               return py::str(node->grad_fn->op);
+                               if (const char* op = x.grad_fn()) return py::str(op);
+                               return py::none();
                              })
       .def_property(
           "grad",
@@ -539,7 +538,7 @@ void bind_functions(py::module_& m) {
 // Grad mode, grad() and the gradient checks.
 void bind_autograd(py::module_& m) {
   m.def("is_grad_enabled", &grad_enabled);
-  m.def("_set_grad_enabled", [](bool on) { detail::grad_mode() = on; });
+  m.def("_set_grad_enabled", [](bool on) { detail::modes().grad = on; });
   m.def("_grad", [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                     const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph,
                     bool allow_unused) {
@@ -649,10 +648,9 @@ void bind_nn_ops(py::module_& m) {
       "attention",
       [maybe](const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
               const py::object& blocked, double p, bool training) {
-        const AttentionOptions o{.blocked = maybe(blocked),
-                                 .dropout = p,
-                                 .training = training,
-                                 .gen = &default_generator()};
+        const AttentionOptions o{
+            .blocked = maybe(blocked),
+            .dropout = {.p = p, .training = training, .gen = &default_generator()}};
         const LongCall call;
         return attention(q, k, v, heads, o);
       },

@@ -41,7 +41,7 @@ void bind_viz(py::module_& m) {
         weights.detach(), source, target, title,
         {.legend = legend, .panels = panels, .high = high, .signed_scale = signed_scale});
   });
-  m.def("_set_tape_details", [](bool on) { return std::exchange(detail::details_mode(), on); });
+  m.def("_set_tape_details", [](bool on) { return std::exchange(detail::modes().details, on); });
   py::class_<viz::TapeDrawing>(m, "_TapeDrawing")
       .def(py::init<const std::vector<std::pair<std::string, Tensor>>&>())
       .def("svg", &viz::TapeDrawing::svg)

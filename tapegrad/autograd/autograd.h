@@ -3,6 +3,8 @@
 
 #include "tapegrad/autograd/dtype.h"
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/fast_kernel.h"
+#include "tapegrad/autograd/grad.h"
 #include "tapegrad/autograd/ops/attention.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/elementwise.h"

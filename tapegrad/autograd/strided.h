@@ -67,16 +67,22 @@ void for_each_offset(const Shape& shape, const std::array<const Shape*, N>& stri
   }
 }
 
+// The first dim of size > 1 of shape, where parallel_for_each_offset splits; -1 if none.
+inline int64_t split_dim(const Shape& shape) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] > 1) return static_cast<int64_t>(d);
+  }
+  return -1;
+}
+
 // for_each_offset with the outermost dim of size > 1 split between threads, each thread taking
 // at least `grain` elements. Only for loops whose distinct indices along that dim write
 // distinct elements: the caller checks that the operand it writes does not have stride 0 there.
 template <size_t N, class F>
 void parallel_for_each_offset(const Shape& shape, const std::array<const Shape*, N>& strides,
                               int64_t grain, F&& f) {
-  if (numel(shape) == 0) return;
-  size_t d = 0;
-  while (d < shape.size() && shape[d] == 1) ++d;
-  if (d == shape.size()) {
+  const int64_t d = split_dim(shape);
+  if (numel(shape) == 0 || d < 0) {
     for_each_offset<N>(shape, strides, f);
     return;
   }
@@ -88,14 +94,6 @@ void parallel_for_each_offset(const Shape& shape, const std::array<const Shape*,
     for (size_t k = 0; k < N; ++k) base[k] = b * (*strides[k])[d];
     for_each_offset<N>(part, strides, f, base);
   });
-}
-
-// The first dim of size > 1 of shape, where parallel_for_each_offset splits; -1 if none.
-inline int64_t split_dim(const Shape& shape) {
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] > 1) return static_cast<int64_t>(d);
-  }
-  return -1;
 }
 
 // dst (shape, dst_strides) += src (shape, src_strides), or = when `accumulate` is false.

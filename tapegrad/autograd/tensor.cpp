@@ -1,17 +1,19 @@
-// Tensor: element access, conversions, autograd hooks on the handle (requires_grad, grad,
-// backward), the factories and printing. Storage and its allocator are in storage.cpp.
+// Tensor: element access, conversions, autograd state on the handle (requires_grad, grad,
+// hooks), the factories and printing. Storage and its allocator are in storage.cpp; backward()
+// is the tape's (tape.cpp).
 #include "tapegrad/autograd/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <span>
 #include <string>
 #include <unordered_map>
 
+#include "tapegrad/autograd/modes.h"
 #include "tapegrad/autograd/random.h"
 #include "tapegrad/autograd/strided.h"
-#include "tapegrad/autograd/tape.h"
 
 namespace tapegrad {
 
@@ -121,21 +123,21 @@ Tensor Tensor::detach() const {
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   TG_CHECK(is_leaf(), "set_requires_grad: only leaves can change requires_grad; detach() first");
-  if (requires_grad) {
+  if (!requires_grad) {
+    impl().node = nullptr;
+  } else if (!impl().node) {
     TG_CHECK(is_floating(dtype()), "set_requires_grad: only float tensors can require grad, got {}",
              dtype());
-    if (!impl().node) {
-      impl().node = std::make_shared<GradNode>();
-      impl().node->shape = shape();
-      impl().node->dtype = dtype();
-    }
-  } else {
-    impl().node = nullptr;
+    impl().node = std::make_shared<GradNode>();
+    impl().node->shape = shape();
+    impl().node->dtype = dtype();
   }
   return *this;
 }
 
 bool Tensor::is_leaf() const { return !impl().node || !impl().node->grad_fn; }
+
+const char* Tensor::grad_fn() const { return impl().node ? impl().node->op : nullptr; }
 
 Tensor Tensor::grad() const { return impl().node ? impl().node->grad : Tensor(); }
 
@@ -148,7 +150,7 @@ void Tensor::retain_grad() const {
   impl().node->retains_grad = true;
 }
 
-HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> fn) const {
+HookHandle Tensor::register_hook(GradHook fn) const {
   TG_CHECK(requires_grad(),
            "register_hook: the tensor does not require grad, so it has no "
            "gradient to hook");
@@ -156,14 +158,16 @@ HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> fn) c
 }
 
 void HookHandle::remove() {
-  if (const auto node = node_.lock()) {
+  if (const auto node = node_.lock())
     std::erase_if(node->hooks, [&](const auto& h) { return h.first == id_; });
-  }
   node_.reset();
 }
 
-void Tensor::backward(const Tensor& dout, BackwardOptions options) const {
-  tapegrad::backward(*this, dout, options);
+HookHandle register_hook(const std::shared_ptr<GradNode>& node, GradHook fn) {
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id++;
+  node->hooks.emplace_back(id, std::move(fn));
+  return HookHandle(node, id);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -393,8 +397,7 @@ fmt::format_context::iterator fmt::formatter<Tensor>::format(const Tensor& t,
   std::string suffix;
   if (t.dtype() == DType::Float64) suffix += ", dtype=float64";
   if (t.requires_grad()) {
-    suffix += t.is_leaf() ? ", requires_grad=True"
-                          : fmt::format(", grad_fn=<{}>", t.impl().node->grad_fn->op);
+    suffix += t.is_leaf() ? ", requires_grad=True" : fmt::format(", grad_fn=<{}>", t.grad_fn());
   }
   return fmt::format_to(ctx.out(), "tensor({}{})", body, suffix);
 }

@@ -4,8 +4,8 @@
 // strides (in elements). New tensors are contiguous and row-major; the view ops (reshape,
 // transpose, permute, slice, split) change only the view, and contiguous() packs a copy.
 //
-// A tensor that requires grad carries a GradNode (tapegrad/autograd/tape.h): its accumulated
-// gradient and, for a non-leaf, the tape entry that produced it.
+// A tensor that requires grad carries a GradNode: its accumulated gradient, its hooks and, for a
+// non-leaf, the tape entry that produced it (tapegrad/autograd/tape.h).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/dtype.h"
@@ -24,6 +25,7 @@ namespace tapegrad {
 
 class Generator;
 struct GradNode;
+struct TapeEntry;
 
 // How backward() runs (Tensor::backward). retain_graph keeps every saved buffer so the graph can
 // be walked again; create_graph records the backward itself on the tape, so the gradients it
@@ -104,6 +106,8 @@ class Tensor {
   bool requires_grad() const { return impl().node != nullptr; }
   Tensor& set_requires_grad(bool requires_grad);
   bool is_leaf() const;
+  // The op that made a non-leaf (what its repr shows as grad_fn), or null for a leaf.
+  const char* grad_fn() const;
   // The accumulated gradient of a leaf, or of a non-leaf after retain_grad(); undefined until a
   // backward() reaches it (and always for other non-leaves, whose gradients are transient).
   Tensor grad() const;
@@ -114,8 +118,9 @@ class Tensor {
   // flows further; a defined return value replaces the gradient. Hooks run in registration
   // order, each on the previous one's result.
   HookHandle register_hook(std::function<Tensor(const Tensor& grad)> fn) const;
-  // Reverse pass from this tensor. Without `dout` the tensor must have one element and the
-  // seed gradient is 1; otherwise `dout` has this tensor's shape and dtype.
+  // Reverse pass from this tensor (defined with the tape, tape.cpp). Without `dout` the tensor
+  // must have one element and the seed gradient is 1; otherwise `dout` has this tensor's shape
+  // and dtype.
   void backward(const Tensor& dout = Tensor(), BackwardOptions options = {}) const;
 
   TensorImpl& impl() const {
@@ -127,6 +132,29 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// A hook on a tensor's gradient (Tensor::register_hook): returns a replacement, or an undefined
+// tensor to leave it as it is. A tensor's hooks are kept by handle id, in registration order.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+using GradHooks = std::vector<std::pair<uint64_t, GradHook>>;
+
+// What a tensor that requires grad carries through the tape (TensorImpl::node).
+struct GradNode {
+  Shape shape;
+  DType dtype = DType::Float32;
+  // What .grad() shows: a leaf's gradient summed over backward() calls, or a non-leaf's when
+  // retains_grad. Undefined until a backward reaches it.
+  Tensor grad;
+  // This backward's gradient, summed while the walk runs; handed on and cleared once complete.
+  Tensor pending;
+  std::shared_ptr<TapeEntry> grad_fn;  // the entry that produced this tensor; null for a leaf
+  const char* op = nullptr;            // grad_fn's op, what Tensor::grad_fn() names
+  bool retains_grad = false;
+  GradHooks hooks;
+};
+
+// Adds fn to node's hooks (what Tensor::register_hook does for a tensor's node).
+HookHandle register_hook(const std::shared_ptr<GradNode>& node, GradHook fn);
 
 // Factories. Each makes a new contiguous leaf.
 Tensor empty(const Shape& shape, DType dtype = DType::Float32);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 
+#include "tapegrad/autograd/grad.h"
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/shape_ops.h"

@@ -37,10 +37,7 @@ Tensor linear_activation_dropout(const Linear& linear, const Tensor& x, Activati
                                  Dropout& dropout) {
   const auto profiled_scope = linear.profiled();
   return linear.traced(tapegrad::linear(x, linear.weight, linear.bias,
-                                        {.activation = activation,
-                                         .dropout = dropout.p(),
-                                         .training = dropout.is_training(),
-                                         .gen = &dropout.generator()}));
+                                        {.activation = activation, .dropout = dropout.options()}));
 }
 
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(gen.next_u64()) {
@@ -79,8 +76,8 @@ Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, 
 // post-norm: norm(x + dropout(d)), one op
 Tensor SublayerConnection::add_norm(const Tensor& x, const Tensor& d) const {
   const auto profiled_scope = norm_->profiled();
-  return norm_->traced(add_layer_norm(x, d, norm_->weight, norm_->bias, norm_->eps(), dropout_->p(),
-                                      dropout_->is_training(), &dropout_->generator()));
+  return norm_->traced(
+      add_layer_norm(x, d, norm_->weight, norm_->bias, norm_->eps(), dropout_->options()));
 }
 
 // pre-norm: the stream x + dropout(d), and with a next sublayer its input next(x + dropout(d))
@@ -88,8 +85,7 @@ Residual SublayerConnection::add(const Tensor& x, const Tensor& d) const {
   if (!next_) return {x + call(*dropout_, d), Tensor()};
   const auto profiled_scope = next_->profiled();
   const SumNorm r =
-      add_and_layer_norm(x, d, next_->weight, next_->bias, next_->eps(), dropout_->p(),
-                         dropout_->is_training(), &dropout_->generator());
+      add_and_layer_norm(x, d, next_->weight, next_->bias, next_->eps(), dropout_->options());
   next_->traced(r.norm);
   return {r.sum, r.norm};
 }

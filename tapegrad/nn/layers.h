@@ -30,7 +30,8 @@ class Dropout : public Module {
  public:
   Dropout(double p, Generator& gen);
   Tensor forward(const Tensor& x);
-  double p() const { return p_; }
+  // p, in training or not, and the generator its masks are drawn from: what a fused op takes
+  DropoutOptions options() { return {.p = p_, .training = is_training(), .gen = &gen_}; }
   Generator& generator() { return gen_; }
 
  private:

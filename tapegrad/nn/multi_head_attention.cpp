@@ -133,11 +133,7 @@ Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor
     trace_shape("values, heads merged", {B, T, C_});
   }
   Tensor weights;
-  const Tensor ctx = attention(q, k, v, H_,
-                               {.blocked = blocked,
-                                .dropout = dropout_->p(),
-                                .training = dropout_->is_training(),
-                                .gen = &dropout_->generator()},
+  const Tensor ctx = attention(q, k, v, H_, {.blocked = blocked, .dropout = dropout_->options()},
                                keep_weights_ ? &weights : nullptr);
   if (keep_weights_) last_weights_ = weights;
   return out_proj(ctx);

@@ -89,8 +89,8 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
       const Tensor dout = random_leaf({c.B, c.T, c.C}, 5).to(dtype).detach();
       auto run = [&](bool fused) {
         Generator gen(9);
-        const AttentionOptions options{
-            .blocked = blocked, .dropout = c.dropout, .training = true, .gen = &gen};
+        const AttentionOptions options{.blocked = blocked,
+                                       .dropout = {.p = c.dropout, .training = true, .gen = &gen}};
         const auto op = [&] { return attention(in[0], in[1], in[2], c.H, options); };
         Tensor out = fused ? op() : (ReferenceModeGuard(), op());
         for (Tensor& t : in) t.zero_grad();
@@ -108,8 +108,8 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
       // makes the dropped weights dv reads
       auto dv_alone = [&](bool fused) {
         Generator gen(9);
-        const AttentionOptions options{
-            .blocked = blocked, .dropout = c.dropout, .training = true, .gen = &gen};
+        const AttentionOptions options{.blocked = blocked,
+                                       .dropout = {.p = c.dropout, .training = true, .gen = &gen}};
         const auto op = [&] { return attention(q.detach(), k.detach(), in[2], c.H, options); };
         Tensor out = fused ? op() : (ReferenceModeGuard(), op());
         in[2].zero_grad();
@@ -121,9 +121,9 @@ TEST_CASE("attention matches its unfused twin, masks and dropout included", "[au
       // without a graph the weights live in each thread's scratch tile: the same output
       const NoGradGuard no_grad;
       Generator gen(9);
-      const Tensor scratch =
-          attention(in[0], in[1], in[2], c.H,
-                    {.blocked = blocked, .dropout = c.dropout, .training = true, .gen = &gen});
+      const Tensor scratch = attention(
+          in[0], in[1], in[2], c.H,
+          {.blocked = blocked, .dropout = {.p = c.dropout, .training = true, .gen = &gen}});
       INFO("no graph, " << fmt::format("{}", dtype));
       require_close(scratch, reference[0], tol);
       // the weights handed out, [B, H, T, S], are the softmax of the scaled scores
@@ -152,7 +152,7 @@ TEST_CASE("attention over one tensor matches its unfused twin", "[autograd]") {
       const Tensor dout = random_leaf({2, T, 24}, 12).to(dtype).detach();
       auto run = [&](bool fused) {
         Generator gen(3);
-        const AttentionOptions options{.dropout = 0.2, .training = true, .gen = &gen};
+        const AttentionOptions options{.dropout = {.p = 0.2, .training = true, .gen = &gen}};
         Tensor out = fused ? attention(x, x, x, 3, options)
                            : (ReferenceModeGuard(), attention(x, x, x, 3, options));
         x.zero_grad();
@@ -178,8 +178,9 @@ TEST_CASE("attention gradcheck", "[autograd][gradcheck]") {
   require_gradcheck(
       [&](const std::vector<Tensor>& in) {
         Generator gen(5);
-        return attention(in[0], in[1], in[2], 3,
-                         {.blocked = blocked, .dropout = 0.4, .training = true, .gen = &gen});
+        return attention(
+            in[0], in[1], in[2], 3,
+            {.blocked = blocked, .dropout = {.p = 0.4, .training = true, .gen = &gen}});
       },
       {random_leaf({2, 3, 6}, 4), random_leaf({2, 4, 6}, 5), random_leaf({2, 4, 6}, 6)});
   // self-attention on one tensor, and keys that are the values: one gradient buffer takes
@@ -201,10 +202,10 @@ TEST_CASE("attention errors name the op and the shapes", "[autograd][errors]") {
   CHECK_THROWS_WITH(attention(q, kv, kv.to(DType::Float64), 2),
                     "attention: dtypes differ: q float32, k float32, v float64");
   CHECK_THROWS_WITH(attention(q, kv, kv, 3), "attention: 3 heads do not divide C = 4");
-  CHECK_THROWS_WITH(attention(q, kv, kv, 2, {.dropout = 1.5}),
-                    "attention: dropout must be in [0, 1], got 1.5");
-  CHECK_THROWS_WITH(attention(q, kv, kv, 2, {.dropout = 0.1, .training = true}),
-                    "attention: dropout 0.1 in training needs a generator (options.gen)");
+  CHECK_THROWS_WITH(attention(q, kv, kv, 2, {.dropout = {.p = 1.5}}),
+                    "attention: dropout must be in [0, 1], got 1.5 (options.dropout.p)");
+  CHECK_THROWS_WITH(attention(q, kv, kv, 2, {.dropout = {.p = 0.1, .training = true}}),
+                    "attention: dropout 0.1 in training needs a generator (options.dropout.gen)");
   CHECK_THROWS_WITH(attention(q, kv, kv, 2, {.blocked = zeros({3, 5})}),
                     "attention: blocked mask must be bool, got float32");
   CHECK_THROWS_WITH(attention(q, kv, kv, 2, {.blocked = zeros({3, 4}, DType::Bool)}),

@@ -141,7 +141,8 @@ TEST_CASE("a linear layer under autocast has the same bits on one thread and on 
     const AutocastGuard bf16;
     Generator drop(6);
     const Tensor y = linear(
-        x, w, b, {.activation = Activation::ReLU, .dropout = 0.2, .training = true, .gen = &drop});
+        x, w, b,
+        {.activation = Activation::ReLU, .dropout = {.p = 0.2, .training = true, .gen = &drop}});
     std::vector<std::vector<float>> all{y.to_vector<float>()};
     for (const Tensor& g : grad({y}, {x, w, b}, {dout})) all.push_back(g.to_vector<float>());
     set_num_threads(previous);

@@ -145,8 +145,9 @@ TEST_CASE("cross-entropy and attention have second derivatives", "[autograd][hig
   require_second_order(
       [&](auto& in) {
         Generator gen(5);
-        return attention(in[0], in[1], in[2], 2,
-                         {.blocked = blocked, .dropout = 0.3, .training = true, .gen = &gen});
+        return attention(
+            in[0], in[1], in[2], 2,
+            {.blocked = blocked, .dropout = {.p = 0.3, .training = true, .gen = &gen}});
       },
       {q, k, v});
 }

@@ -122,9 +122,11 @@ TEST_CASE("add_layer_norm is layer_norm(x + dropout(d)), add_and_layer_norm both
                 r.sum = x + dropout(dd, p, true, gen);
                 r.norm = layer_norm(r.sum, wt, bt, 1e-5);
               } else if (use == PostNorm) {
-                r.norm = add_layer_norm(x, dd, wt, bt, 1e-5, p, true, &gen);
+                r.norm =
+                    add_layer_norm(x, dd, wt, bt, 1e-5, {.p = p, .training = true, .gen = &gen});
               } else {
-                r = add_and_layer_norm(x, dd, wt, bt, 1e-5, p, true, &gen);
+                r = add_and_layer_norm(x, dd, wt, bt, 1e-5,
+                                       {.p = p, .training = true, .gen = &gen});
               }
               Tensor loss = use == SumOnly ? sum(mul(r.sum, dz)) : sum(mul(r.norm, dy));
               // x read again after the op: its gradient is begun when the op's backward runs
@@ -162,9 +164,11 @@ TEST_CASE("add_layer_norm without a graph gives the recorded call's norm", "[aut
     const Tensor x = random_leaf({300, 40}, 71), d = random_leaf({300, 40}, 72);
     const Tensor w = random_leaf({40}, 73, 0.5, 1.5), b = random_leaf({40}, 74);
     Generator g1(5), g2(5);
-    const Tensor recorded = add_layer_norm(x, d, w, b, 1e-5, p, true, &g1);
+    const Tensor recorded =
+        add_layer_norm(x, d, w, b, 1e-5, {.p = p, .training = true, .gen = &g1});
     const NoGradGuard no_grad;
-    require_values(add_layer_norm(x, d, w, b, 1e-5, p, true, &g2), recorded.to_vector<double>(), 0);
+    require_values(add_layer_norm(x, d, w, b, 1e-5, {.p = p, .training = true, .gen = &g2}),
+                   recorded.to_vector<double>(), 0);
   }
 }
 
@@ -176,8 +180,11 @@ TEST_CASE("add_layer_norm and add_and_layer_norm gradcheck, and their gradient's
       // the same mask at every evaluation, from a fresh generator
       const GradcheckFn f = [=](const std::vector<Tensor>& in) {
         Generator gen(6);
-        if (use == 0) return add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, p, true, &gen);
-        const SumNorm r = add_and_layer_norm(in[0], in[1], in[2], in[3], 1e-5, p, true, &gen);
+        if (use == 0)
+          return add_layer_norm(in[0], in[1], in[2], in[3], 1e-5,
+                                {.p = p, .training = true, .gen = &gen});
+        const SumNorm r = add_and_layer_norm(in[0], in[1], in[2], in[3], 1e-5,
+                                             {.p = p, .training = true, .gen = &gen});
         return use == 1 ? r.norm + mul(r.sum, 0.7) : use == 2 ? r.sum : r.norm;
       };
       const std::vector<Tensor> inputs = {random_leaf({2, 3, 5}, 71), random_leaf({2, 3, 5}, 72),
@@ -198,11 +205,13 @@ TEST_CASE("add_layer_norm errors", "[autograd][errors]") {
                     "dtype");
   CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), ones({3}), Tensor()),
                     "add_layer_norm: weight has shape [3], expected [4] for input [2, 4]");
-  CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5, 1.5),
-                    "add_layer_norm: dropout must be in [0, 1], got 1.5");
+  CHECK_THROWS_WITH(
+      add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5, {.p = 1.5}),
+      "add_layer_norm: dropout must be in [0, 1], got 1.5 (dropout.p)");
   CHECK_THROWS_WITH(add_and_layer_norm(ones({2, 4}), ones({2, 5}), Tensor(), Tensor()),
                     "add_and_layer_norm: x float32 [2, 4] and d float32 [2, 5] must have one shape "
                     "and dtype");
-  CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5, 0.1, true),
-                    "add_layer_norm: dropout 0.1 in training needs a generator (gen)");
+  CHECK_THROWS_WITH(add_layer_norm(ones({2, 4}), ones({2, 4}), Tensor(), Tensor(), 1e-5,
+                                   {.p = 0.1, .training = true}),
+                    "add_layer_norm: dropout 0.1 in training needs a generator (dropout.gen)");
 }

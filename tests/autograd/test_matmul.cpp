@@ -167,8 +167,9 @@ TEST_CASE("linear's epilogue is its activation and dropout applied after it", "[
           Generator gen(11);
           Tensor y;
           if (fused) {
-            y = linear(x, w, b,
-                       {.activation = activation, .dropout = p, .training = true, .gen = &gen});
+            y = linear(
+                x, w, b,
+                {.activation = activation, .dropout = {.p = p, .training = true, .gen = &gen}});
           } else {
             y = linear(x, w, b);
             if (activation == E::ReLU) y = relu(y);
@@ -201,8 +202,9 @@ TEST_CASE("linear with an epilogue gradcheck, and its gradient's gradient",
       // the same mask at every evaluation, from a fresh generator
       const GradcheckFn f = [=](const std::vector<Tensor>& in) {
         Generator gen(5);
-        return linear(in[0], in[1], in[2],
-                      {.activation = activation, .dropout = p, .training = true, .gen = &gen});
+        return linear(
+            in[0], in[1], in[2],
+            {.activation = activation, .dropout = {.p = p, .training = true, .gen = &gen}});
       };
       const std::vector<Tensor> inputs = {random_leaf({2, 3, 4}, 41), random_leaf({5, 4}, 42),
                                           random_leaf({5}, 43)};
@@ -225,9 +227,9 @@ TEST_CASE("linear errors", "[autograd][errors]") {
                     "linear: dtypes differ: input float32, weight float32, bias float64");
   CHECK_THROWS_WITH(linear(ones({}), ones({4, 3}), Tensor()),
                     "linear: input must have rank >= 1, got shape []");
-  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 3}), Tensor(), {.dropout = -0.5}),
-                    "linear: dropout must be in [0, 1], got -0.5");
+  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({4, 3}), Tensor(), {.dropout = {.p = -0.5}}),
+                    "linear: dropout must be in [0, 1], got -0.5 (epilogue.dropout.p)");
   CHECK_THROWS_WITH(
-      linear(ones({2, 3}), ones({4, 3}), Tensor(), {.dropout = 0.1, .training = true}),
-      "linear: dropout 0.1 in training needs a generator (epilogue.gen)");
+      linear(ones({2, 3}), ones({4, 3}), Tensor(), {.dropout = {.p = 0.1, .training = true}}),
+      "linear: dropout 0.1 in training needs a generator (epilogue.dropout.gen)");
 }

@@ -245,7 +245,7 @@ std::vector<OpCase> composite_cases() {
       Generator gen(kDropSeed);
       const Tensor b = in.size() > 2 ? in[2] : Tensor();
       return R{linear(in[0], in[1], b,
-                      {.activation = act, .dropout = p, .training = true, .gen = &gen})};
+                      {.activation = act, .dropout = {.p = p, .training = true, .gen = &gen}})};
     };
   };
   return {
@@ -259,12 +259,14 @@ std::vector<OpCase> composite_cases() {
       {"add_layer_norm", "dropout 0.25 on d", sum_norm_inputs,
        [](const Inputs& in) {
          Generator gen(kDropSeed);
-         return R{add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, 0.25, true, &gen)};
+         return R{add_layer_norm(in[0], in[1], in[2], in[3], 1e-5,
+                                 {.p = 0.25, .training = true, .gen = &gen})};
        }},
       {"add_and_layer_norm", "both outputs, dropout 0.25", sum_norm_inputs,
        [](const Inputs& in) {
          Generator gen(kDropSeed);
-         const SumNorm r = add_and_layer_norm(in[0], in[1], in[2], in[3], 1e-5, 0.25, true, &gen);
+         const SumNorm r = add_and_layer_norm(in[0], in[1], in[2], in[3], 1e-5,
+                                              {.p = 0.25, .training = true, .gen = &gen});
          return R{r.sum, r.norm};
        }},
       {"add_and_layer_norm", "x and d one tensor, no affine",
@@ -286,8 +288,9 @@ std::vector<OpCase> composite_cases() {
          Tensor blocked = mask_of({2, 1, 3, 5}, {3, 4, 28, 29});
          for (int64_t j = 5; j < 10; ++j) blocked.data<bool>()[j] = true;  // query 1 of item 0
          Generator gen(kDropSeed);
-         return R{attention(in[0], in[1], in[2], 3,
-                            {.blocked = blocked, .dropout = 0.2, .training = true, .gen = &gen})};
+         return R{
+             attention(in[0], in[1], in[2], 3,
+                       {.blocked = blocked, .dropout = {.p = 0.2, .training = true, .gen = &gen}})};
        }},
       {"attention", "one query, a causal mask",
        [] {
@@ -355,9 +358,9 @@ std::vector<OpCase> packed_product_cases() {
        },
        [](const Inputs& in) {
          Generator gen(kDropSeed);
-         return R{linear(
-             in[0], in[1], in[2],
-             {.activation = Activation::GELU, .dropout = 0.1, .training = true, .gen = &gen})};
+         return R{linear(in[0], in[1], in[2],
+                         {.activation = Activation::GELU,
+                          .dropout = {.p = 0.1, .training = true, .gen = &gen}})};
        }},
       {"linear", "[3, 400, 128] x [130, 128], ReLU: the weight gradient in two halves of 1200 rows",
        [] {
@@ -388,8 +391,9 @@ std::vector<OpCase> packed_product_cases() {
            for (int64_t j = i + 1; j < 70; ++j) blocked.data<bool>()[i * 70 + j] = true;
          }
          Generator gen(kDropSeed);
-         return R{attention(in[0], in[1], in[2], 2,
-                            {.blocked = blocked, .dropout = 0.1, .training = true, .gen = &gen})};
+         return R{
+             attention(in[0], in[1], in[2], 2,
+                       {.blocked = blocked, .dropout = {.p = 0.1, .training = true, .gen = &gen}})};
        }},
   };
 }

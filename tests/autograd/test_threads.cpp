@@ -190,9 +190,7 @@ TEST_CASE("results and gradients are reproducible and agree across thread counts
     const Tensor q = linear(x, w, bias);  // [6, 40, 96]
     const Tensor att = attention(q, h, h, 8,
                                  {.blocked = tensor(blocked, {40, 40}, DType::Bool),
-                                  .dropout = 0.1,
-                                  .training = true,
-                                  .gen = &gen});
+                                  .dropout = {.p = 0.1, .training = true, .gen = &gen}});
     loss = loss + sum(att * att.detach());
     loss.backward();
     std::vector<std::vector<float>> r{loss.to_vector<float>()};

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "tapegrad/autograd/fast_kernel.h"
 #include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/tape.h"

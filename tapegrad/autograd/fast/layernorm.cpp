@@ -267,8 +267,10 @@ Tensor fast_layer_norm(const Tensor& input, const Tensor& weight, const Tensor& 
     record(op_name("layer_norm"), inputs, out,
            {.fast = std::move(fast), .reference = std::move(reference)});
     if (tape_details()) {
-      std::vector<SavedBuffer> saved{{"x", x}, {"mean", mean}, {"rstd", rstd}};
-      if (with_w) saved.emplace_back("w", w);
+      std::vector<SavedBuffer> saved{{"x", x.shape(), x.dtype()},
+                                     {"mean", mean.shape(), mean.dtype()},
+                                     {"rstd", rstd.shape(), rstd.dtype()}};
+      if (with_w) saved.push_back({"w", w.shape(), w.dtype()});
       note_saved(out, std::move(saved));
     }
   }
@@ -406,8 +408,10 @@ SumNorm fast_add_norm(const char* op, const Tensor& x_in, const Tensor& d_in, co
   if (keep_sum) outs.push_back(&r.sum);
   record(op, inputs, outs, {.fast = std::move(fast), .reference = std::move(reference)});
   if (tape_details()) {
-    std::vector<SavedBuffer> saved{{"sum", r.sum}, {"mean", mean}, {"rstd", rstd}};
-    if (with_w) saved.emplace_back("w", w);
+    std::vector<SavedBuffer> saved{{"sum", r.sum.shape(), r.sum.dtype()},
+                                   {"mean", mean.shape(), mean.dtype()},
+                                   {"rstd", rstd.shape(), rstd.dtype()}};
+    if (with_w) saved.push_back({"w", w.shape(), w.dtype()});
     note_saved(r.norm, std::move(saved));
   }
   return r;

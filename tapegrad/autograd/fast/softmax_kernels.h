@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "tapegrad/autograd/fast/vmath.h"
+#include "tapegrad/autograd/fast_kernel.h"
 
 namespace tapegrad::detail {
 

@@ -12,15 +12,14 @@
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/ops/softmax.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
 namespace {
 
-// attention's checks; the dropout mask's key, drawn when it applies.
-uint64_t check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                         const AttentionOptions& options) {
+// attention's checks; the dropout that applies, its mask's key drawn.
+DropoutDraw check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                            const AttentionOptions& options) {
   TG_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
            "attention: q, k and v must be [B, T, C], [B, S, C] and [B, S, C], got {}, {} and {}",
            q.shape(), k.shape(), v.shape());
@@ -39,20 +38,16 @@ uint64_t check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int6
              "attention: blocked mask {} does not broadcast to [B, H, T, S] = {}", blocked.shape(),
              wshape);
   }
-  return dropout_key("attention", options.dropout, options.training, options.gen, "options.gen");
+  return draw_dropout("attention", options.dropout, "options.dropout");
 }
 
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                  const AttentionOptions& options, Tensor* weights) {
-  const profile::Scope profile_scope(op_name("attention"));
-  const uint64_t key = check_attention(q, k, v, heads, options);
-  const double p = options.training ? options.dropout : 0;
-  if (const FastOps* fast = fast_ops()) {
-    return fast->attention(q, k, v, heads, options.blocked, p, key, weights);
-  }
-  return attention_reference(q, k, v, heads, options.blocked, p, key, weights);
+  const auto [p, key] = check_attention(q, k, v, heads, options);
+  return run_op(op_name("attention"), &FastOps::attention, attention_reference, q, k, v, heads,
+                options.blocked, p, key, weights);
 }
 
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,

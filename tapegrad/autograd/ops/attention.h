@@ -15,7 +15,7 @@
 // around it.
 #pragma once
 
-#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
@@ -24,9 +24,7 @@ struct AttentionOptions {
   // bool, broadcastable to [B, H, T, S], true where a query may not attend to a key (PyTorch's
   // convention); undefined for none. A query row with every key blocked gets zero weights.
   Tensor blocked{};
-  double dropout = 0;  // on the weights, in training only
-  bool training = false;
-  Generator* gen = nullptr;  // draws the dropout mask; required when dropout applies
+  DropoutOptions dropout{};  // on the weights
 };
 
 // q [B, T, C], k and v [B, S, C] -> [B, T, C], with C = heads * D. When `weights` is given it

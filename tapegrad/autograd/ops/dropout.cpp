@@ -34,13 +34,13 @@ DropoutMask::DropoutMask(double p, uint64_t key)
       offset(static_cast<uint32_t>(counter_bits(key, 0) >> 32)),
       salt0(static_cast<uint32_t>(counter_bits(key, 0))) {}
 
-uint64_t dropout_key(const char* op, double p, bool training, Generator* gen,
-                     const char* gen_field) {
-  TG_CHECK(p >= 0 && p <= 1, "{}: dropout must be in [0, 1], got {}", op, p);
-  const bool drop = training && p > 0;
-  TG_CHECK(!drop || gen != nullptr, "{}: dropout {} in training needs a generator ({})", op, p,
-           gen_field);
-  return drop ? gen->next_u64() : 0;
+DropoutDraw draw_dropout(const char* op, const DropoutOptions& dropout, const char* field) {
+  const double p = dropout.p;
+  TG_CHECK(p >= 0 && p <= 1, "{}: dropout must be in [0, 1], got {} ({}.p)", op, p, field);
+  const bool drop = dropout.training && p > 0;
+  TG_CHECK(!drop || dropout.gen != nullptr, "{}: dropout {} in training needs a generator ({}.gen)",
+           op, p, field);
+  return {dropout.training ? p : 0, drop ? dropout.gen->next_u64() : 0};
 }
 
 Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
@@ -68,13 +68,11 @@ Tensor dropout(const Tensor& input, double p, uint64_t key) {
       }
     });
   });
-  if (recording(x)) {
-    // dx = keep ? dout * scale : 0, the mask drawn again from the key
-    record(op_name("dropout"), {x}, out, {.backward = [p, key](const Tensor& dout, Grads& g) {
-             g.pass(0, dropout(dout, p, key));
-           }});
-  }
-  return out;
+  if (!recording(x)) return out;
+  // dx = keep ? dout * scale : 0, the mask drawn again from the key
+  return record(op_name("dropout"), {x}, out, {.backward = [p, key](const Tensor& dout, Grads& g) {
+                  g.pass(0, dropout(dout, p, key));
+                }});
 }
 
 }  // namespace tapegrad

@@ -13,11 +13,25 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // how a fused op's reference draws the fused kernel's mask again.
 Tensor dropout(const Tensor& x, double p, uint64_t key);
 
-// The dropout settings of a fused op (linear, attention, add_layer_norm) checked, the messages
-// naming op and where its generator is given (gen_field): p in [0, 1], and in training with
-// p > 0 a generator, whose one draw is returned as the mask's key; 0 when no dropout applies.
-uint64_t dropout_key(const char* op, double p, bool training, Generator* gen,
-                     const char* gen_field);
+// A dropout's settings as one value: probability p, applied in training only, the mask drawn
+// from gen (required when it applies). A fused op takes them (linear's epilogue, attention,
+// add_layer_norm) as nn::Dropout gives them (Dropout::options()).
+struct DropoutOptions {
+  double p = 0;
+  bool training = false;
+  Generator* gen = nullptr;
+};
+
+// What a fused op applies of its dropout: the probability (0 outside training) and the mask's
+// key, one draw of the generator (0 when no dropout applies).
+struct DropoutDraw {
+  double p;
+  uint64_t key;
+};
+
+// A fused op's dropout settings checked, the messages naming op and where the settings are
+// given (field): p in [0, 1], and in training with p > 0 a generator, which draws the key.
+DropoutDraw draw_dropout(const char* op, const DropoutOptions& dropout, const char* field);
 
 // Which elements a dropout of probability p keeps, given its key (one draw of the caller's
 // generator): element i when dropout_bits(i's low 32 bits + offset, salt(i's high 32 bits)) >=

@@ -41,14 +41,13 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
   const Tensor saved = saves == Saves::Input    ? x.detach()
                        : saves == Saves::Output ? out.detach()
                                                 : Tensor();
-  record(op, {x}, out,
-         {.backward =
-              [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](const Tensor& dout,
-                                                                                 Grads& g) {
-                g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
-              }},
-         {{saves == Saves::Input ? "x" : "y", saved}});
-  return out;
+  return record(op, {x}, out,
+                {.backward =
+                     [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](
+                         const Tensor& dout, Grads& g) {
+                       g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
+                     }},
+                {{saves == Saves::Input ? "x" : "y", saved}});
 }
 
 // out = f(a, b) with broadcasting; da = ga(dout, a, b) and db = gb(dout, a, b), each summed
@@ -71,7 +70,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB g
                                 [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
   });
   if (!recording(a, b)) return out;
-  record(
+  return record(
       op, {a, b}, out,
       {.backward =
            [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape = a.shape(),
@@ -80,12 +79,10 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB g
              if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
            }},
       {{"a", kSavesInputs ? a.detach() : Tensor()}, {"b", kSavesInputs ? b.detach() : Tensor()}});
-  return out;
 }
 
 // y = scale * x + shift: the shared kernel of the scalar forms and neg.
 Tensor affine(const char* op, const Tensor& x, double scale, double shift) {
-  const profile::Scope profile_scope(op);
   return unary(
       op, x, Saves::Nothing, [=](auto v) { return static_cast<decltype(v)>(scale * v + shift); },
       [=](const Tensor& d, const Tensor&) { return scale == 1 ? d : d * scale; });
@@ -257,15 +254,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     parallel_for_each_offset<3>(x.shape(), {&out.strides(), &x.strides(), &sm}, kGrainElements,
                                 [&](const auto& o) { po[o[0]] = pm[o[2]] ? v : px[o[1]]; });
   });
-  if (recording(x)) {
-    // dx = dout where the mask is false, 0 where it is true
-    record(op_name("masked_fill"), {x}, out,
-           {.backward = [mask](const Tensor& dout,
-                               Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
-            .allow_inf = std::isinf(value)},
-           {{"mask", mask}});
-  }
-  return out;
+  if (!recording(x)) return out;
+  // dx = dout where the mask is false, 0 where it is true
+  return record(
+      op_name("masked_fill"), {x}, out,
+      {.backward = [mask](const Tensor& dout, Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
+       .allow_inf = std::isinf(value)},
+      {{"mask", mask}});
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -287,18 +282,17 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     parallel_for_each_offset<4>(shape, {&out.strides(), &sc, &sa, &sb}, kGrainElements,
                                 [&](const auto& o) { po[o[0]] = pc[o[1]] ? pa[o[2]] : pb[o[3]]; });
   });
-  if (recording(a, b)) {
-    // da = dout where cond, db = dout where not cond; each summed to its operand's shape
-    record(op_name("where"), {a, b}, out,
-           {.backward =
-                [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
-                  const Tensor zero = zeros_like(dout);
-                  if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
-                  if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
-                }},
-           {{"cond", cond}});
-  }
-  return out;
+  if (!recording(a, b)) return out;
+  // da = dout where cond, db = dout where not cond; each summed to its operand's shape
+  return record(
+      op_name("where"), {a, b}, out,
+      {.backward =
+           [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
+             const Tensor zero = zeros_like(dout);
+             if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
+             if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
+           }},
+      {{"cond", cond}});
 }
 
 namespace {

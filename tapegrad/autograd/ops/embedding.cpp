@@ -33,13 +33,12 @@ Tensor scatter_rows(const Tensor& src, const Tensor& ids, int64_t V, int64_t ski
                      std::plus<T>());
     }
   });
-  if (recording(src)) {
-    record(op_name("embedding_backward"), {src}, out,
-           {.backward = [ids, skip](const Tensor& dout,
-                                    Grads& g) { g.pass(0, gather_rows(dout, ids, skip, skip)); }},
-           {{"ids", ids}});
-  }
-  return out;
+  if (!recording(src)) return out;
+  return record(
+      op_name("embedding_backward"), {src}, out,
+      {.backward = [ids, skip](const Tensor& dout,
+                               Grads& g) { g.pass(0, gather_rows(dout, ids, skip, skip)); }},
+      {{"ids", ids}});
 }
 
 // src [V, C], ids [N] -> out [N, C]: out[n] = src[ids[n]], 0 where ids[n] == skip. Its
@@ -57,15 +56,13 @@ Tensor gather_rows(const Tensor& src_in, const Tensor& ids, int64_t skip, int64_
       if (pid[n] != skip) std::copy_n(ps + pid[n] * C, C, po + n * C);
     }
   });
-  if (recording(src)) {
-    record(op_name("embedding"), {src}, out,
-           {.backward =
-                [ids, V, grad_skip](const Tensor& dout, Grads& g) {
-                  g.pass(0, scatter_rows(dout.contiguous(), ids, V, grad_skip));
-                }},
-           {{"ids", ids}});
-  }
-  return out;
+  if (!recording(src)) return out;
+  return record(op_name("embedding"), {src}, out,
+                {.backward =
+                     [ids, V, grad_skip](const Tensor& dout, Grads& g) {
+                       g.pass(0, scatter_rows(dout.contiguous(), ids, V, grad_skip));
+                     }},
+                {{"ids", ids}});
 }
 
 }  // namespace

@@ -32,15 +32,13 @@ void check_norm(const char* op, const Tensor& input, const Tensor& weight, const
 // add_layer_norm (keep_sum false: the norm only) and add_and_layer_norm, named `op`: the checks,
 // the dropout mask's key drawn when it applies, then the fast room or the reference.
 SumNorm add_norm(const char* op, const Tensor& x, const Tensor& d, const Tensor& weight,
-                 const Tensor& bias, double eps, double dropout, bool training, Generator* gen,
-                 bool keep_sum) {
-  const profile::Scope profile_scope(op);
+                 const Tensor& bias, double eps, const DropoutOptions& dropout, bool keep_sum) {
   check_norm(op, x, weight, bias, eps);
   TG_CHECK(x.shape() == d.shape() && x.dtype() == d.dtype(),
            "{}: x {} {} and d {} {} must have one shape and dtype", op, x.dtype(), x.shape(),
            d.dtype(), d.shape());
-  const uint64_t key = dropout_key(op, dropout, training, gen, "gen");
-  const double p = training ? dropout : 0;
+  const auto [p, key] = draw_dropout(op, dropout, "dropout");
+  const profile::Scope profile_scope(op);
   if (const FastOps* fast = fast_ops()) {
     return fast->add_norm(op, x, d, weight, bias, eps, p, key, keep_sum);
   }
@@ -65,23 +63,19 @@ SumNorm add_and_layer_norm_reference(const Tensor& x, const Tensor& d, const Ten
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  const profile::Scope profile_scope(op_name("layer_norm"));
   check_norm("layer_norm", x, weight, bias, eps);
-  if (const FastOps* fast = fast_ops()) return fast->layer_norm(x, weight, bias, eps);
-  return layer_norm_reference(x, weight, bias, eps);
+  return run_op(op_name("layer_norm"), &FastOps::layer_norm, layer_norm_reference, x, weight, bias,
+                eps);
 }
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight, const Tensor& bias,
-                      double eps, double dropout, bool training, Generator* gen) {
-  return add_norm(op_name("add_layer_norm"), x, d, weight, bias, eps, dropout, training, gen, false)
-      .norm;
+                      double eps, const DropoutOptions& dropout) {
+  return add_norm(op_name("add_layer_norm"), x, d, weight, bias, eps, dropout, false).norm;
 }
 
 SumNorm add_and_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight,
-                           const Tensor& bias, double eps, double dropout, bool training,
-                           Generator* gen) {
-  return add_norm(op_name("add_and_layer_norm"), x, d, weight, bias, eps, dropout, training, gen,
-                  true);
+                           const Tensor& bias, double eps, const DropoutOptions& dropout) {
+  return add_norm(op_name("add_and_layer_norm"), x, d, weight, bias, eps, dropout, true);
 }
 
 }  // namespace tapegrad

@@ -1,7 +1,7 @@
 // Layer normalisation over the last dim (Ba, Kiros & Hinton 2016).
 #pragma once
 
-#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
@@ -17,13 +17,11 @@ Tensor layer_norm_reference(const Tensor& x, const Tensor& weight, const Tensor&
 // layer_norm(x + dropout(d)): a post-norm transformer's "add & norm" after each sublayer
 // (d its output, x the residual stream) as one op. Each row's sum is made and normalised
 // while it is in cache, where the separate ops write and read back the dropped d and the sum;
-// backward is one pass per row that writes the gradient of x and of d together. dropout (in
-// training only) draws its mask from gen like the dropout op (the mask of element i is
-// DropoutMask's for its flat index), so the result is the ops' it replaces. x and d have the
-// same shape.
+// backward is one pass per row that writes the gradient of x and of d together. The dropout
+// draws its mask like the dropout op (the mask of element i is DropoutMask's for its flat
+// index), so the result is the ops' it replaces. x and d have the same shape.
 Tensor add_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight, const Tensor& bias,
-                      double eps = 1e-5, double dropout = 0, bool training = false,
-                      Generator* gen = nullptr);
+                      double eps = 1e-5, const DropoutOptions& dropout = {});
 
 // The same op with the sum as a second output: sum = x + dropout(d) and norm = layer_norm(sum),
 // a pre-norm transformer's residual add (the stream goes on as `sum`) and the next sublayer's
@@ -33,8 +31,8 @@ struct SumNorm {
   Tensor sum, norm;
 };
 SumNorm add_and_layer_norm(const Tensor& x, const Tensor& d, const Tensor& weight,
-                           const Tensor& bias, double eps = 1e-5, double dropout = 0,
-                           bool training = false, Generator* gen = nullptr);
+                           const Tensor& bias, double eps = 1e-5,
+                           const DropoutOptions& dropout = {});
 // Both fused ops' definition in primitives: sum = x + dropout(d, p, key), norm =
 // layer_norm_reference(sum), with the dropout mask of one generator draw, `key` (p = 0: none).
 SumNorm add_and_layer_norm_reference(const Tensor& x, const Tensor& d, const Tensor& weight,

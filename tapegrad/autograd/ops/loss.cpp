@@ -10,7 +10,6 @@
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/softmax.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -36,7 +35,6 @@ Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets,
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
                      const CrossEntropyOptions& options) {
-  const profile::Scope profile_scope(op_name("cross_entropy"));
   TG_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, C], got shape {}", logits.shape());
   TG_CHECK(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64, got {}",
            targets.dtype());
@@ -53,8 +51,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
              "cross_entropy: target {} at position {} is outside [0, {}) for logits of shape {}",
              y[n], n, C, logits.shape());
   }
-  if (const FastOps* fast = fast_ops()) return fast->cross_entropy(logits, targets, options);
-  return cross_entropy_reference(logits, targets, options);
+  return run_op(op_name("cross_entropy"), &FastOps::cross_entropy, cross_entropy_reference, logits,
+                targets, options);
 }
 
 }  // namespace tapegrad

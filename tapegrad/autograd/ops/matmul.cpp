@@ -75,27 +75,27 @@ BackwardFn matmul_backward(const Tensor& a, const Tensor& b) {
   };
 }
 
+// matmul's plain path: the plain kernel, and the op recorded with its derivative.
+Tensor recorded_matmul(const Tensor& a, const Tensor& b) {
+  Tensor out = plain_matmul("matmul", a, b, product_precision(a.dtype()));
+  profile::note_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(-1)));
+  if (!recording(a, b)) return out;
+  return record(op_name("matmul"), {a, b}, out, {.backward = matmul_backward(a, b)},
+                {{"a", a}, {"b", b}});
+}
+
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  const profile::Scope profile_scope(op_name("matmul"));
   TG_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2,
            "matmul: operands need rank >= 2, got shapes {} and {}", a_in.shape(), b_in.shape());
   TG_CHECK(a_in.dtype() == b_in.dtype(), "matmul: dtypes differ: {} and {}", a_in.dtype(),
            b_in.dtype());
   TG_CHECK(a_in.size(-1) == b_in.size(-2), "matmul: inner dimensions differ: {} and {}",
            a_in.shape(), b_in.shape());
-  if (const FastOps* fast = fast_ops()) return fast->matmul(a_in, b_in);
-  Tensor out = plain_matmul("matmul", a_in, b_in, product_precision(a_in.dtype()));
-  profile::note_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a_in.size(-1)));
-  if (recording(a_in, b_in)) {
-    record(op_name("matmul"), {a_in, b_in}, out, {.backward = matmul_backward(a_in, b_in)},
-           {{"a", a_in}, {"b", b_in}});
-  }
-  return out;
+  return run_op(op_name("matmul"), &FastOps::matmul, recorded_matmul, a_in, b_in);
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
               const LinearEpilogue& epilogue) {
-  const profile::Scope profile_scope(op_name("linear"));
   TG_CHECK(x_in.dim() >= 1, "linear: input must have rank >= 1, got shape {}", x_in.shape());
   TG_CHECK(weight.dim() == 2 && weight.size(1) == x_in.size(-1),
            "linear: weight must be [OC, {}] for input {}, got {}", x_in.size(-1), x_in.shape(),
@@ -106,13 +106,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   TG_CHECK(x_in.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x_in.dtype()),
            "linear: dtypes differ: input {}, weight {}{}", x_in.dtype(), weight.dtype(),
            bias.defined() ? fmt::format(", bias {}", bias.dtype()) : "");
-  const uint64_t key =
-      dropout_key("linear", epilogue.dropout, epilogue.training, epilogue.gen, "epilogue.gen");
-  const double p = epilogue.training ? epilogue.dropout : 0;
-  if (const FastOps* fast = fast_ops()) {
-    return fast->linear(x_in, weight, bias, epilogue.activation, p, key);
-  }
-  return linear_reference(x_in, weight, bias, epilogue.activation, p, key);
+  const auto [p, key] = draw_dropout("linear", epilogue.dropout, "epilogue.dropout");
+  return run_op(op_name("linear"), &FastOps::linear, linear_reference, x_in, weight, bias,
+                epilogue.activation, p, key);
 }
 
 Tensor linear_reference(const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "tapegrad/autograd/bfloat16.h"
-#include "tapegrad/autograd/random.h"
+#include "tapegrad/autograd/ops/dropout.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
@@ -25,9 +25,7 @@ enum class Activation { None, ReLU, GELU };
 // which a feed-forward block would otherwise run as two more passes over a [.., d_ff] tensor.
 struct LinearEpilogue {
   Activation activation = Activation::None;
-  double dropout = 0;  // in training only
-  bool training = false;
-  Generator* gen = nullptr;  // draws the dropout mask; required when dropout applies
+  DropoutOptions dropout{};
 };
 
 // dropout(activation(x [..., C] @ weight [OC, C]^T + bias [OC])) -> [..., OC]: a Linear layer

@@ -86,15 +86,13 @@ Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) 
     T* po = out.data<T>();
     for (size_t i = 0; i < acc.size(); ++i) po[i] = static_cast<T>(acc[i] * scale);
   });
-  if (recording(x)) {
-    record(op, {x}, out,
-           {.backward = [kept = kept_shape(x.shape(), p), x_shape = x.shape(), scale](
-                            const Tensor& dout, Grads& g) {
-             // dx = scale * dout, its reduced dims put back as size 1, broadcast to x's shape
-             g.pass(0, mul(expand(reshape(dout, kept), x_shape), scale));
-           }});
-  }
-  return out;
+  if (!recording(x)) return out;
+  return record(op, {x}, out,
+                {.backward = [kept = kept_shape(x.shape(), p), x_shape = x.shape(), scale](
+                                 const Tensor& dout, Grads& g) {
+                  // dx = scale * dout, its reduced dims put back as size 1, broadcast to x's shape
+                  g.pass(0, mul(expand(reshape(dout, kept), x_shape), scale));
+                }});
 }
 
 // For each output element, the flat index in x (contiguous) of its first largest value.
@@ -139,19 +137,17 @@ Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) 
     T* po = out.data<T>();
     for (size_t i = 0; i < index.size(); ++i) po[i] = px[index[i]];
   });
-  if (recording(x)) {
-    // dx = dout at each winning position, 0 elsewhere: only the winner moves the max
-    Tensor won = zeros(x.shape(), DType::Bool);
-    for (const int64_t i : index) won.data<bool>()[i] = true;
-    record(op_name("max"), {x}, out,
-           {.backward =
-                [won, kept = kept_shape(x.shape(), p)](const Tensor& dout, Grads& g) {
-                  const Tensor spread = expand(reshape(dout, kept), won.shape());
-                  g.pass(0, where(won, spread, zeros_like(spread)));
-                }},
-           {{"won", won}});
-  }
-  return out;
+  if (!recording(x)) return out;
+  // dx = dout at each winning position, 0 elsewhere: only the winner moves the max
+  Tensor won = zeros(x.shape(), DType::Bool);
+  for (const int64_t i : index) won.data<bool>()[i] = true;
+  return record(op_name("max"), {x}, out,
+                {.backward =
+                     [won, kept = kept_shape(x.shape(), p)](const Tensor& dout, Grads& g) {
+                       const Tensor spread = expand(reshape(dout, kept), won.shape());
+                       g.pass(0, where(won, spread, zeros_like(spread)));
+                     }},
+                {{"won", won}});
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

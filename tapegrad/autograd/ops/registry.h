@@ -23,6 +23,7 @@
 #include "tapegrad/autograd/ops/loss.h"
 #include "tapegrad/autograd/ops/matmul.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -94,5 +95,15 @@ const FastOps* installed_fast_ops();
 // The fast room's ops where they may run, or null (the learner's edition, or a
 // ReferenceModeGuard).
 inline const FastOps* fast_ops() { return reference_mode() ? nullptr : installed_fast_ops(); }
+
+// The entry of an op with a slot in the fast room, its arguments checked: opens the op's
+// profile scope, then runs the fast room's kernel in `slot` where the fast room runs, else
+// `plain` (the op's plain kernel, which records it, or its reference).
+template <class Slot, class Plain, class... Args>
+auto run_op(const char* op, Slot FastOps::*slot, Plain&& plain, const Args&... args) {
+  const profile::Scope profile_scope(op);
+  if (const FastOps* fast = fast_ops()) return (fast->*slot)(args...);
+  return plain(args...);
+}
 
 }  // namespace tapegrad

@@ -51,13 +51,11 @@ Tensor unslice(const Tensor& dout, int64_t d, int64_t s, int64_t step, int64_t n
 // A view of x's elements in their order under a new shape (view, squeeze, unsqueeze).
 Tensor same_elements(const char* op, const Tensor& x, const Shape& shape, const Shape& strides) {
   Tensor out = make_view(x, x.offset(), shape, strides);
-  if (recording(x)) {
-    // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
-    record(op, {x}, out, {.backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
-             g.pass(0, reshape(dout, x_shape));
-           }});
-  }
-  return out;
+  if (!recording(x)) return out;
+  // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
+  return record(op, {x}, out, {.backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+                  g.pass(0, reshape(dout, x_shape));
+                }});
 }
 
 }  // namespace
@@ -129,16 +127,15 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     strides[i] = x.strides()[perm[i]];
   }
   Tensor out = make_view(x, x.offset(), shape, strides);
-  if (recording(x)) {
-    // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
-    // output dim k's stride.
-    record(op_name("permute"), {x}, out, {.backward = [perm](const Tensor& dout, Grads& g) {
-             std::vector<int64_t> inverse(perm.size());
-             for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
-             g.pass(0, permute(dout, inverse));
-           }});
-  }
-  return out;
+  if (!recording(x)) return out;
+  // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
+  // output dim k's stride.
+  return record(op_name("permute"), {x}, out, {.backward = [perm](const Tensor& dout, Grads& g) {
+                  std::vector<int64_t> inverse(perm.size());
+                  for (size_t k = 0; k < perm.size(); ++k)
+                    inverse[perm[k]] = static_cast<int64_t>(k);
+                  g.pass(0, permute(dout, inverse));
+                }});
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
@@ -162,13 +159,12 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   shape[d] = (e - s + step - 1) / step;
   strides[d] *= step;
   Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, strides);
-  if (recording(x)) {
-    // dx[.., s:e:step, ..] += dout
-    record(op_name("slice"), {x}, out, {.backward = [d, s, step, n](const Tensor& dout, Grads& g) {
-             g.pass(0, unslice(dout, d, s, step, n));
-           }});
-  }
-  return out;
+  if (!recording(x)) return out;
+  // dx[.., s:e:step, ..] += dout
+  return record(op_name("slice"), {x}, out,
+                {.backward = [d, s, step, n](const Tensor& dout, Grads& g) {
+                  g.pass(0, unslice(dout, d, s, step, n));
+                }});
 }
 
 // Tensor's copies, recorded as ops: to, clone, contiguous.
@@ -187,13 +183,11 @@ Tensor Tensor::to(DType target) const {
                          [&](const auto& o) { dst[o[0]] = static_cast<D>(src[o[1]]); });
     });
   });
-  if (is_floating(target) && is_floating(dtype()) && recording(*this)) {
-    // d(to(x))/dx = 1: the gradient converted back to x's dtype.
-    record(op_name("to"), {*this}, out, {.backward = [source = dtype()](const Tensor& d, Grads& g) {
-             g.pass(0, d.to(source));
-           }});
-  }
-  return out;
+  if (!(is_floating(target) && is_floating(dtype()) && recording(*this))) return out;
+  // d(to(x))/dx = 1: the gradient converted back to x's dtype.
+  return record(
+      op_name("to"), {*this}, out,
+      {.backward = [source = dtype()](const Tensor& d, Grads& g) { g.pass(0, d.to(source)); }});
 }
 
 Tensor Tensor::clone() const {
@@ -204,11 +198,9 @@ Tensor Tensor::clone() const {
     using T = decltype(tag);
     copy_strided(out.data<T>(), out.strides(), data<T>(), strides(), shape(), false);
   });
-  if (recording(*this)) {
-    // d(copy(x))/dx = 1
-    record(op, {*this}, out, {.backward = [](const Tensor& d, Grads& g) { g.pass(0, d); }});
-  }
-  return out;
+  if (!recording(*this)) return out;
+  // d(copy(x))/dx = 1
+  return record(op, {*this}, out, {.backward = [](const Tensor& d, Grads& g) { g.pass(0, d); }});
 }
 
 void assign(const Tensor& dst, const Tensor& src) {
@@ -268,14 +260,12 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     copy_strided(out.data<T>(), out.strides(), x.data<T>(),
                  broadcast_strides(x.shape(), x.strides(), shape), shape, false);
   });
-  if (recording(x)) {
-    // dx = dout summed over the dims x was broadcast along
-    const auto backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
-      g.pass(0, sum_to(dout, x_shape).contiguous());
-    };
-    record(op_name("expand"), {x}, out, {.backward = backward});
-  }
-  return out;
+  if (!recording(x)) return out;
+  // dx = dout summed over the dims x was broadcast along
+  const auto backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+    g.pass(0, sum_to(dout, x_shape).contiguous());
+  };
+  return record(op_name("expand"), {x}, out, {.backward = backward});
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
@@ -305,16 +295,14 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     });
     start += x.shape()[d];
   }
-  if (recording(xs)) {
-    // d_i = dout[.., start_i : start_i + n_i, ..]
-    record(op_name("concat"), xs, out, {.backward = [d, starts](const Tensor& dout, Grads& g) {
-             for (size_t i = 0; i < starts.size(); ++i) {
-               const int64_t end = i + 1 < starts.size() ? starts[i + 1] : dout.shape()[d];
-               if (g.wants(i)) g.pass(i, slice(dout, d, starts[i], end));
-             }
-           }});
-  }
-  return out;
+  if (!recording(xs)) return out;
+  // d_i = dout[.., start_i : start_i + n_i, ..]
+  return record(op_name("concat"), xs, out, {.backward = [d, starts](const Tensor& dout, Grads& g) {
+                  for (size_t i = 0; i < starts.size(); ++i) {
+                    const int64_t end = i + 1 < starts.size() ? starts[i + 1] : dout.shape()[d];
+                    if (g.wants(i)) g.pass(i, slice(dout, d, starts[i], end));
+                  }
+                }});
 }
 
 }  // namespace tapegrad

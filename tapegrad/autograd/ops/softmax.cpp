@@ -11,7 +11,6 @@
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -64,15 +63,25 @@ Tensor softmax_rows(const char* op, const Tensor& x, int64_t dim, bool log) {
   return out;
 }
 
-Tensor softmax_op(const Tensor& x, int64_t dim, bool log) {
-  const char* op = log ? op_name("log_softmax") : op_name("softmax");
-  const profile::Scope profile_scope(op);
-  if (const FastOps* fast = fast_ops()) return fast->softmax(op, x, dim, log);
+// The plain paths: the kernel, and the op recorded with its derivative.
+Tensor recorded_softmax(const char* op, const Tensor& x, int64_t dim, bool log) {
   Tensor out = softmax_rows(op, x.contiguous(), dim, log);
-  if (recording(x)) {
-    record(op, {x}, out, {.backward = softmax_backward(out.detach(), dim, log)}, {{"y", out}});
-  }
-  return out;
+  if (!recording(x)) return out;
+  return record(op, {x}, out, {.backward = softmax_backward(out.detach(), dim, log)}, {{"y", out}});
+}
+
+Tensor recorded_masked_softmax(const Tensor& input, const Tensor& mask) {
+  const double kNegInf = -std::numeric_limits<double>::infinity();
+  Tensor out =
+      softmax_rows("masked_softmax", masked_fill(input.detach(), mask, kNegInf), -1, false);
+  if (!recording(input)) return out;
+  return record(op_name("masked_softmax"), {input}, out,
+                {.backward = softmax_backward(out.detach(), -1, false)}, {{"y", out}});
+}
+
+// softmax or log_softmax (log), named op
+Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
+  return run_op(op, &FastOps::softmax, recorded_softmax, op, x, dim, log);
 }
 
 }  // namespace
@@ -83,28 +92,24 @@ BackwardFn softmax_backward(const Tensor& y, int64_t dim, bool log) {
   };
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, false); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_op(op_name("softmax"), x, dim, false);
+}
 
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, true); }
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_op(op_name("log_softmax"), x, dim, true);
+}
 
 // softmax's backward serves: a blocked position has y = 0, so it gets no gradient.
 Tensor masked_softmax(const Tensor& input, const Tensor& mask) {
-  const profile::Scope profile_scope(op_name("masked_softmax"));
   TG_CHECK(input.dim() >= 1, "masked_softmax: input must have rank >= 1, got shape {}",
            input.shape());
   TG_CHECK(mask.dtype() == DType::Bool, "masked_softmax: mask must be bool, got {}", mask.dtype());
   TG_CHECK(broadcast_shapes("masked_softmax", input.shape(), mask.shape()) == input.shape(),
            "masked_softmax: mask of shape {} does not broadcast to the input's shape {}",
            mask.shape(), input.shape());
-  if (const FastOps* fast = fast_ops()) return fast->masked_softmax(input, mask);
-  const double kNegInf = -std::numeric_limits<double>::infinity();
-  Tensor out =
-      softmax_rows("masked_softmax", masked_fill(input.detach(), mask, kNegInf), -1, false);
-  if (recording(input)) {
-    record(op_name("masked_softmax"), {input}, out,
-           {.backward = softmax_backward(out.detach(), -1, false)}, {{"y", out}});
-  }
-  return out;
+  return run_op(op_name("masked_softmax"), &FastOps::masked_softmax, recorded_masked_softmax, input,
+                mask);
 }
 
 }  // namespace tapegrad
