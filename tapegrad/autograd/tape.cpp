@@ -411,6 +411,8 @@ struct Walk {
     }
   }
 
+  // The run's bookkeeping: whether a root came from an entry and the newest such entry, the
+  // entries grad() needs, each hooked leaf's readers still to run.
   bool any_entry = false;
   uint64_t max_seq = 0;
   std::unordered_set<const TapeEntry*> needed;
