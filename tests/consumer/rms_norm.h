@@ -69,7 +69,11 @@ inline tapegrad::Tensor rms_norm(const tapegrad::Tensor& x_in, const tapegrad::T
              }
            }});
     // what the entry keeps, for the tape's drawing (viz::TapeDrawing)
-    if (tape_details()) note_saved(y, {{"x", x}, {"w", w}, {"rstd", Shape{N}, DType::Float64}});
+    if (tape_details()) {
+      note_saved(y, {{"x", x.shape(), x.dtype()},
+                     {"w", w.shape(), w.dtype()},
+                     {"rstd", Shape{N}, DType::Float64}});
+    }
   }
   return y;
 }
