@@ -1,6 +1,6 @@
 // grad(), as torch.autograd.grad: the gradients of outputs with respect to chosen inputs,
 // returned rather than summed into .grad(), and under create_graph themselves differentiable,
-// which is how second and higher derivatives are taken (docs/higher_order.md).
+// which is how second and higher derivatives are taken (examples/second_order.cpp).
 #pragma once
 
 #include <vector>
