@@ -4,6 +4,7 @@
 #include "tapegrad/autograd/tape.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <unordered_map>
@@ -19,17 +20,20 @@ namespace tapegrad {
 
 namespace {
 
+// An entry neither released nor freed with its graph.
+bool live(const std::weak_ptr<TapeEntry>& w) {
+  const auto e = w.lock();
+  return e && !e->released;
+}
+
 struct Tape {
   std::vector<std::weak_ptr<TapeEntry>> entries;  // execution order
   uint64_t next_seq = 0;
   size_t compact_at = 1024;  // compact when entries reach this size
 
-  // Drops references to entries that were released or whose graph was freed.
+  // Drops references to entries that are not live.
   void compact() {
-    std::erase_if(entries, [](const std::weak_ptr<TapeEntry>& w) {
-      auto e = w.lock();
-      return !e || e->released;
-    });
+    std::erase_if(entries, std::not_fn(live));
     compact_at = std::max<size_t>(1024, 2 * entries.size());
   }
 };
@@ -329,9 +333,11 @@ struct Walk {
     });
   }
 
-  void finish(GradNode& node) {
-    complete(node);
+  // node's gradient completed (complete()) and its buffer released: what flows on.
+  Tensor finish(GradNode& node) {
+    const Tensor g = complete(node);
     release(node);
+    return g;
   }
 
   void check_versions(const TapeEntry& e) const {
@@ -352,9 +358,7 @@ struct Walk {
     std::vector<Tensor> douts(e->outputs.size());
     for (size_t k = 0; k < e->outputs.size(); ++k) {
       const auto node = e->outputs[k].lock();
-      if (!node || !node->pending.defined()) continue;
-      douts[k] = complete(*node);
-      release(*node);
+      if (node && node->pending.defined()) douts[k] = finish(*node);
     }
     if (!wanted) return;
     Grads grads(*e, *this, douts);
@@ -425,19 +429,16 @@ struct Walk {
 Grads::Grads(TapeEntry& entry, Walk& walk, const std::vector<Tensor>& douts)
     : entry_(entry), walk_(walk), douts_(douts) {}
 
-bool Grads::wants(size_t i) const {
-  check_index(i, "wants");
-  return entry_.inputs[i] != nullptr;
-}
+bool Grads::wants(size_t i) const { return input_node(i, "wants") != nullptr; }
 
-void Grads::check_index(size_t i, const char* call) const {
+const std::shared_ptr<GradNode>& Grads::input_node(size_t i, const char* call) const {
   TG_CHECK(i < entry_.inputs.size(), "backward of '{}': {}({}), but the op has {} input(s)",
            entry_.op, call, i, entry_.inputs.size());
+  return entry_.inputs[i];
 }
 
 GradNode& Grads::node(size_t i, const char* call) const {
-  check_index(i, call);
-  TG_CHECK(entry_.inputs[i] != nullptr,
+  TG_CHECK(input_node(i, call) != nullptr,
            "backward of '{}': {}({}) for an input that does not require grad (ask wants({}) "
            "first)",
            entry_.op, call, i, i);
@@ -482,9 +483,8 @@ const Tensor& Grads::dout(size_t k) const {
 }
 
 Tensor Grads::input(size_t i, const Tensor& value) const {
-  check_index(i, "input");
   auto impl = std::make_shared<TensorImpl>(value.impl());
-  impl->node = entry_.inputs.at(i);
+  impl->node = input_node(i, "input");
   return Tensor(std::move(impl));
 }
 
@@ -502,13 +502,7 @@ void backward(const Tensor& root, const Tensor& dout, BackwardOptions options) {
                         .retain_graph = options.retain_graph || options.create_graph});
 }
 
-size_t tape_size() {
-  return static_cast<size_t>(std::count_if(t_tape.entries.begin(), t_tape.entries.end(),
-                                           [](const std::weak_ptr<TapeEntry>& w) {
-                                             auto e = w.lock();
-                                             return e && !e->released;
-                                           }));
-}
+size_t tape_size() { return static_cast<size_t>(std::ranges::count_if(t_tape.entries, live)); }
 
 bool recording(const std::vector<Tensor>& inputs) {
   return grad_enabled() && std::any_of(inputs.begin(), inputs.end(),

@@ -65,9 +65,10 @@ class Grads {
   GradBuffer write(size_t i, Writes writes);
 
  private:
-  // Each call names itself in the error a wrong index gets: "backward of 'my_op': write(2),
-  // but the op has 2 input(s)".
-  void check_index(size_t i, const char* call) const;
+  // Input i's node, null where it needs no grad (node() refuses that one). Each call names
+  // itself in the error a wrong index gets: "backward of 'my_op': write(2), but the op has 2
+  // input(s)".
+  const std::shared_ptr<GradNode>& input_node(size_t i, const char* call) const;
   GradNode& node(size_t i, const char* call) const;
   TapeEntry& entry_;
   Walk& walk_;

@@ -181,17 +181,17 @@ Tensor empty(const Shape& shape, DType dtype) {
   TG_CHECK(n <= kMaxBytes / static_cast<int64_t>(dtype_size(dtype)),
            "empty: shape {} of {} needs {} elements, more than any buffer can hold", shape, dtype,
            n);
-  auto impl = std::make_shared<TensorImpl>();
+  std::shared_ptr<Storage> storage;
   try {
-    impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype));
+    storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype));
   } catch (const std::bad_alloc&) {
     throw Error(fmt::format("empty: cannot allocate {} bytes for shape {} of {}",
                             static_cast<size_t>(n) * dtype_size(dtype), shape, dtype));
   }
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = dtype;
-  return Tensor(std::move(impl));
+  return Tensor(std::make_shared<TensorImpl>(TensorImpl{.storage = std::move(storage),
+                                                        .shape = shape,
+                                                        .strides = contiguous_strides(shape),
+                                                        .dtype = dtype}));
 }
 
 Tensor full(const Shape& shape, double value, DType dtype) {
@@ -299,13 +299,11 @@ constexpr int64_t kEdgeItems = 3;
 
 // The indices of dim d to show: all, or the first and last kEdgeItems with -1 marking "...".
 std::vector<int64_t> shown_indices(int64_t n, bool summarize) {
+  const bool cut = summarize && n > 2 * kEdgeItems;
   std::vector<int64_t> idx;
-  if (summarize && n > 2 * kEdgeItems) {
-    for (int64_t i = 0; i < kEdgeItems; ++i) idx.push_back(i);
-    idx.push_back(-1);
-    for (int64_t i = n - kEdgeItems; i < n; ++i) idx.push_back(i);
-  } else {
-    for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!cut || i < kEdgeItems || i >= n - kEdgeItems) idx.push_back(i);
+    if (cut && i == kEdgeItems) idx.push_back(-1);
   }
   return idx;
 }
@@ -327,10 +325,7 @@ struct Printer {
 
   void collect(int64_t dim, int64_t off) {
     if (dim == t.dim()) {
-      values.push_back(tapegrad::dispatch_all(t.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        return static_cast<double>(static_cast<const T*>(t.impl().storage->data())[off]);
-      }));
+      values.push_back(tapegrad::read_as_double(t, off));
       return;
     }
     for (int64_t i : shown_indices(t.shape()[dim], summarize)) {
@@ -340,26 +335,19 @@ struct Printer {
 
   void emit(std::string& out, int64_t dim, int64_t off, size_t indent) const {
     if (dim == t.dim()) {
-      const std::string s = element(tapegrad::dispatch_all(t.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        return static_cast<double>(static_cast<const T*>(t.impl().storage->data())[off]);
-      }));
+      const std::string s = element(tapegrad::read_as_double(t, off));
       out += std::string(width - s.size(), ' ') + s;
       return;
     }
     out += '[';
+    // ", " between elements of the last dim; between blocks a newline per dim below, and indent
+    const std::string separator =
+        dim + 1 == t.dim() ? ", "
+                           : "," + std::string(static_cast<size_t>(t.dim() - dim - 1), '\n') +
+                                 std::string(indent + 1, ' ');
     bool first = true;
-    const bool last_dim = dim + 1 == t.dim();
     for (int64_t i : shown_indices(t.shape()[dim], summarize)) {
-      if (!first) {
-        out += ',';
-        if (last_dim) {
-          out += ' ';
-        } else {
-          out += std::string(static_cast<size_t>(t.dim() - dim - 1), '\n');
-          out += std::string(indent + 1, ' ');
-        }
-      }
+      if (!first) out += separator;
       first = false;
       if (i < 0) {
         out += "...";

@@ -53,7 +53,7 @@ struct TensorImpl {
   Shape shape;
   Shape strides;  // in elements
   DType dtype = DType::Float32;
-  std::shared_ptr<GradNode> node;  // set when the tensor requires grad
+  std::shared_ptr<GradNode> node = nullptr;  // set when the tensor requires grad
 };
 
 class Tensor {

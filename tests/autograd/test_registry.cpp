@@ -15,6 +15,7 @@
 #include "helpers.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/autograd/ops/registry.h"
+#include "tapegrad/profile/profile.h"
 
 using namespace tapegrad;
 using tapegrad::testing::random_leaf;
@@ -496,6 +497,32 @@ TEST_CASE("every op of the library's list has a case in the registry", "[autogra
       INFO(op << " has a case but is not in kOps (tapegrad/autograd/ops/registry.h)");
       CHECK(listed.count(op) == 1);
     }
+  }
+}
+
+// Every op runs through its entry (run_op, ops/registry.h), which opens the op's profile
+// scope: an op of its own (a primitive or a composite) shows as a row of the profile with its
+// forward calls. Not embedding_backward, which only a backward calls: the profile charges what
+// a backward step calls to that step.
+TEST_CASE("every primitive and composite opens its profile scope through its entry",
+          "[autograd][registry][profile]") {
+  std::set<std::string> own;
+  for (const auto& [kind, names] : kOps) {
+    std::istringstream words{std::string(names)};
+    for (std::string op; words >> op;) {
+      if (kind == OpKind::Primitive || kind == OpKind::Composite) own.insert(op);
+    }
+  }
+  for (const OpCase& c : registry()) {
+    if (own.count(c.op) == 0 || c.op == "embedding_backward") continue;
+    INFO(name_of(c));
+    const ProfileGuard profile;
+    outputs_and_gradients(c);
+    int64_t calls = 0;
+    for (const ProfileGuard::Row& row : profile.rows()) {
+      if (row.op == c.op) calls += row.forward_calls;
+    }
+    CHECK(calls > 0);
   }
 }
 

@@ -9,7 +9,6 @@
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -50,29 +49,30 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
 }
 
 Tensor dropout(const Tensor& input, double p, uint64_t key) {
-  const profile::Scope profile_scope(op_name("dropout"));
-  TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
-  if (p == 0) return input;
-  const Tensor x = input.contiguous();
-  const int64_t N = x.numel();
-  Tensor out = empty(x.shape(), x.dtype());
-  const DropoutMask mask(p, key);
-  dispatch_floating("dropout", x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* po = out.data<T>();
-    const T* px = x.data<T>();
-    parallel_for((N + kBlock - 1) / kBlock, grain_of_items(kBlock), [&](int64_t b, int64_t e) {
-      for (int64_t block = b; block < e; ++block) {
-        const int64_t start = block * kBlock;
-        dropout_forward<T>(po + start, px + start, start, std::min(kBlock, N - start), p, mask);
-      }
+  return run_op(op_name("dropout"), [&] {
+    TG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
+    if (p == 0) return input;
+    const Tensor x = input.contiguous();
+    const int64_t N = x.numel();
+    Tensor out = empty(x.shape(), x.dtype());
+    const DropoutMask mask(p, key);
+    dispatch_floating("dropout", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* po = out.data<T>();
+      const T* px = x.data<T>();
+      parallel_for((N + kBlock - 1) / kBlock, grain_of_items(kBlock), [&](int64_t b, int64_t e) {
+        for (int64_t block = b; block < e; ++block) {
+          const int64_t start = block * kBlock;
+          dropout_forward<T>(po + start, px + start, start, std::min(kBlock, N - start), p, mask);
+        }
+      });
     });
+    if (!recording(x)) return out;
+    // dx = keep ? dout * scale : 0, the mask drawn again from the key
+    return record(
+        op_name("dropout"), {x}, out,
+        {.backward = [p, key](const Tensor& dout, Grads& g) { g.pass(0, dropout(dout, p, key)); }});
   });
-  if (!recording(x)) return out;
-  // dx = keep ? dout * scale : 0, the mask drawn again from the key
-  return record(op_name("dropout"), {x}, out, {.backward = [p, key](const Tensor& dout, Grads& g) {
-                  g.pass(0, dropout(dout, p, key));
-                }});
 }
 
 }  // namespace tapegrad

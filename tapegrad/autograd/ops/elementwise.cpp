@@ -12,7 +12,6 @@
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -25,29 +24,30 @@ enum class Saves { Input, Output, Nothing };
 // Saves::Nothing), in differentiable ops.
 template <class F, class Grad>
 Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
-  const profile::Scope profile_scope(op);
-  const Tensor x = input.contiguous();
-  Tensor out = empty(x.shape(), x.dtype());
-  const int64_t n = x.numel();
-  dispatch_floating(op, x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* py = out.data<T>();
-    parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) py[i] = static_cast<T>(f(px[i]));
+  return run_op(op, [&] {
+    const Tensor x = input.contiguous();
+    Tensor out = empty(x.shape(), x.dtype());
+    const int64_t n = x.numel();
+    dispatch_floating(op, x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = x.data<T>();
+      T* py = out.data<T>();
+      parallel_for(n, kGrainElements, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) py[i] = static_cast<T>(f(px[i]));
+      });
     });
+    if (!recording(x)) return out;
+    const Tensor saved = saves == Saves::Input    ? x.detach()
+                         : saves == Saves::Output ? out.detach()
+                                                  : Tensor();
+    return record(op, {x}, out,
+                  {.backward =
+                       [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](
+                           const Tensor& dout, Grads& g) {
+                         g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
+                       }},
+                  {{saves == Saves::Input ? "x" : "y", saved}});
   });
-  if (!recording(x)) return out;
-  const Tensor saved = saves == Saves::Input    ? x.detach()
-                       : saves == Saves::Output ? out.detach()
-                                                : Tensor();
-  return record(op, {x}, out,
-                {.backward =
-                     [input = saves == Saves::Input ? x : Tensor(), saved, saves, grad](
-                         const Tensor& dout, Grads& g) {
-                       g.pass(0, grad(dout, saves == Saves::Output ? g.output(saved) : input));
-                     }},
-                {{saves == Saves::Input ? "x" : "y", saved}});
 }
 
 // out = f(a, b) with broadcasting; da = ga(dout, a, b) and db = gb(dout, a, b), each summed
@@ -55,30 +55,31 @@ Tensor unary(const char* op, const Tensor& input, Saves saves, F f, Grad grad) {
 // = false and keep no input alive.
 template <bool kSavesInputs, class F, class GA, class GB>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f, GA ga, GB gb) {
-  const profile::Scope profile_scope(op);
-  TG_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}", op, a.dtype(), b.dtype());
-  const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
-  Tensor out = empty(shape, a.dtype());
-  dispatch_floating(op, a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
-    const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    parallel_for_each_offset<3>(shape, {&out.strides(), &sa, &sb}, kGrainElements,
-                                [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
+  return run_op(op, [&] {
+    TG_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}", op, a.dtype(), b.dtype());
+    const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+    Tensor out = empty(shape, a.dtype());
+    dispatch_floating(op, a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
+      const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* po = out.data<T>();
+      parallel_for_each_offset<3>(shape, {&out.strides(), &sa, &sb}, kGrainElements,
+                                  [&](const auto& o) { po[o[0]] = f(pa[o[1]], pb[o[2]]); });
+    });
+    if (!recording(a, b)) return out;
+    return record(
+        op, {a, b}, out,
+        {.backward =
+             [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape = a.shape(),
+              b_shape = b.shape(), ga, gb](const Tensor& dout, Grads& g) {
+               if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
+               if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
+             }},
+        {{"a", kSavesInputs ? a.detach() : Tensor()}, {"b", kSavesInputs ? b.detach() : Tensor()}});
   });
-  if (!recording(a, b)) return out;
-  return record(
-      op, {a, b}, out,
-      {.backward =
-           [a = kSavesInputs ? a : Tensor(), b = kSavesInputs ? b : Tensor(), a_shape = a.shape(),
-            b_shape = b.shape(), ga, gb](const Tensor& dout, Grads& g) {
-             if (g.wants(0)) g.pass(0, sum_to(ga(dout, a, b), a_shape));
-             if (g.wants(1)) g.pass(1, sum_to(gb(dout, a, b), b_shape));
-           }},
-      {{"a", kSavesInputs ? a.detach() : Tensor()}, {"b", kSavesInputs ? b.detach() : Tensor()}});
 }
 
 // y = scale * x + shift: the shared kernel of the scalar forms and neg.
@@ -238,61 +239,64 @@ Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diag
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, false); }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  const profile::Scope profile_scope(op_name("masked_fill"));
-  TG_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got {}", mask.dtype());
-  TG_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(),
-           "masked_fill: mask of shape {} does not broadcast to the input's shape {}", mask.shape(),
-           x.shape());
-  const Shape sm = broadcast_strides(mask.shape(), mask.strides(), x.shape());
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: masks are filled too
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    const bool* pm = mask.data<bool>();
-    T* po = out.data<T>();
-    const auto v = static_cast<T>(value);
-    parallel_for_each_offset<3>(x.shape(), {&out.strides(), &x.strides(), &sm}, kGrainElements,
-                                [&](const auto& o) { po[o[0]] = pm[o[2]] ? v : px[o[1]]; });
+  return run_op(op_name("masked_fill"), [&] {
+    TG_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be bool, got {}", mask.dtype());
+    TG_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(),
+             "masked_fill: mask of shape {} does not broadcast to the input's shape {}",
+             mask.shape(), x.shape());
+    const Shape sm = broadcast_strides(mask.shape(), mask.strides(), x.shape());
+    Tensor out = empty(x.shape(), x.dtype());
+    dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: masks are filled too
+      using T = decltype(tag);
+      const T* px = x.data<T>();
+      const bool* pm = mask.data<bool>();
+      T* po = out.data<T>();
+      const auto v = static_cast<T>(value);
+      parallel_for_each_offset<3>(x.shape(), {&out.strides(), &x.strides(), &sm}, kGrainElements,
+                                  [&](const auto& o) { po[o[0]] = pm[o[2]] ? v : px[o[1]]; });
+    });
+    if (!recording(x)) return out;
+    // dx = dout where the mask is false, 0 where it is true
+    return record(op_name("masked_fill"), {x}, out,
+                  {.backward = [mask](const Tensor& dout,
+                                      Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
+                   .allow_inf = std::isinf(value)},
+                  {{"mask", mask}});
   });
-  if (!recording(x)) return out;
-  // dx = dout where the mask is false, 0 where it is true
-  return record(
-      op_name("masked_fill"), {x}, out,
-      {.backward = [mask](const Tensor& dout, Grads& g) { g.pass(0, masked_fill(dout, mask, 0)); },
-       .allow_inf = std::isinf(value)},
-      {{"mask", mask}});
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  const profile::Scope profile_scope(op_name("where"));
-  TG_CHECK(cond.dtype() == DType::Bool, "where: condition must be bool, got {}", cond.dtype());
-  TG_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: {} and {}", a.dtype(), b.dtype());
-  const Shape shape =
-      broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
-  const Shape sc = broadcast_strides(cond.shape(), cond.strides(), shape);
-  Tensor out = empty(shape, a.dtype());
-  dispatch_floating("where", a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
-    const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
-    const bool* pc = cond.data<bool>();
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    parallel_for_each_offset<4>(shape, {&out.strides(), &sc, &sa, &sb}, kGrainElements,
-                                [&](const auto& o) { po[o[0]] = pc[o[1]] ? pa[o[2]] : pb[o[3]]; });
+  return run_op(op_name("where"), [&] {
+    TG_CHECK(cond.dtype() == DType::Bool, "where: condition must be bool, got {}", cond.dtype());
+    TG_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: {} and {}", a.dtype(), b.dtype());
+    const Shape shape =
+        broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+    const Shape sc = broadcast_strides(cond.shape(), cond.strides(), shape);
+    Tensor out = empty(shape, a.dtype());
+    dispatch_floating("where", a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
+      const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
+      const bool* pc = cond.data<bool>();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* po = out.data<T>();
+      parallel_for_each_offset<4>(
+          shape, {&out.strides(), &sc, &sa, &sb}, kGrainElements,
+          [&](const auto& o) { po[o[0]] = pc[o[1]] ? pa[o[2]] : pb[o[3]]; });
+    });
+    if (!recording(a, b)) return out;
+    // da = dout where cond, db = dout where not cond; each summed to its operand's shape
+    return record(
+        op_name("where"), {a, b}, out,
+        {.backward =
+             [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
+               const Tensor zero = zeros_like(dout);
+               if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
+               if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
+             }},
+        {{"cond", cond}});
   });
-  if (!recording(a, b)) return out;
-  // da = dout where cond, db = dout where not cond; each summed to its operand's shape
-  return record(
-      op_name("where"), {a, b}, out,
-      {.backward =
-           [cond, a_shape = a.shape(), b_shape = b.shape()](const Tensor& dout, Grads& g) {
-             const Tensor zero = zeros_like(dout);
-             if (g.wants(0)) g.pass(0, sum_to(where(cond, dout, zero), a_shape));
-             if (g.wants(1)) g.pass(1, sum_to(where(cond, zero, dout), b_shape));
-           }},
-      {{"cond", cond}});
 }
 
 namespace {

@@ -9,7 +9,6 @@
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/ops/shape_ops.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -20,55 +19,58 @@ Tensor gather_rows(const Tensor& src, const Tensor& ids, int64_t skip, int64_t g
 // src [N, C], ids [N] -> out [V, C]: out[v] = the sum of the rows src[n] with ids[n] == v,
 // leaving out the n with ids[n] == skip. Its derivative is the gather of the same rows.
 Tensor scatter_rows(const Tensor& src, const Tensor& ids, int64_t V, int64_t skip) {
-  const int64_t N = src.size(0), C = src.size(1);
-  Tensor out = zeros({V, C}, src.dtype());
-  dispatch_floating("embedding_backward", src.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t* pid = ids.data<int64_t>();
-    const T* ps = src.data<T>();
-    T* po = out.data<T>();
-    for (int64_t n = 0; n < N; ++n) {
-      if (pid[n] == skip) continue;
-      std::transform(ps + n * C, ps + (n + 1) * C, po + pid[n] * C, po + pid[n] * C,
-                     std::plus<T>());
-    }
+  return run_op(op_name("embedding_backward"), [&] {
+    const int64_t N = src.size(0), C = src.size(1);
+    Tensor out = zeros({V, C}, src.dtype());
+    dispatch_floating("embedding_backward", src.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const int64_t* pid = ids.data<int64_t>();
+      const T* ps = src.data<T>();
+      T* po = out.data<T>();
+      for (int64_t n = 0; n < N; ++n) {
+        if (pid[n] == skip) continue;
+        std::transform(ps + n * C, ps + (n + 1) * C, po + pid[n] * C, po + pid[n] * C,
+                       std::plus<T>());
+      }
+    });
+    if (!recording(src)) return out;
+    return record(
+        op_name("embedding_backward"), {src}, out,
+        {.backward = [ids, skip](const Tensor& dout,
+                                 Grads& g) { g.pass(0, gather_rows(dout, ids, skip, skip)); }},
+        {{"ids", ids}});
   });
-  if (!recording(src)) return out;
-  return record(
-      op_name("embedding_backward"), {src}, out,
-      {.backward = [ids, skip](const Tensor& dout,
-                               Grads& g) { g.pass(0, gather_rows(dout, ids, skip, skip)); }},
-      {{"ids", ids}});
 }
 
 // src [V, C], ids [N] -> out [N, C]: out[n] = src[ids[n]], 0 where ids[n] == skip. Its
 // derivative is the scatter-add of dout into the rows, leaving out the ids equal to grad_skip.
 Tensor gather_rows(const Tensor& src_in, const Tensor& ids, int64_t skip, int64_t grad_skip) {
-  const Tensor src = src_in.contiguous();
-  const int64_t N = ids.numel(), V = src.size(0), C = src.size(1);
-  Tensor out = zeros({N, C}, src.dtype());
-  dispatch_floating(op_name("embedding"), src.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t* pid = ids.data<int64_t>();
-    const T* ps = src.data<T>();
-    T* po = out.data<T>();
-    for (int64_t n = 0; n < N; ++n) {
-      if (pid[n] != skip) std::copy_n(ps + pid[n] * C, C, po + n * C);
-    }
+  return run_op(op_name("embedding"), [&] {
+    const Tensor src = src_in.contiguous();
+    const int64_t N = ids.numel(), V = src.size(0), C = src.size(1);
+    Tensor out = zeros({N, C}, src.dtype());
+    dispatch_floating(op_name("embedding"), src.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const int64_t* pid = ids.data<int64_t>();
+      const T* ps = src.data<T>();
+      T* po = out.data<T>();
+      for (int64_t n = 0; n < N; ++n) {
+        if (pid[n] != skip) std::copy_n(ps + pid[n] * C, C, po + n * C);
+      }
+    });
+    if (!recording(src)) return out;
+    return record(op_name("embedding"), {src}, out,
+                  {.backward =
+                       [ids, V, grad_skip](const Tensor& dout, Grads& g) {
+                         g.pass(0, scatter_rows(dout.contiguous(), ids, V, grad_skip));
+                       }},
+                  {{"ids", ids}});
   });
-  if (!recording(src)) return out;
-  return record(op_name("embedding"), {src}, out,
-                {.backward =
-                     [ids, V, grad_skip](const Tensor& dout, Grads& g) {
-                       g.pass(0, scatter_rows(dout.contiguous(), ids, V, grad_skip));
-                     }},
-                {{"ids", ids}});
 }
 
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64_t> padding_idx) {
-  const profile::Scope profile_scope(op_name("embedding"));
   TG_CHECK(weight.dim() == 2, "embedding: weight must be [V, C], got shape {}", weight.shape());
   TG_CHECK(ids_in.dtype() == DType::Int64, "embedding: ids must be int64, got {} of shape {}",
            ids_in.dtype(), ids_in.shape());

@@ -8,7 +8,6 @@
 #include "tapegrad/autograd/ops/elementwise.h"
 #include "tapegrad/autograd/ops/reduce.h"
 #include "tapegrad/autograd/ops/registry.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -38,11 +37,11 @@ SumNorm add_norm(const char* op, const Tensor& x, const Tensor& d, const Tensor&
            "{}: x {} {} and d {} {} must have one shape and dtype", op, x.dtype(), x.shape(),
            d.dtype(), d.shape());
   const auto [p, key] = draw_dropout(op, dropout, "dropout");
-  const profile::Scope profile_scope(op);
-  if (const FastOps* fast = fast_ops()) {
-    return fast->add_norm(op, x, d, weight, bias, eps, p, key, keep_sum);
-  }
-  return add_and_layer_norm_reference(x, d, weight, bias, eps, p, key);
+  const auto reference = [](const char*, const Tensor& x, const Tensor& d, const Tensor& weight,
+                            const Tensor& bias, double eps, double p, uint64_t key, bool) {
+    return add_and_layer_norm_reference(x, d, weight, bias, eps, p, key);
+  };
+  return run_op(op, &FastOps::add_norm, reference, op, x, d, weight, bias, eps, p, key, keep_sum);
 }
 
 }  // namespace

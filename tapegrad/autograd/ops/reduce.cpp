@@ -13,7 +13,6 @@
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
@@ -65,34 +64,40 @@ Shape kept_shape(const Shape& shape, const Plan& p) {
   return kept;
 }
 
+// acc[i] = the sum of x over the plan for output i, in double so float32 sums over long rows
+// keep their precision. With the reduced dims last in a contiguous x, they are sums of runs of
+// `count`, which the fast room's kernel adds where it runs.
+template <class T>
+void sum_into(std::vector<double>& acc, const Tensor& x, const Plan& p) {
+  const FastOps* fast = fast_ops();
+  if (fast && p.suffix && x.is_contiguous() && p.count > 0) {
+    fast->run_sums(x, static_cast<int64_t>(acc.size()), p.count, acc.data());
+  } else {
+    const T* px = x.data<T>();
+    for_each_offset<2>(x.shape(), {&p.map_strides, &x.strides()},
+                       [&](const auto& o) { acc[o[0]] += px[o[1]]; });
+  }
+}
+
 // out = scale * sum of x over the plan; backward: dx += scale * dout broadcast back.
 Tensor scaled_sum(const char* op, const Tensor& x, const Plan& p, double scale) {
-  const profile::Scope profile_scope(op);
-  Tensor out = empty(p.out_shape, x.dtype());
-  // the reduced dims last, in a contiguous x: runs of `count`, which the fast room sums
-  const FastOps* fast = fast_ops();
-  const bool runs = fast && p.suffix && x.is_contiguous() && p.count > 0;
-  dispatch_floating(op, x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    // Accumulate in double so float32 sums over long rows keep their precision.
-    std::vector<double> acc(out.numel(), 0.0);
-    const T* px = x.data<T>();
-    if (runs) {
-      fast->run_sums(x, out.numel(), p.count, acc.data());
-    } else {
-      for_each_offset<2>(x.shape(), {&p.map_strides, &x.strides()},
-                         [&](const auto& o) { acc[o[0]] += px[o[1]]; });
-    }
-    T* po = out.data<T>();
-    for (size_t i = 0; i < acc.size(); ++i) po[i] = static_cast<T>(acc[i] * scale);
+  return run_op(op, [&] {
+    Tensor out = empty(p.out_shape, x.dtype());
+    dispatch_floating(op, x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<double> acc(out.numel(), 0.0);
+      sum_into<T>(acc, x, p);
+      T* po = out.data<T>();
+      for (size_t i = 0; i < acc.size(); ++i) po[i] = static_cast<T>(acc[i] * scale);
+    });
+    if (!recording(x)) return out;
+    // dx = scale * dout, its reduced dims put back as size 1, broadcast to x's shape
+    return record(op, {x}, out,
+                  {.backward = [kept = kept_shape(x.shape(), p), x_shape = x.shape(), scale](
+                                   const Tensor& dout, Grads& g) {
+                    g.pass(0, mul(expand(reshape(dout, kept), x_shape), scale));
+                  }});
   });
-  if (!recording(x)) return out;
-  return record(op, {x}, out,
-                {.backward = [kept = kept_shape(x.shape(), p), x_shape = x.shape(), scale](
-                                 const Tensor& dout, Grads& g) {
-                  // dx = scale * dout, its reduced dims put back as size 1, broadcast to x's shape
-                  g.pass(0, mul(expand(reshape(dout, kept), x_shape), scale));
-                }});
 }
 
 // For each output element, the flat index in x (contiguous) of its first largest value.
@@ -125,29 +130,30 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim) {
-  const profile::Scope profile_scope(op_name("max"));
-  const Tensor x = input.contiguous();
-  const Plan p = plan("max", x.shape(), dims, keepdim);
-  Tensor out = empty(p.out_shape, x.dtype());
-  std::vector<int64_t> index;
-  dispatch_floating("max", x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    index = argmax_flat<T>("max", x, p);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    for (size_t i = 0; i < index.size(); ++i) po[i] = px[index[i]];
+  return run_op(op_name("max"), [&] {
+    const Tensor x = input.contiguous();
+    const Plan p = plan("max", x.shape(), dims, keepdim);
+    Tensor out = empty(p.out_shape, x.dtype());
+    std::vector<int64_t> index;
+    dispatch_floating("max", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      index = argmax_flat<T>("max", x, p);
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      for (size_t i = 0; i < index.size(); ++i) po[i] = px[index[i]];
+    });
+    if (!recording(x)) return out;
+    // dx = dout at each winning position, 0 elsewhere: only the winner moves the max
+    Tensor won = zeros(x.shape(), DType::Bool);
+    for (const int64_t i : index) won.data<bool>()[i] = true;
+    return record(op_name("max"), {x}, out,
+                  {.backward =
+                       [won, kept = kept_shape(x.shape(), p)](const Tensor& dout, Grads& g) {
+                         const Tensor spread = expand(reshape(dout, kept), won.shape());
+                         g.pass(0, where(won, spread, zeros_like(spread)));
+                       }},
+                  {{"won", won}});
   });
-  if (!recording(x)) return out;
-  // dx = dout at each winning position, 0 elsewhere: only the winner moves the max
-  Tensor won = zeros(x.shape(), DType::Bool);
-  for (const int64_t i : index) won.data<bool>()[i] = true;
-  return record(op_name("max"), {x}, out,
-                {.backward =
-                     [won, kept = kept_shape(x.shape(), p)](const Tensor& dout, Grads& g) {
-                       const Tensor spread = expand(reshape(dout, kept), won.shape());
-                       g.pass(0, where(won, spread, zeros_like(spread)));
-                     }},
-                {{"won", won}});
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

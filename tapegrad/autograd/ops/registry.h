@@ -96,13 +96,21 @@ const FastOps* installed_fast_ops();
 // ReferenceModeGuard).
 inline const FastOps* fast_ops() { return reference_mode() ? nullptr : installed_fast_ops(); }
 
-// The entry of an op with a slot in the fast room, its arguments checked: opens the op's
-// profile scope, then runs the fast room's kernel in `slot` where the fast room runs, else
-// `plain` (the op's plain kernel, which records it, or its reference).
+// The entry of every op, its arguments checked: opens the op's profile scope, then runs the
+// fast room's kernel in `slot` where the fast room runs, else `plain` (the op's plain kernel,
+// which records it, or its reference).
 template <class Slot, class Plain, class... Args>
 auto run_op(const char* op, Slot FastOps::*slot, Plain&& plain, const Args&... args) {
   const profile::Scope profile_scope(op);
   if (const FastOps* fast = fast_ops()) return (fast->*slot)(args...);
+  return plain(args...);
+}
+
+// An op the fast room does not speed up runs its plain kernel, which records it (or, called
+// with none, a body that checks, computes and records).
+template <class Plain, class... Args>
+auto run_op(const char* op, Plain&& plain, const Args&... args) {
+  const profile::Scope profile_scope(op);
   return plain(args...);
 }
 

@@ -11,20 +11,17 @@
 #include "tapegrad/autograd/ops/registry.h"
 #include "tapegrad/autograd/strided.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/profile/profile.h"
 
 namespace tapegrad {
 
 namespace {
 
 Tensor make_view(const Tensor& x, int64_t offset, Shape shape, Shape strides) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = x.impl().storage;
-  impl->offset = offset;
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->dtype = x.dtype();
-  return Tensor(std::move(impl));
+  return Tensor(std::make_shared<TensorImpl>(TensorImpl{.storage = x.impl().storage,
+                                                        .offset = offset,
+                                                        .shape = std::move(shape),
+                                                        .strides = std::move(strides),
+                                                        .dtype = x.dtype()}));
 }
 
 // dx of a slice: dout's rows at s, s + step, ... of n rows along d, zeros elsewhere; written in
@@ -50,18 +47,19 @@ Tensor unslice(const Tensor& dout, int64_t d, int64_t s, int64_t step, int64_t n
 
 // A view of x's elements in their order under a new shape (view, squeeze, unsqueeze).
 Tensor same_elements(const char* op, const Tensor& x, const Shape& shape, const Shape& strides) {
-  Tensor out = make_view(x, x.offset(), shape, strides);
-  if (!recording(x)) return out;
-  // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
-  return record(op, {x}, out, {.backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
-                  g.pass(0, reshape(dout, x_shape));
-                }});
+  return run_op(op, [&] {
+    Tensor out = make_view(x, x.offset(), shape, strides);
+    if (!recording(x)) return out;
+    // d view(x) / dx: the same elements in the same order, dx += dout, passed on as a view
+    return record(op, {x}, out, {.backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+                    g.pass(0, reshape(dout, x_shape));
+                  }});
+  });
 }
 
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& requested) {
-  const profile::Scope profile_scope(op_name("view"));
   Shape shape = requested;
   int64_t known = 1;
   auto infer = shape.end();
@@ -111,31 +109,32 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
-  const profile::Scope profile_scope(op_name("permute"));
-  TG_CHECK(static_cast<int64_t>(dims.size()) == x.dim(),
-           "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape());
-  std::vector<int64_t> perm(dims.size());
-  std::vector<bool> seen(dims.size(), false);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    perm[i] = normalize_dim("permute", dims[i], x.dim());
-    TG_CHECK(!seen[perm[i]], "permute: dim {} repeated in {}", dims[i], dims);
-    seen[perm[i]] = true;
-  }
-  Shape shape(perm.size()), strides(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) {
-    shape[i] = x.shape()[perm[i]];
-    strides[i] = x.strides()[perm[i]];
-  }
-  Tensor out = make_view(x, x.offset(), shape, strides);
-  if (!recording(x)) return out;
-  // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
-  // output dim k's stride.
-  return record(op_name("permute"), {x}, out, {.backward = [perm](const Tensor& dout, Grads& g) {
-                  std::vector<int64_t> inverse(perm.size());
-                  for (size_t k = 0; k < perm.size(); ++k)
-                    inverse[perm[k]] = static_cast<int64_t>(k);
-                  g.pass(0, permute(dout, inverse));
-                }});
+  return run_op(op_name("permute"), [&] {
+    TG_CHECK(static_cast<int64_t>(dims.size()) == x.dim(),
+             "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape());
+    std::vector<int64_t> perm(dims.size());
+    std::vector<bool> seen(dims.size(), false);
+    for (size_t i = 0; i < dims.size(); ++i) {
+      perm[i] = normalize_dim("permute", dims[i], x.dim());
+      TG_CHECK(!seen[perm[i]], "permute: dim {} repeated in {}", dims[i], dims);
+      seen[perm[i]] = true;
+    }
+    Shape shape(perm.size()), strides(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      shape[i] = x.shape()[perm[i]];
+      strides[i] = x.strides()[perm[i]];
+    }
+    Tensor out = make_view(x, x.offset(), shape, strides);
+    if (!recording(x)) return out;
+    // out[.., i_k, ..] = x[.., i_perm[k], ..], so dx reads dout with input dim perm[k] taking
+    // output dim k's stride.
+    return record(op_name("permute"), {x}, out, {.backward = [perm](const Tensor& dout, Grads& g) {
+                    std::vector<int64_t> inverse(perm.size());
+                    for (size_t k = 0; k < perm.size(); ++k)
+                      inverse[perm[k]] = static_cast<int64_t>(k);
+                    g.pass(0, permute(dout, inverse));
+                  }});
+  });
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
@@ -147,60 +146,64 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  const profile::Scope profile_scope(op_name("slice"));
-  const int64_t d = normalize_dim("slice", dim, x.dim());
-  const int64_t n = x.shape()[d];
-  const int64_t s = start < 0 ? start + n : start;
-  const int64_t e = end < 0 ? end + n : end;
-  TG_CHECK(s >= 0 && e <= n && s <= e, "slice: range [{}, {}) out of bounds for dim {} of shape {}",
-           start, end, dim, x.shape());
-  TG_CHECK(step >= 1, "slice: step must be positive, got {}", step);
-  Shape shape = x.shape(), strides = x.strides();
-  shape[d] = (e - s + step - 1) / step;
-  strides[d] *= step;
-  Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, strides);
-  if (!recording(x)) return out;
-  // dx[.., s:e:step, ..] += dout
-  return record(op_name("slice"), {x}, out,
-                {.backward = [d, s, step, n](const Tensor& dout, Grads& g) {
-                  g.pass(0, unslice(dout, d, s, step, n));
-                }});
+  return run_op(op_name("slice"), [&] {
+    const int64_t d = normalize_dim("slice", dim, x.dim());
+    const int64_t n = x.shape()[d];
+    const int64_t s = start < 0 ? start + n : start;
+    const int64_t e = end < 0 ? end + n : end;
+    TG_CHECK(s >= 0 && e <= n && s <= e,
+             "slice: range [{}, {}) out of bounds for dim {} of shape {}", start, end, dim,
+             x.shape());
+    TG_CHECK(step >= 1, "slice: step must be positive, got {}", step);
+    Shape shape = x.shape(), strides = x.strides();
+    shape[d] = (e - s + step - 1) / step;
+    strides[d] *= step;
+    Tensor out = make_view(x, x.offset() + s * x.strides()[d], shape, strides);
+    if (!recording(x)) return out;
+    // dx[.., s:e:step, ..] += dout
+    return record(op_name("slice"), {x}, out,
+                  {.backward = [d, s, step, n](const Tensor& dout, Grads& g) {
+                    g.pass(0, unslice(dout, d, s, step, n));
+                  }});
+  });
 }
 
 // Tensor's copies, recorded as ops: to, clone, contiguous.
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  const profile::Scope profile_scope(op_name("to"));
-  Tensor out = empty(shape(), target);
-  dispatch_all(dtype(), [&](auto src_tag) {
-    using S = decltype(src_tag);
-    dispatch_all(target, [&](auto dst_tag) {
-      using D = decltype(dst_tag);
-      const S* src = data<S>();
-      D* dst = out.data<D>();
-      for_each_offset<2>(shape(), {&out.strides(), &strides()},
-                         [&](const auto& o) { dst[o[0]] = static_cast<D>(src[o[1]]); });
+  return run_op(op_name("to"), [&] {
+    Tensor out = empty(shape(), target);
+    dispatch_all(dtype(), [&](auto src_tag) {
+      using S = decltype(src_tag);
+      dispatch_all(target, [&](auto dst_tag) {
+        using D = decltype(dst_tag);
+        const S* src = data<S>();
+        D* dst = out.data<D>();
+        for_each_offset<2>(shape(), {&out.strides(), &strides()},
+                           [&](const auto& o) { dst[o[0]] = static_cast<D>(src[o[1]]); });
+      });
     });
+    if (!(is_floating(target) && is_floating(dtype()) && recording(*this))) return out;
+    // d(to(x))/dx = 1: the gradient converted back to x's dtype.
+    return record(
+        op_name("to"), {*this}, out,
+        {.backward = [source = dtype()](const Tensor& d, Grads& g) { g.pass(0, d.to(source)); }});
   });
-  if (!(is_floating(target) && is_floating(dtype()) && recording(*this))) return out;
-  // d(to(x))/dx = 1: the gradient converted back to x's dtype.
-  return record(
-      op_name("to"), {*this}, out,
-      {.backward = [source = dtype()](const Tensor& d, Grads& g) { g.pass(0, d.to(source)); }});
 }
 
 Tensor Tensor::clone() const {
   const char* op = is_contiguous() ? op_name("clone") : op_name("contiguous");
-  const profile::Scope profile_scope(op);
-  Tensor out = empty(shape(), dtype());
-  dispatch_all(dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    copy_strided(out.data<T>(), out.strides(), data<T>(), strides(), shape(), false);
+  return run_op(op, [&] {
+    Tensor out = empty(shape(), dtype());
+    dispatch_all(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      copy_strided(out.data<T>(), out.strides(), data<T>(), strides(), shape(), false);
+    });
+    if (!recording(*this)) return out;
+    // d(copy(x))/dx = 1
+    return record(op, {*this}, out, {.backward = [](const Tensor& d, Grads& g) { g.pass(0, d); }});
   });
-  if (!recording(*this)) return out;
-  // d(copy(x))/dx = 1
-  return record(op, {*this}, out, {.backward = [](const Tensor& d, Grads& g) { g.pass(0, d); }});
 }
 
 void assign(const Tensor& dst, const Tensor& src) {
@@ -251,58 +254,61 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
-  const profile::Scope profile_scope(op_name("expand"));
-  TG_CHECK(broadcast_shapes("expand", x.shape(), shape) == shape,
-           "expand: shape {} does not broadcast to {}", x.shape(), shape);
-  Tensor out = empty(shape, x.dtype());
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    copy_strided(out.data<T>(), out.strides(), x.data<T>(),
-                 broadcast_strides(x.shape(), x.strides(), shape), shape, false);
+  return run_op(op_name("expand"), [&] {
+    TG_CHECK(broadcast_shapes("expand", x.shape(), shape) == shape,
+             "expand: shape {} does not broadcast to {}", x.shape(), shape);
+    Tensor out = empty(shape, x.dtype());
+    dispatch_all(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      copy_strided(out.data<T>(), out.strides(), x.data<T>(),
+                   broadcast_strides(x.shape(), x.strides(), shape), shape, false);
+    });
+    if (!recording(x)) return out;
+    // dx = dout summed over the dims x was broadcast along
+    const auto backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
+      g.pass(0, sum_to(dout, x_shape).contiguous());
+    };
+    return record(op_name("expand"), {x}, out, {.backward = backward});
   });
-  if (!recording(x)) return out;
-  // dx = dout summed over the dims x was broadcast along
-  const auto backward = [x_shape = x.shape()](const Tensor& dout, Grads& g) {
-    g.pass(0, sum_to(dout, x_shape).contiguous());
-  };
-  return record(op_name("expand"), {x}, out, {.backward = backward});
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
-  const profile::Scope profile_scope(op_name("concat"));
-  TG_CHECK(!xs.empty(), "concat: no tensors given");
-  const Tensor& first = xs.front();
-  const int64_t d = normalize_dim("concat", dim, first.dim());
-  Shape shape = first.shape();
-  shape[d] = 0;
-  for (const Tensor& x : xs) {
-    TG_CHECK(x.dtype() == first.dtype(), "concat: dtypes differ: {} and {}", first.dtype(),
-             x.dtype());
-    Shape a = x.shape(), b = first.shape();
-    TG_CHECK(a.size() == b.size() && (a[d] = b[d] = 0, a == b),
-             "concat: shapes {} and {} differ outside dim {}", first.shape(), x.shape(), dim);
-    shape[d] += x.shape()[d];
-  }
-  Tensor out = empty(shape, first.dtype());
-  std::vector<int64_t> starts;
-  int64_t start = 0;
-  for (const Tensor& x : xs) {
-    starts.push_back(start);
-    dispatch_all(x.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      copy_strided(out.data<T>() + start * out.strides()[d], out.strides(), x.data<T>(),
-                   x.strides(), x.shape(), false);
-    });
-    start += x.shape()[d];
-  }
-  if (!recording(xs)) return out;
-  // d_i = dout[.., start_i : start_i + n_i, ..]
-  return record(op_name("concat"), xs, out, {.backward = [d, starts](const Tensor& dout, Grads& g) {
-                  for (size_t i = 0; i < starts.size(); ++i) {
-                    const int64_t end = i + 1 < starts.size() ? starts[i + 1] : dout.shape()[d];
-                    if (g.wants(i)) g.pass(i, slice(dout, d, starts[i], end));
-                  }
-                }});
+  return run_op(op_name("concat"), [&] {
+    TG_CHECK(!xs.empty(), "concat: no tensors given");
+    const Tensor& first = xs.front();
+    const int64_t d = normalize_dim("concat", dim, first.dim());
+    Shape shape = first.shape();
+    shape[d] = 0;
+    for (const Tensor& x : xs) {
+      TG_CHECK(x.dtype() == first.dtype(), "concat: dtypes differ: {} and {}", first.dtype(),
+               x.dtype());
+      Shape a = x.shape(), b = first.shape();
+      TG_CHECK(a.size() == b.size() && (a[d] = b[d] = 0, a == b),
+               "concat: shapes {} and {} differ outside dim {}", first.shape(), x.shape(), dim);
+      shape[d] += x.shape()[d];
+    }
+    Tensor out = empty(shape, first.dtype());
+    std::vector<int64_t> starts;
+    int64_t start = 0;
+    for (const Tensor& x : xs) {
+      starts.push_back(start);
+      dispatch_all(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        copy_strided(out.data<T>() + start * out.strides()[d], out.strides(), x.data<T>(),
+                     x.strides(), x.shape(), false);
+      });
+      start += x.shape()[d];
+    }
+    if (!recording(xs)) return out;
+    // d_i = dout[.., start_i : start_i + n_i, ..]
+    return record(op_name("concat"), xs, out,
+                  {.backward = [d, starts](const Tensor& dout, Grads& g) {
+                    for (size_t i = 0; i < starts.size(); ++i) {
+                      const int64_t end = i + 1 < starts.size() ? starts[i + 1] : dout.shape()[d];
+                      if (g.wants(i)) g.pass(i, slice(dout, d, starts[i], end));
+                    }
+                  }});
+  });
 }
 
 }  // namespace tapegrad

@@ -79,11 +79,6 @@ Tensor recorded_masked_softmax(const Tensor& input, const Tensor& mask) {
                 {.backward = softmax_backward(out.detach(), -1, false)}, {{"y", out}});
 }
 
-// softmax or log_softmax (log), named op
-Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
-  return run_op(op, &FastOps::softmax, recorded_softmax, op, x, dim, log);
-}
-
 }  // namespace
 
 BackwardFn softmax_backward(const Tensor& y, int64_t dim, bool log) {
@@ -93,11 +88,13 @@ BackwardFn softmax_backward(const Tensor& y, int64_t dim, bool log) {
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  return softmax_op(op_name("softmax"), x, dim, false);
+  const char* op = op_name("softmax");
+  return run_op(op, &FastOps::softmax, recorded_softmax, op, x, dim, false);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_op(op_name("log_softmax"), x, dim, true);
+  const char* op = op_name("log_softmax");
+  return run_op(op, &FastOps::softmax, recorded_softmax, op, x, dim, true);
 }
 
 // softmax's backward serves: a blocked position has y = 0, so it gets no gradient.
