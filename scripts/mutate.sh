@@ -84,7 +84,7 @@ for i in "${!ids[@]}"; do
 done
 ((${#selected[@]})) || { echo "mutate: no mutant selected" >&2; exit 2; }
 
-targets=(autograd_tests nn_tests optim_tests data_tests viz_tests)
+targets=(autograd_tests fast_room_tests nn_tests optim_tests data_tests viz_tests)
 if [[ -n ${TAPEGRAD_MUTATE_BUILD:-} ]]; then
   # In place, for a throwaway clone (CI): each mutant is applied to the work tree and undone,
   # and the Release build there is reused. Refused when a tracked file has changes.
