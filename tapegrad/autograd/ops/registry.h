@@ -96,9 +96,9 @@ const FastOps* installed_fast_ops();
 // ReferenceModeGuard).
 inline const FastOps* fast_ops() { return reference_mode() ? nullptr : installed_fast_ops(); }
 
-// The entry of every op, its arguments checked: opens the op's profile scope, then runs the
-// fast room's kernel in `slot` where the fast room runs, else `plain` (the op's plain kernel,
-// which records it, or its reference).
+// Every op enters through run_op, which opens its profile scope. An op with a slot in the fast
+// room, its arguments checked, then runs the fast room's kernel in `slot` where the fast room
+// runs, else `plain` (the op's plain kernel, which records it, or its reference).
 template <class Slot, class Plain, class... Args>
 auto run_op(const char* op, Slot FastOps::*slot, Plain&& plain, const Args&... args) {
   const profile::Scope profile_scope(op);
@@ -106,8 +106,8 @@ auto run_op(const char* op, Slot FastOps::*slot, Plain&& plain, const Args&... a
   return plain(args...);
 }
 
-// An op the fast room does not speed up runs its plain kernel, which records it (or, called
-// with none, a body that checks, computes and records).
+// An op the fast room does not speed up runs its plain kernel, which records it, or, given no
+// arguments, its body: the checks, the kernel and the record.
 template <class Plain, class... Args>
 auto run_op(const char* op, Plain&& plain, const Args&... args) {
   const profile::Scope profile_scope(op);
