@@ -106,12 +106,11 @@ auto run_op(const char* op, Slot FastOps::*slot, Plain&& plain, const Args&... a
   return plain(args...);
 }
 
-// An op the fast room does not speed up runs its plain kernel, which records it, or, given no
-// arguments, its body: the checks, the kernel and the record.
-template <class Plain, class... Args>
-auto run_op(const char* op, Plain&& plain, const Args&... args) {
+// An op the fast room does not speed up runs its body: the checks, the kernel and the record.
+template <class Body>
+auto run_op(const char* op, Body&& body) {
   const profile::Scope profile_scope(op);
-  return plain(args...);
+  return body();
 }
 
 }  // namespace tapegrad
