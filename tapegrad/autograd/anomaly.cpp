@@ -39,14 +39,17 @@ void check_forward_anomaly(const char* op, const std::vector<Tensor>& inputs,
   }
 }
 
-void check_gradient_anomaly(const char* op, const std::vector<Shape>& input_shapes, size_t k,
-                            const Tensor& grad, const Shape& shape, const char* producer) {
-  const char* found = non_finite(grad);
-  TG_CHECK(!found,
-           "anomaly: backward of op '{}' (inputs {}) produced {} in the gradient of input {} {}, "
-           "which came from {}",
-           op, fmt::join(input_shapes, ", "), found, k, shape,
-           producer ? fmt::format("op '{}'", producer) : std::string("a leaf"));
+void check_gradient_anomaly(const char* op, const std::vector<Shape>& input_shapes,
+                            const std::vector<std::shared_ptr<GradNode>>& inputs) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const GradNode* in = inputs[k].get();
+    const char* found = in ? non_finite(in->pending) : nullptr;
+    TG_CHECK(!found,
+             "anomaly: backward of op '{}' (inputs {}) produced {} in the gradient of input {} {}, "
+             "which came from {}",
+             op, fmt::join(input_shapes, ", "), found, k, in->shape,
+             in->op ? fmt::format("op '{}'", in->op) : std::string("a leaf"));
+  }
 }
 
 }  // namespace tapegrad

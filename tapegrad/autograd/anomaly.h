@@ -14,9 +14,9 @@ void check_forward_anomaly(const char* op, const std::vector<Tensor>& inputs,
                            const std::vector<Tensor*>& outs, const std::vector<Shape>& input_shapes,
                            bool allow_inf);
 
-// Throws when `grad`, the gradient the backward of `op` gave its input k (of shape `shape`,
-// made by op `producer`, or a leaf when null), holds a NaN or an Inf.
-void check_gradient_anomaly(const char* op, const std::vector<Shape>& input_shapes, size_t k,
-                            const Tensor& grad, const Shape& shape, const char* producer);
+// Throws when a gradient the backward of `op` just delivered to one of its inputs (their nodes,
+// null where none is wanted) holds a NaN or an Inf, naming the input and the op that made it.
+void check_gradient_anomaly(const char* op, const std::vector<Shape>& input_shapes,
+                            const std::vector<std::shared_ptr<GradNode>>& inputs);
 
 }  // namespace tapegrad

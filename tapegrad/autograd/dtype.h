@@ -23,16 +23,6 @@ inline constexpr DType kDTypeOf<int64_t> = DType::Int64;
 template <>
 inline constexpr DType kDTypeOf<bool> = DType::Bool;
 
-constexpr size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
-  }
-  return 0;
-}
-
 constexpr std::string_view dtype_name(DType dtype) {
   switch (dtype) {
     case DType::Float32: return "float32";
@@ -61,7 +51,7 @@ decltype(auto) dispatch_floating(std::string_view op, DType dtype, F&& f) {
 
 // Calls f(T{}) with the C++ type of any dtype.
 template <class F>
-decltype(auto) dispatch_all(DType dtype, F&& f) {
+constexpr decltype(auto) dispatch_all(DType dtype, F&& f) {
   switch (dtype) {
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
@@ -69,6 +59,10 @@ decltype(auto) dispatch_all(DType dtype, F&& f) {
     case DType::Bool: return f(bool{});
   }
   TG_ASSERT(false);
+}
+
+constexpr size_t dtype_size(DType dtype) {
+  return dispatch_all(dtype, [](auto t) { return sizeof(t); });
 }
 
 }  // namespace tapegrad

@@ -7,7 +7,8 @@
 // node owns its entry, the entry its input nodes; the tape holds weak references), so a graph
 // dropped without backward() frees itself. Around this core, each in a file of its own: the
 // modes (modes.h), hooks (hooks.h), anomaly checks (anomaly.h), grad() (grad.h) and the fast
-// kernels' way of writing a gradient (fast_kernel.h).
+// kernels' way of writing a gradient (fast_kernel.h). record() is tape.cpp, the walk walk.cpp,
+// Grads grads.cpp.
 #pragma once
 
 #include <cstdint>
@@ -168,6 +169,18 @@ void note_saved(const Tensor& out, std::vector<SavedBuffer> saved);
 void backward(const Tensor& root, const Tensor& dout, BackwardOptions options = {});
 
 namespace detail {
+// The tape itself, one a thread (this_thread_tape): its entries in execution order, each held
+// weakly (an entry is owned by its outputs' nodes), and the walks running on it. record()
+// appends; while no walk indexes the tape, it drops the entries no longer live (compact).
+struct Tape {
+  std::vector<std::weak_ptr<TapeEntry>> entries;
+  uint64_t next_seq = 0;
+  int walks = 0;
+  size_t compact_at = 1024;  // compact when entries reach this size
+  void compact();
+};
+Tape& this_thread_tape();
+
 // The reverse walk behind backward() and grad(): from `roots`, seeded with `seeds` (an undefined
 // seed is 1 for a one-element root). accumulate delivers into .grad(); given `targets`, only
 // the entries on a path from a target to the roots run, and the targets' gradients are
@@ -180,6 +193,10 @@ struct WalkOptions {
 };
 std::vector<Tensor> reverse_pass(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
                                  const WalkOptions& options);
+// The walk's two doors for Grads (grads.cpp): whether it records the backward (create_graph),
+// and node's gradient += g under the tape's one rule.
+bool creates_graph(const Walk& walk);
+void deliver(Walk& walk, const std::shared_ptr<GradNode>& node, const Tensor& g);
 }  // namespace detail
 
 // Live (not yet released) entries on this thread's tape.

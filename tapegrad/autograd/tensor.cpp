@@ -1,6 +1,6 @@
 // Tensor: element access, conversions, autograd state on the handle (requires_grad, grad,
 // hooks), the factories and printing. Storage and its allocator are in storage.cpp; backward()
-// is the tape's (tape.cpp).
+// is the walk's (walk.cpp).
 #include "tapegrad/autograd/tensor.h"
 
 #include <algorithm>

@@ -118,7 +118,7 @@ class Tensor {
   // flows further; a defined return value replaces the gradient. Hooks run in registration
   // order, each on the previous one's result.
   HookHandle register_hook(std::function<Tensor(const Tensor& grad)> fn) const;
-  // Reverse pass from this tensor (defined with the tape, tape.cpp). Without `dout` the tensor
+  // Reverse pass from this tensor (defined with the walk, walk.cpp). Without `dout` the tensor
   // must have one element and the seed gradient is 1; otherwise `dout` has this tensor's shape
   // and dtype.
   void backward(const Tensor& dout = Tensor(), BackwardOptions options = {}) const;
