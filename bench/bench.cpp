@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -383,7 +384,20 @@ int main(int argc, char** argv) {
     g_norm_first = f.boolean("norm-first",
                              "encoder and mini-train workloads: pre-norm layers (and final norms)");
     g_precision = examples::read_precision(f);
+    const std::string kernel =
+        f.text("bf16-kernel", "auto",
+               "the bfloat16 products' kernel: auto (this CPU's fastest), native, fma or emulated "
+               "(set_bf16_kernel: what another CPU would run)");
     if (!f.finish()) return 0;
+    if (kernel != "auto") {
+      const std::map<std::string, Bf16Kernel> kernels{{"native", Bf16Kernel::Native},
+                                                      {"fma", Bf16Kernel::Fma},
+                                                      {"emulated", Bf16Kernel::Emulated}};
+      if (!kernels.contains(kernel))
+        throw examples::FlagError(
+            fmt::format("--bf16-kernel: auto, native, fma or emulated, got '{}'", kernel));
+      set_bf16_kernel(kernels.at(kernel));
+    }
     const AutocastGuard autocast(g_precision);
     set_num_threads(static_cast<int>(threads));
     if (w == "sgemm") {

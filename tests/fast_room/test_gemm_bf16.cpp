@@ -112,19 +112,23 @@ TEST_CASE("bf16_gemm is the rounded operands' product, within the stated bound",
 
 namespace {
 
-// Each kernel's product of A and B, in all four layouts, against the `reference` kernel's bits.
+// Each kernel's product of A and B, in all four layouts, beta 0 and 0.5 (added to a C of
+// `c0`), against the `reference` kernel's bits.
 void check_same_bits(Bf16Kernel kernel, Bf16Kernel reference, int64_t M, int64_t N, int64_t K,
-                     const std::vector<float>& A, const std::vector<float>& B) {
+                     const std::vector<float>& A, const std::vector<float>& B, float c0) {
   for (const bool ta : {false, true}) {
     for (const bool tb : {false, true}) {
-      std::vector<float> got(M * N), want(M * N);
-      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-      set_bf16_kernel(kernel);
-      bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0, got.data(), N);
-      set_bf16_kernel(reference);
-      bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0, want.data(), N);
-      INFO("kernel " << static_cast<int>(kernel) << " ta " << ta << " tb " << tb);
-      CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * got.size()) == 0);
+      for (const float beta : {0.0f, 0.5f}) {
+        std::vector<float> got(M * N, c0), want(M * N, c0);
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        set_bf16_kernel(kernel);
+        bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, got.data(), N);
+        set_bf16_kernel(reference);
+        bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, want.data(), N);
+        INFO("kernel " << static_cast<int>(kernel) << " ta " << ta << " tb " << tb << " beta "
+                       << beta);
+        CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * got.size()) == 0);
+      }
     }
   }
 }
@@ -147,15 +151,18 @@ TEST_CASE("bf16_gemm's kernels give the same bits", "[gemm_bf16]") {
   for (float& x : A) x = n(rng);
   for (float& x : B) x = n(rng);
   for (const Bf16Kernel kernel : {Bf16Kernel::Native, Bf16Kernel::Fma}) {
-    if (bf16_kernel_available(kernel)) check_same_bits(kernel, Bf16Kernel::Emulated, M, N, K, A, B);
+    if (bf16_kernel_available(kernel)) {
+      check_same_bits(kernel, Bf16Kernel::Emulated, M, N, K, A, B, 0.25f);
+    }
   }
   // where the emulation keeps subnormals, the two CPU kernels flush them: operands of 2^-64
-  // (their products and sums subnormal) and one in ten subnormal itself
+  // (their products and sums subnormal) and one in ten subnormal itself; the blocks of k are
+  // added to C, and C scaled, outside that mode (a sum of two blocks may be subnormal)
   if (bf16_kernel_available(Bf16Kernel::Native) && bf16_kernel_available(Bf16Kernel::Fma)) {
     for (std::vector<float>* v : {&A, &B}) {
       for (size_t i = 0; i < v->size(); ++i) (*v)[i] = i % 10 == 3 ? 1e-39f : (*v)[i] * 0x1p-64f;
     }
-    check_same_bits(Bf16Kernel::Fma, Bf16Kernel::Native, M, N, K, A, B);
+    check_same_bits(Bf16Kernel::Fma, Bf16Kernel::Native, M, N, K, A, B, 0x1p-120f);
   }
   set_bf16_kernel(bf16_default_kernel());
 }
