@@ -216,8 +216,9 @@ std::set<std::string> identifiers(const fs::path& root) {
 }
 
 // The last name of a code span that is one name, qualified or not, perhaps followed by a
-// call's parentheses (`nn::generate`, `layer_norm_reference()`), when it is qualified or has an
-// underscore inside it; "" for any other span (a flag, a path, a file, an expression).
+// call's parentheses (`nn::generate`, `layer_norm_reference()`), when it is qualified, has an
+// underscore inside it or is a type's name (`Walk`: a capital, then a small letter); "" for any
+// other span (a flag, a path, a file, an expression, a word in capitals).
 std::string named_function(const std::string& span) {
   const size_t open = span.find('(');
   if (open != std::string::npos && span.back() != ')') return "";
@@ -228,7 +229,10 @@ std::string named_function(const std::string& span) {
     parts.push_back(head.substr(i, colons - i));
   }
   if (!std::all_of(parts.begin(), parts.end(), identifier)) return "";
-  return parts.size() > 1 || parts.back().find('_', 1) != std::string::npos ? parts.back() : "";
+  const std::string& name = parts.back();
+  const bool type = std::isupper(static_cast<unsigned char>(name[0])) && name.size() > 1 &&
+                    std::islower(static_cast<unsigned char>(name[1]));
+  return parts.size() > 1 || type || name.find('_', 1) != std::string::npos ? name : "";
 }
 
 // The names a page gives in its code spans outside code blocks, each with its line.

@@ -2,17 +2,18 @@
 # docs_check must fail when a page and its program disagree: a block whose number moved past the
 # tolerance, a word changed, a drawn file edited, a quote of the source edited, or a missing
 # block; and pass once --update has rewritten them. It must fail, too, when a page names a
-# function no source has.
+# function or a type no source has.
 #   docs_check_catches.sh DOCS_CHECK EXAMPLES_DIR
 set -uo pipefail
 check=$1 bin=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkdir -p "$dir/docs/images" "$dir/tapegrad"
-printf 'int twice_of(int x) {\n  return 2 * x;\n}\n' > "$dir/tapegrad/f.cpp"
+printf 'int twice_of(int x) {\n  return 2 * x;\n}\nstruct Doubler {};\n' > "$dir/tapegrad/f.cpp"
 cat > "$dir/docs/page.md" << 'PAGE'
 # a page
-`twice_of()` doubles, `tapegrad::twice_of` is its full name, `-ffast_math` is a flag.
+`twice_of()` doubles, `tapegrad::twice_of` is its full name, `-ffast_math` is a flag, `Doubler`
+a type, `NOTE` a word in capitals.
 <!-- output: derivations --chapter embedding -->
 ```text
 ```
@@ -36,7 +37,8 @@ expect_failure "a line missing" page.md '/largest difference/d'
 expect_failure "a quote edited" page.md 's/return 2 \* x;/return x + x;/'
 expect_failure "a drawn file edited" images/tape.svg 's/#fff3c4/#fff3c5/'
 out=$("$check" "$dir/docs" "$bin") || { echo "the restored page fails: $out"; exit 1; }
-for gone in 's/`twice_of()`/`thrice_of()`/' 's/tapegrad::twice_of/tapegrad::half/'; do
+for gone in 's/`twice_of()`/`thrice_of()`/' 's/tapegrad::twice_of/tapegrad::half/' \
+    's/`Doubler`/`Tripler`/'; do
   cp "$dir/docs/page.md" "$dir/saved"
   sed -i "$gone" "$dir/docs/page.md"
   out=$("$check" "$dir/docs" "$bin" 2>&1) && { echo "not caught: a function gone ($gone)"; exit 1; }
