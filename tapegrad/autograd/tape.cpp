@@ -62,6 +62,8 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
       if (s.tensor.defined()) entry->saved.push_back({s.name, s.tensor.shape(), s.tensor.dtype()});
     }
   }
+  if (anomaly_enabled()) [[unlikely]]
+    check_forward_anomaly(op, inputs, outs, entry->input_shapes, derivative.allow_inf);
   entry->op = op;
   entry->seq = t_tape.next_seq++;
   entry->precision = detail::modes().autocast;
@@ -79,8 +81,6 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
              op, node->grad_fn->op);
     entry->inputs.push_back(std::move(node));
   }
-  if (anomaly_enabled()) [[unlikely]]
-    check_forward_anomaly(op, inputs, outs, entry->input_shapes, derivative.allow_inf);
   entry->derivative = std::move(derivative);
 
   for (Tensor* out : outs) {
