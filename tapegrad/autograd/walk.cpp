@@ -171,8 +171,8 @@ struct Walk {
       if (!e || e->seq > max_seq) continue;
       for (const auto& in : e->inputs) {
         if (!in) continue;
-        if (std::ranges::count(options.targets, in.get()) ||
-            (in->grad_fn && needed.count(in->grad_fn.get())))
+        if (!options.targets.empty() && (std::ranges::count(options.targets, in.get()) ||
+                                         (in->grad_fn && needed.count(in->grad_fn.get()))))
           needed.insert(e.get());
         if (!in->grad_fn && !in->hooks.empty() && seen.insert(in.get()).second)
           first_readers[i].push_back(in);
