@@ -12,6 +12,7 @@
 #include "tapegrad/check/gradcheck.h"
 #include "tapegrad/io/files.h"
 #include "tapegrad/train/run.h"
+#include "tapegrad/viz/print.h"
 #include "tapegrad/viz/tape_drawing.h"
 
 using namespace tapegrad;

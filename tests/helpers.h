@@ -11,6 +11,7 @@
 
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/check/gradcheck.h"
+#include "tapegrad/viz/print.h"
 
 namespace tapegrad::testing {
 

@@ -24,6 +24,7 @@
 #include "tapegrad/io/files.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/train/run.h"
+#include "tapegrad/viz/print.h"
 #include "tapegrad/viz/viz.h"
 
 using namespace tapegrad;

@@ -1,6 +1,6 @@
 // Tensor: element access, conversions, autograd state on the handle (requires_grad, grad,
-// hooks), the factories and printing. Storage and its allocator are in storage.cpp; backward()
-// is the walk's (walk.cpp).
+// hooks) and the factories. Storage and its allocator are in storage.cpp; backward() is the
+// walk's (walk.cpp); printing is a client of the tensor's (tapegrad/viz/print.h).
 #include "tapegrad/autograd/tensor.h"
 
 #include <algorithm>
@@ -8,8 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <span>
-#include <string>
-#include <unordered_map>
+#include <string_view>
 
 #include "tapegrad/autograd/modes.h"
 #include "tapegrad/autograd/random.h"
@@ -23,7 +22,7 @@ namespace tapegrad {
 namespace {
 
 // Offset of a full index into the view, validated against the shape.
-int64_t element_offset(const Tensor& t, std::string_view op, std::initializer_list<int64_t> index) {
+int64_t element_offset(const Tensor& t, std::string_view op, std::span<const int64_t> index) {
   TG_CHECK(static_cast<int64_t>(index.size()) == t.dim(),
            "{}: index has {} entries for a tensor of shape {}", op, index.size(), t.shape());
   int64_t off = t.offset();
@@ -74,14 +73,14 @@ double Tensor::item() const {
   return read_as_double(*this, offset());
 }
 
-double Tensor::at(std::initializer_list<int64_t> index) const {
+double Tensor::at(std::span<const int64_t> index) const {
   return read_as_double(*this, element_offset(*this, "at", index));
 }
 
 void Tensor::set(std::initializer_list<int64_t> index, double value) {
   TG_CHECK(!requires_grad() || (is_leaf() && !grad_enabled()),
            "set: in-place write to a tensor that requires grad; use a NoGradGuard for leaves");
-  const int64_t off = element_offset(*this, "set", index);
+  const int64_t off = element_offset(*this, "set", {index.begin(), index.size()});
   impl().storage->bump_version();
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -284,108 +283,3 @@ Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen, DT
 }
 
 }  // namespace tapegrad
-
-// ---------------------------------------------------------------------------------------------
-// Printing
-
-namespace {
-
-using tapegrad::DType;
-using tapegrad::Shape;
-using tapegrad::Tensor;
-
-constexpr int64_t kSummarizeAbove = 1000;  // PyTorch's print threshold
-constexpr int64_t kEdgeItems = 3;
-
-// The indices of dim d to show: all, or the first and last kEdgeItems with -1 marking "...".
-std::vector<int64_t> shown_indices(int64_t n, bool summarize) {
-  const bool cut = summarize && n > 2 * kEdgeItems;
-  std::vector<int64_t> idx;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!cut || i < kEdgeItems || i >= n - kEdgeItems) idx.push_back(i);
-    if (cut && i == kEdgeItems) idx.push_back(-1);
-  }
-  return idx;
-}
-
-struct Printer {
-  const Tensor& t;
-  bool summarize;
-  bool scientific = false;
-  size_t width = 0;
-  std::vector<double> values{};  // the shown elements, in print order
-
-  std::string element(double v) const {
-    switch (t.dtype()) {
-      case DType::Bool: return v != 0 ? "True" : "False";
-      case DType::Int64: return fmt::format("{}", static_cast<int64_t>(v));
-      default: return scientific ? fmt::format("{:.4e}", v) : fmt::format("{:.4f}", v);
-    }
-  }
-
-  void collect(int64_t dim, int64_t off) {
-    if (dim == t.dim()) {
-      values.push_back(tapegrad::read_as_double(t, off));
-      return;
-    }
-    for (int64_t i : shown_indices(t.shape()[dim], summarize)) {
-      if (i >= 0) collect(dim + 1, off + i * t.strides()[dim]);
-    }
-  }
-
-  void emit(std::string& out, int64_t dim, int64_t off, size_t indent) const {
-    if (dim == t.dim()) {
-      const std::string s = element(tapegrad::read_as_double(t, off));
-      out += std::string(width - s.size(), ' ') + s;
-      return;
-    }
-    out += '[';
-    // ", " between elements of the last dim; between blocks a newline per dim below, and indent
-    const std::string separator =
-        dim + 1 == t.dim() ? ", "
-                           : "," + std::string(static_cast<size_t>(t.dim() - dim - 1), '\n') +
-                                 std::string(indent + 1, ' ');
-    bool first = true;
-    for (int64_t i : shown_indices(t.shape()[dim], summarize)) {
-      if (!first) out += separator;
-      first = false;
-      if (i < 0) {
-        out += "...";
-      } else {
-        emit(out, dim + 1, off + i * t.strides()[dim], indent + 1);
-      }
-    }
-    out += ']';
-  }
-};
-
-}  // namespace
-
-fmt::format_context::iterator fmt::formatter<Tensor>::format(const Tensor& t,
-                                                             format_context& ctx) const {
-  if (!t.defined()) return fmt::format_to(ctx.out(), "tensor(undefined)");
-  Printer p{t, t.numel() > kSummarizeAbove};
-  std::string body;
-  if (t.numel() == 0) {
-    body = "[]";
-  } else {
-    p.collect(0, t.offset());
-    if (tapegrad::is_floating(t.dtype())) {
-      double max_abs = 0, min_abs = INFINITY;
-      for (double v : p.values) {
-        if (!std::isfinite(v)) continue;
-        max_abs = std::max(max_abs, std::abs(v));
-        if (v != 0) min_abs = std::min(min_abs, std::abs(v));
-      }
-      p.scientific = max_abs >= 1e8 || (min_abs < 1e-4 && min_abs > 0);
-    }
-    for (double v : p.values) p.width = std::max(p.width, p.element(v).size());
-    p.emit(body, 0, t.offset(), 7);  // 7 = strlen("tensor(")
-  }
-  std::string suffix;
-  if (t.dtype() == DType::Float64) suffix += ", dtype=float64";
-  if (t.requires_grad()) {
-    suffix += t.is_leaf() ? ", requires_grad=True" : fmt::format(", grad_fn=<{}>", t.grad_fn());
-  }
-  return fmt::format_to(ctx.out(), "tensor({}{})", body, suffix);
-}

@@ -83,7 +83,10 @@ class Tensor {
   // The single element of a one-element tensor, converted to double.
   double item() const;
   // The element at a full index (negative indices count from the end), converted to double.
-  double at(std::initializer_list<int64_t> index) const;
+  double at(std::span<const int64_t> index) const;
+  double at(std::initializer_list<int64_t> index) const {
+    return at({index.begin(), index.size()});
+  }
   // Writes one element. Not recorded on the tape: only for tensors that do not require grad,
   // or leaves under a NoGradGuard.
   void set(std::initializer_list<int64_t> index, double value);
@@ -188,13 +191,3 @@ Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen,
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen);
 
 }  // namespace tapegrad
-
-// Prints like PyTorch: tensor([[1.0000, 2.0000], [3.0000, 4.0000]]), with rows on their own
-// lines, and "..." eliding the middle of each dimension when the tensor has over 1000 elements.
-namespace fmt {
-template <>
-struct formatter<tapegrad::Tensor> {
-  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
-  format_context::iterator format(const tapegrad::Tensor& t, format_context& ctx) const;
-};
-}  // namespace fmt

@@ -1,4 +1,4 @@
-// Tensor basics: factories, element access, conversions, views of storage, printing, errors.
+// Tensor basics: factories, element access, conversions, views of storage, errors.
 #include "helpers.h"
 #include "tapegrad/autograd/autograd.h"
 
@@ -103,27 +103,9 @@ TEST_CASE("conversion between float types carries the gradient", "[autograd][gra
   require_values(x.grad(), {2, 2, 2});
 }
 
-TEST_CASE("shapes and tensors print like PyTorch", "[autograd]") {
+TEST_CASE("shapes print as lists", "[autograd]") {
   CHECK(fmt::format("{}", Shape{2, 3}) == "[2, 3]");
-  CHECK(fmt::format("{}", tensor({1, 2, 3, 4}, {2, 2})) ==
-        "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])");
-  CHECK(fmt::format("{}", tensor({-1, 2}, {2})) == "tensor([-1.0000,  2.0000])");
-  CHECK(fmt::format("{}", tensor({3}, Shape{}, DType::Float64)) == "tensor(3.0000, dtype=float64)");
-  CHECK(fmt::format("{}", arange(3)) == "tensor([0, 1, 2])");
-  CHECK(fmt::format("{}", eq(arange(2), 1)) == "tensor([False,  True])");
-  CHECK(fmt::format("{}", tensor({1e-6, 1}, {2})) == "tensor([1.0000e-06, 1.0000e+00])");
-  Tensor w = ones({2});
-  w.set_requires_grad(true);
-  CHECK(fmt::format("{}", w) == "tensor([1.0000, 1.0000], requires_grad=True)");
-  CHECK(fmt::format("{}", mul(w, 2.0)) == "tensor([2.0000, 2.0000], grad_fn=<mul>)");
-  CHECK(fmt::format("{}", zeros({0})) == "tensor([])");
-  // Over 1000 elements: three at each edge of every dim, "..." between.
-  CHECK(fmt::format("{}", arange(2000)) == "tensor([   0,    1,    2, ..., 1997, 1998, 1999])");
-  const std::string big = fmt::format("{}", zeros({100, 100}, DType::Int64));
-  CHECK(big ==
-        "tensor([[0, 0, 0, ..., 0, 0, 0],\n        [0, 0, 0, ..., 0, 0, 0],\n        [0, 0, 0, "
-        "..., 0, 0, 0],\n        ...,\n        [0, 0, 0, ..., 0, 0, 0],\n        [0, 0, 0, ..., "
-        "0, 0, 0],\n        [0, 0, 0, ..., 0, 0, 0]])");
+  CHECK(fmt::format("{}", Shape{}) == "[]");
 }
 
 TEST_CASE("tensor errors name the op and the shapes", "[autograd][errors]") {
