@@ -1,9 +1,9 @@
 // The bfloat16 product (tapegrad/autograd/fast/gemm_bf16.h): rounding to bfloat16 against
 // worked values; the product against a float64 sum of the rounded operands (so the operands
 // are rounded, and nothing else is lost but float32's sums) and within the stated bound of
-// the exact product, on shapes that cross the tile and block edges in all four layouts; the
-// kernels (the CPU's vdpbf16ps, float32 multiply-adds, the emulation) giving the same bits; and
-// each forced.
+// the exact product, on shapes that cross the tile and block edges in all four layouts; every
+// kernel (the CPU's vdpbf16ps, float32 multiply-adds, rounded_sgemm) summing each pair of steps
+// as vdpbf16ps does, to the bit, and all giving the same bits; and each forced.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -135,6 +135,54 @@ void check_same_bits(Bf16Kernel kernel, Bf16Kernel reference, int64_t M, int64_t
 
 }  // namespace
 
+// On any CPU: each kernel's C, in all four layouts, is the float32 sum of the rounded operands'
+// products in vdpbf16ps's order, pair by pair k + 1's before k's (each product is exact), then
+// beta C added (beta 0 or 1, so beta C is exact). K within one block of k; an odd K's last step
+// alone.
+TEST_CASE("bf16_gemm sums each pair of steps as vdpbf16ps does", "[gemm_bf16]") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0, 3);
+  for (const int64_t K : {511, 512}) {
+    const int64_t M = 37, N = 70;
+    std::vector<float> A(M * K), B(K * N);
+    for (float& x : A) x = n(rng);
+    for (float& x : B) x = n(rng);
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        std::vector<float> want(M * N);
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t j = 0; j < N; ++j) {
+            const auto product = [&](int64_t k) {
+              return round_bf16(ta ? A[k * lda + i] : A[i * lda + k]) *
+                     round_bf16(tb ? B[j * ldb + k] : B[k * ldb + j]);
+            };
+            float sum = 0;
+            for (int64_t k = 0; k < K; k += 2) {
+              if (k + 1 < K) sum += product(k + 1);
+              sum += product(k);
+            }
+            want[i * N + j] = sum;
+          }
+        }
+        for (const Bf16Kernel kernel : kKernels) {
+          if (!bf16_kernel_available(kernel)) continue;
+          set_bf16_kernel(kernel);
+          for (const float beta : {0.0f, 1.0f}) {
+            std::vector<float> got(M * N, 0.5f), with_c = want;
+            for (float& x : with_c) x = beta == 0 ? x : 0.5f + x;
+            bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, got.data(), N);
+            INFO("kernel " << static_cast<int>(kernel) << " K " << K << " ta " << ta << " tb " << tb
+                           << " beta " << beta);
+            CHECK(std::memcmp(got.data(), with_c.data(), sizeof(float) * got.size()) == 0);
+          }
+        }
+      }
+    }
+  }
+  set_bf16_kernel(bf16_default_kernel());
+}
+
 TEST_CASE("bf16_gemm's kernels give the same bits", "[gemm_bf16]") {
   if (!bf16_kernel_available(Bf16Kernel::Native)) {
     CHECK_THROWS_WITH(set_bf16_kernel(Bf16Kernel::Native),
@@ -142,7 +190,7 @@ TEST_CASE("bf16_gemm's kernels give the same bits", "[gemm_bf16]") {
   }
   if (!bf16_kernel_available(Bf16Kernel::Fma)) {
     CHECK_THROWS_WITH(set_bf16_kernel(Bf16Kernel::Fma),
-                      "set_bf16_kernel: this CPU has no AVX-512; the fma kernel needs it");
+                      "set_bf16_kernel: this CPU has no AVX512_BF16; the fma kernel needs it");
   }
   std::mt19937 rng(11);
   std::normal_distribution<float> n(0, 3);
@@ -155,7 +203,7 @@ TEST_CASE("bf16_gemm's kernels give the same bits", "[gemm_bf16]") {
       check_same_bits(kernel, Bf16Kernel::Emulated, M, N, K, A, B, 0.25f);
     }
   }
-  // where the emulation keeps subnormals, the two CPU kernels flush them: operands of 2^-64
+  // where rounded_sgemm keeps subnormals, the two CPU kernels flush them: operands of 2^-64
   // (their products and sums subnormal) and one in ten subnormal itself; the blocks of k are
   // added to C, and C scaled, outside that mode (a sum of two blocks may be subnormal)
   if (bf16_kernel_available(Bf16Kernel::Native) && bf16_kernel_available(Bf16Kernel::Fma)) {

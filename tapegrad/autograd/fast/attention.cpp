@@ -15,6 +15,7 @@
 
 #include "tapegrad/autograd/fast/fast_room.h"
 #include "tapegrad/autograd/fast/gemm.h"
+#include "tapegrad/autograd/fast/gemm_bf16.h"
 #include "tapegrad/autograd/fast/softmax_kernels.h"
 #include "tapegrad/autograd/fast/transpose16.h"
 #include "tapegrad/autograd/fast/vmath.h"
@@ -91,14 +92,6 @@ struct Lanes {
     return v;
   }
   static void store(F* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-  // v's lanes rounded to bfloat16 as round_to_bf16 rounds each (F float), in registers
-  static Vec rounded(Vec v) {
-    typedef uint32_t U __attribute__((vector_size(sizeof(Vec))));
-    const U u = std::bit_cast<U>(v);
-    const U nearest = (u + 0x7fff + (u >> 16 & 1)) & 0xffff0000u;
-    return std::bit_cast<Vec>((u & 0x7fffffff) > 0x7f800000 ? (u | 0x400000) & 0xffff0000u
-                                                            : nearest);
-  }
 };
 
 // Dropout on item n's tile (T > 1), the mask of element (n, i, j) by its flat index in
@@ -347,7 +340,7 @@ Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16,
     if constexpr (std::is_same_v<F, float>) {  // whole vectors rounded in registers
       using V = Lanes<F>;
       for (; d + kTileLanes <= D; d += kTileLanes) {
-        V::store(buf + r * D + d, V::rounded(V::load(in + r * ld + d)));
+        V::store(buf + r * D + d, rounded_lanes(V::load(in + r * ld + d)));
       }
     }
     for (; d < D; ++d) buf[r * D + d] = operand(in[r * ld + d], bf16);
@@ -377,10 +370,10 @@ void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16
         for (int64_t r = 0; r < kTileLanes; ++r) {
           rows[r] = i0 + r < i1 ? V::load(in + (i0 + r) * x.C + d0) : typename V::Vec{};
         }
-        detail::transpose16(rows);
+        detail::transpose(rows);
         for (int64_t d = 0; d < std::min(kTileLanes, x.D - d0); ++d) {
           F* row = out + (d0 + d) * x.TP + i0;
-          V::store(row, bf16 ? V::rounded(rows[d]) : rows[d]);
+          V::store(row, bf16 ? rounded_lanes(rows[d]) : rows[d]);
         }
       }
       // 8 columns or fewer left: rows i and i + 8 a vector, 8 floats each, three stages
@@ -399,7 +392,7 @@ void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16
         detail::transpose_last_stages(rows);
         for (int64_t d = 0; d < x.D - d0; ++d) {
           F* row = out + (d0 + d) * x.TP + i0;
-          V::store(row, bf16 ? V::rounded(rows[d]) : rows[d]);
+          V::store(row, bf16 ? rounded_lanes(rows[d]) : rows[d]);
         }
         d0 = x.D;
       }

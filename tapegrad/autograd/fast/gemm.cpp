@@ -65,6 +65,29 @@ Vec load(const float* p) {
 
 void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
+// An operand's values as a product reads them: floats as they are or (kRound) rounded to
+// bfloat16 (bf16_gemm's operands), bfloat16s widened; one, or a vector's worth.
+template <bool kRound>
+float value(float x) {
+  return kRound ? round_to_bf16(x) : x;
+}
+template <bool kRound>
+float value(uint16_t h) {
+  return from_bf16(h);
+}
+template <bool kRound>
+Vec load_values(const float* p) {
+  return kRound ? rounded_lanes(load(p)) : load(p);
+}
+template <bool kRound>
+Vec load_values(const uint16_t* p) {
+  typedef uint16_t Halves __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+  typedef uint32_t Bits __attribute__((vector_size(sizeof(Vec))));
+  Halves h;
+  std::memcpy(&h, p, sizeof h);
+  return std::bit_cast<Vec>(__builtin_convertvector(h, Bits) << 16);
+}
+
 // The epilogue of a tile of C, at (row, col) from C's corner: applied to the tile's m rows of n
 // once they are final, that is after the last block of k (`last`), else nothing. The kernel
 // adds the bias and applies the relu as it stores (a call a row for the bias costs as much as a
@@ -97,8 +120,8 @@ void finish_all(const Epilogue<T>& epilogue, T* C, int64_t ldc, int64_t M, int64
 // A read in place, lda its row stride) or a row-major A itself, rows lda apart; rows past m then
 // repeat row m - 1 and their sums are dropped. bp holds NR values of op(B) per k, b_k
 // apart: a packed panel (b_k = NR) or a row-major B itself (b_k = ldb). beta == 0 never reads c (it
-// may be uninitialised).
-template <bool kKMajorA, int64_t kVecs, int64_t kRows>
+// may be uninitialised). kPairs takes the steps in pairs, k + 1 before k (bf16_gemm's order).
+template <bool kKMajorA, int64_t kVecs, int64_t kRows, bool kPairs = false>
 void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t b_k, float beta,
                   float* c, int64_t ldc, int64_t m, int64_t n, const Finish& finish) {
   const float* rows[kRows];
@@ -113,8 +136,8 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
     if constexpr (kVecs == 2) __builtin_prefetch(c + i * ldc + kLanes, 1, 3);
   }
   Vec acc[kRows][kVecs] = {};
-  for (int64_t k = 0; k < kc; ++k, bp += b_k) {
-    const Vec b0 = load(bp), b1 = kVecs == 2 ? load(bp + kLanes) : Vec{};
+  const auto step = [&](int64_t k) {
+    const Vec b0 = load(bp + k * b_k), b1 = kVecs == 2 ? load(bp + k * b_k + kLanes) : Vec{};
 #pragma GCC unroll 16
     for (int64_t i = 0; i < kRows; ++i) {
       // A scalar times a vector broadcasts straight from memory; `Vec{} + x` cost a scalar add
@@ -128,7 +151,13 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
       acc[i][0] += ai * b0;
       if constexpr (kVecs == 2) acc[i][kVecs - 1] += ai * b1;
     }
+  };
+  int64_t k = 0;
+  for (; kPairs && k + 1 < kc; k += 2) {
+    step(k + 1);
+    step(k);
   }
+  for (; k < kc; ++k) step(k);
   const float* bias = finish.bias();
   const bool relu = finish.relu();
   if (kVecs == 2 && m == kRows && n == NR) {
@@ -166,7 +195,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
 // wider (a narrow ragged one), and the fewest rows of a third of MR, two thirds or MR that hold m.
 constexpr int64_t kThird = MR % 3 == 0 ? MR / 3 : MR;
 
-template <bool kKMajorA>
+template <bool kKMajorA, bool kPairs = false>
 auto kernel_for(int64_t m, int64_t n) {
   const auto rows = [m](auto kernel_of) {
     if (m <= kThird) return kernel_of(std::integral_constant<int64_t, kThird>{});
@@ -175,8 +204,8 @@ auto kernel_for(int64_t m, int64_t n) {
     return kernel_of(std::integral_constant<int64_t, MR>{});
   };
   if (n > kLanes)
-    return rows([](auto r) { return &micro_kernel<kKMajorA, 2, decltype(r)::value>; });
-  return rows([](auto r) { return &micro_kernel<kKMajorA, 1, decltype(r)::value>; });
+    return rows([](auto r) { return &micro_kernel<kKMajorA, 2, decltype(r)::value, kPairs>; });
+  return rows([](auto r) { return &micro_kernel<kKMajorA, 1, decltype(r)::value, kPairs>; });
 }
 
 // Lines [0, count) and steps [0, kc) of an operand into panels of W lines, each kc x W in
@@ -188,10 +217,12 @@ auto kernel_for(int64_t m, int64_t n) {
 // time, every panel's part of them before the next 4, the next 4 rows fetched meanwhile: a
 // step at a time would write a piece of a line in each panel, panels a multiple of 4 KiB apart
 // that share one set of L1, and each piece's line would leave L1 before the next step filled it.
-// Lines along k (a row-major A, a transposed B) go 16 lines by 16 steps at a time through a
-// transpose in registers where vectors are 16 wide, which packs faster than element by element.
-template <int64_t W>
-void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count, int64_t kc,
+// Lines along k (a row-major A, a transposed B) go a vector's lanes of lines by as many steps at
+// a time through a transpose in registers, which packs faster than element by element.
+// The values are packed as the product reads them (value: kRound rounds them, S = uint16_t
+// widens).
+template <int64_t W, bool kRound = false, class S = float>
+void pack_panels(const S* src, int64_t l_step, int64_t k_step, int64_t count, int64_t kc,
                  float* out) {
   const int64_t full = count / W * W;
   if (l_step == 1) {  // a step is `count` consecutive floats
@@ -201,34 +232,32 @@ void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count
       prefetch_steps(src, k_step, k1, std::min(kc, k1 + G), count);
       for (int64_t l0 = 0; l0 < full; l0 += W) {
         for (int64_t k = k0; k < k1; ++k) {
-          std::memcpy(out + l0 * kc + k * W, src + k * k_step + l0, sizeof(float) * W);
+          for (int64_t r = 0; r < W; ++r)
+            out[l0 * kc + k * W + r] = value<kRound>(src[k * k_step + l0 + r]);
         }
       }
     }
-  } else {  // a line is kc consecutive floats: each gives 16 (a cache line) at a time
+  } else {  // a line is kc consecutive floats: each gives a vector at a time
     for (int64_t l0 = 0; l0 < full; l0 += W) {
       float* panel = out + l0 * kc;
       int64_t k0 = 0;
-      for (; k0 + 16 <= kc; k0 += 16) {
-        if constexpr (kLanes == 16) {  // 16 lines' 16 steps at a time, transposed in registers
-          for (int64_t r0 = 0; r0 < W; r0 += 16) {
-            const int64_t lines = std::min<int64_t>(16, W - r0);
-            Vec block[16] = {};
-            for (int64_t r = 0; r < lines; ++r) block[r] = load(src + (l0 + r0 + r) * l_step + k0);
-            detail::transpose16(block);
-            for (int64_t k = 0; k < 16; ++k) {
-              std::memcpy(panel + (k0 + k) * W + r0, &block[k], sizeof(float) * lines);
-            }
+      for (; k0 + kLanes <= kc; k0 += kLanes) {
+        // kLanes lines' kLanes steps at a time, transposed in registers
+        for (int64_t r0 = 0; r0 < W; r0 += kLanes) {
+          const int64_t lines = std::min<int64_t>(kLanes, W - r0);
+          Vec block[kLanes] = {};
+          for (int64_t r = 0; r < lines; ++r) {
+            block[r] = load_values<kRound>(src + (l0 + r0 + r) * l_step + k0);
           }
-        } else {
-          for (int64_t r = 0; r < W; ++r) {
-#pragma GCC unroll 16
-            for (int64_t k = k0; k < k0 + 16; ++k) panel[k * W + r] = src[(l0 + r) * l_step + k];
+          detail::transpose(block);
+          for (int64_t k = 0; k < kLanes; ++k) {
+            std::memcpy(panel + (k0 + k) * W + r0, &block[k], sizeof(float) * lines);
           }
         }
       }
       for (int64_t r = 0; r < W; ++r) {
-        for (int64_t k = k0; k < kc; ++k) panel[k * W + r] = src[(l0 + r) * l_step + k];
+        for (int64_t k = k0; k < kc; ++k)
+          panel[k * W + r] = value<kRound>(src[(l0 + r) * l_step + k]);
       }
     }
   }
@@ -236,15 +265,17 @@ void pack_panels(const float* src, int64_t l_step, int64_t k_step, int64_t count
   float* panel = out + full * kc;
   for (int64_t k = 0; k < kc; ++k) {
     for (int64_t r = 0; r < W; ++r) {
-      panel[k * W + r] = full + r < count ? src[(full + r) * l_step + k * k_step] : 0;
+      panel[k * W + r] =
+          full + r < count ? value<kRound>(src[(full + r) * l_step + k * k_step]) : 0;
     }
   }
 }
 
 // Rows [0, m) and steps [0, kc) of op(A), read from a (offset to the block's corner), into
 // panels of MR rows at ap.
-void pack_a(bool ta, const float* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
-  pack_panels<MR>(a, ta ? 1 : lda, ta ? lda : 1, m, kc, ap);
+template <bool kRound = false, class S = float>
+void pack_a(bool ta, const S* a, int64_t lda, int64_t m, int64_t kc, float* ap) {
+  pack_panels<MR, kRound>(a, ta ? 1 : lda, ta ? lda : 1, m, kc, ap);
 }
 
 // Whether panel j0 of op(B) is read in place: B is read in place (`direct`) and the panel is
@@ -254,10 +285,11 @@ bool b_in_place(bool direct, int64_t j0, int64_t n) { return direct && n - j0 >=
 // Steps [0, kc) and columns [0, n) of op(B), read from b (offset to the block's corner), into
 // panels of NR columns, panel j0 / NR at bp + j0 * kc. Panels read in place are skipped: a
 // direct B packs only its ragged last panel.
+template <bool kRound = false>
 void pack_b(bool tb, bool direct, const float* b, int64_t ldb, int64_t kc, int64_t n, float* bp) {
   const int64_t col_step = tb ? ldb : 1, k_step = tb ? 1 : ldb;
   const int64_t skip = direct ? n / NR * NR : 0;
-  pack_panels<NR>(b + skip * col_step, col_step, k_step, n - skip, kc, bp + skip * kc);
+  pack_panels<NR, kRound>(b + skip * col_step, col_step, k_step, n - skip, kc, bp + skip * kc);
 }
 
 // Each thread packs into its own buffers, made once at the largest block size.
@@ -397,11 +429,12 @@ void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
   finish_all(epilogue, C, ldc, M, N);
 }
 
-}  // namespace
-
-void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-           const Epilogue<float>& epilogue) {
+// sgemm's loop nest, or (kRound) rounded_sgemm's: every operand packed, its values rounded as
+// they are, and the kernel's steps in pairs.
+template <bool kRound, class S>
+void packed_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                    const Epilogue<float>& epilogue) {
   if (K == 0) {  // C = beta C
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
@@ -409,16 +442,18 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
     finish_all(epilogue, C, ldc, M, N);
     return;
   }
-  if (tb && !ta && M <= kSwapRows && N > kSwapRows) {
-    swapped(M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
-    return;
+  if constexpr (!kRound) {
+    if (tb && !ta && M <= kSwapRows && N > kSwapRows) {
+      swapped(M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+      return;
+    }
   }
   // A is packed where each packed value would be read by many B panels; else read in place, a
   // plain A as MR row streams, a transposed one k-major (the MR values of a step lie together in
   // a row of it), but for a ragged tile whose kernel would read rows past its m (m not a whole
   // number of kThird rows): that one is packed alone.
-  const bool packed_a = N >= kPackFrom;
-  const bool direct_b = !tb && M < kPackFrom;
+  const bool packed_a = kRound || N >= kPackFrom;
+  const bool direct_b = !kRound && !tb && M < kPackFrom;
   thread_local Packs packs;
   float* ap = packs.a.get();
   float* bp = packs.b.get();
@@ -428,14 +463,14 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
       const int64_t kc = std::min(KC, K - pc);
       const float block_beta = pc == 0 ? beta : 1;  // later k blocks add to the first's sum
       const float* b = B + (tb ? jc * ldb + pc : pc * ldb + jc);
-      pack_b(tb, direct_b, b, ldb, kc, nc, bp);
+      pack_b<kRound>(tb, direct_b, b, ldb, kc, nc, bp);
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        const float* a = A + (ta ? pc * lda + ic : ic * lda + pc);
-        if (packed_a) pack_a(ta, a, lda, mc, kc, ap);
+        const S* a = A + (ta ? pc * lda + ic : ic * lda + pc);
+        if (packed_a) pack_a<kRound>(ta, a, lda, mc, kc, ap);
         // the first row of a transposed A's ragged last tile, packed alone, once for every panel
         const int64_t ragged = ta && !packed_a && mc % MR % kThird != 0 ? mc / MR * MR : -1;
-        if (ragged >= 0) pack_a(ta, a + ragged, lda, mc - ragged, kc, ap);
+        if (ragged >= 0) pack_a<kRound>(ta, a + ragged, lda, mc - ragged, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const bool in_place = b_in_place(direct_b, jr, nc);
           const float* panel = in_place ? b + jr : bp + jr * kc;
@@ -445,9 +480,13 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
             const int64_t b_k = in_place ? ldb : NR;
             const Finish finish{&epilogue, pc + kc == K, ic + ir, jc + jr};
             const bool alone = ir == ragged;
-            const float* tile = packed_a ? ap + ir * kc : alone ? ap : ta ? a + ir : a + ir * lda;
+            const float* tile = packed_a ? ap + ir * kc : ap;
+            if constexpr (!kRound) {
+              if (!packed_a && !alone) tile = ta ? a + ir : a + ir * lda;
+            }
             const int64_t a_step = packed_a || alone ? MR : lda;
-            const auto kernel = packed_a || ta ? kernel_for<true>(m, n) : kernel_for<false>(m, n);
+            const auto kernel =
+                packed_a || ta ? kernel_for<true, kRound>(m, n) : kernel_for<false>(m, n);
             kernel(kc, tile, a_step, panel, b_k, block_beta, c, ldc, m, n, finish);
           }
         }
@@ -455,6 +494,26 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
     }
   }
 }
+
+}  // namespace
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const Epilogue<float>& epilogue) {
+  packed_product<false>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+}
+
+template <class S>
+void rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                   const Epilogue<float>& epilogue) {
+  packed_product<true>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+}
+
+template void rounded_sgemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                            const float*, int64_t, float, float*, int64_t, const Epilogue<float>&);
+template void rounded_sgemm(bool, bool, int64_t, int64_t, int64_t, const uint16_t*, int64_t,
+                            const float*, int64_t, float, float*, int64_t, const Epilogue<float>&);
 
 namespace {
 

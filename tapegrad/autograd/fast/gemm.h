@@ -64,6 +64,15 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, in
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
            const Epilogue<float>& epilogue = {});
 
+// sgemm's product of the operands rounded to bfloat16 as it packs them (an A of bfloat16s,
+// to_bf16's bits, widened), each pair of steps summed as vdpbf16ps sums it, k + 1's product
+// before k's: the products are exact, so its bits are bf16_gemm's (gemm_bf16.h), which runs it
+// where the CPU has no bfloat16 kernel. S: float or uint16_t.
+template <class S>
+void rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                   const Epilogue<float>& epilogue = {});
+
 // The same product for T = float or double, by size and precision: tiny products (a small
 // model's attention heads) and products of a few rows over a small or row-major B on a register
 // kernel without packing, other floats on sgemm, doubles on OpenBLAS. beta == 0 never reads C.

@@ -26,68 +26,16 @@ namespace tapegrad {
 
 namespace {
 
+#if defined(__x86_64__)
 constexpr int64_t MR = 12, NR = 32;  // NR: two vectors of 16 float32 lanes
 constexpr int64_t KC = 512, MC = MR * 12, NC = NR * 64;
 constexpr int64_t KP = KC / 2;  // a row-major A panel's row stride, in pairs
 
-// An operand's value as the 16 bits of a pair: a float rounded, a bfloat16 as it is.
-uint16_t bf16_bits(float x) { return to_bf16(x); }
-uint16_t bf16_bits(uint16_t h) { return h; }
-
-// Lines [0, lines) and steps [0, kc) of an operand (floats, or bfloat16s: S) as bfloat16 pairs
-// in panels of W lines, each pair-major: out[panel][p][r] = (line r at step 2p, at step 2p + 1),
-// the line at step k being src[line * l_step + k * k_step] (a line is a row of op(A) or a column
-// of op(B)); past the lines or the steps, zeros.
-template <int64_t W, class S>
-void pack_pairs(const S* src, int64_t l_step, int64_t k_step, int64_t lines, int64_t kc,
-                uint32_t* out) {
-  const int64_t pairs = (kc + 1) / 2;
-  for (int64_t l0 = 0; l0 < lines; l0 += W) {
-    uint32_t* panel = out + l0 * pairs;
-    for (int64_t p = 0; p < pairs; ++p) {
-      const int64_t k = 2 * p;
-      for (int64_t r = 0; r < W; ++r) {
-        uint32_t lo = 0, hi = 0;
-        if (l0 + r < lines) {
-          const S* at = src + (l0 + r) * l_step + k * k_step;
-          lo = bf16_bits(at[0]);
-          hi = k + 1 < kc ? bf16_bits(at[k_step]) : 0;
-        }
-        panel[p * W + r] = lo | hi << 16;
-      }
-    }
-  }
-}
-
 // c (MR x NR, rows ldc apart) = the sums over `pairs` of the A panel's pairs (MR a pair) times
 // the B panel's (NR a pair), added to c's values with add: per pair, the high halves' product
-// added, then the low halves'.
-void tile_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
-                   bool add) {
-  float tile[MR * NR] = {};
-  for (int64_t p = 0; p < pairs; ++p, a += MR, b += NR) {
-    for (int64_t i = 0; i < MR; ++i) {
-      const float a_lo = from_bf16(static_cast<uint16_t>(a[i]));
-      const float a_hi = from_bf16(static_cast<uint16_t>(a[i] >> 16));
-      float* row = tile + i * NR;
-      for (int64_t j = 0; j < NR; ++j) {
-        // each product is exact in float32, so a separate add rounds as vdpbf16ps does
-        row[j] += a_hi * from_bf16(static_cast<uint16_t>(b[j] >> 16));
-        row[j] += a_lo * from_bf16(static_cast<uint16_t>(b[j]));
-      }
-    }
-  }
-  for (int64_t i = 0; i < MR; ++i) {
-    for (int64_t j = 0; j < NR; ++j) {
-      c[i * ldc + j] = add ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
-    }
-  }
-}
-
-#if defined(__x86_64__)
-// tile_emulated's sums on the CPU, A's pair (i, p) at a[i * kRow + p * kPair]: a pair-major
-// panel (kRow 1, kPair MR) or a row-major one (kRow KP, kPair 1; pack_rows_native), each
-// broadcast from a constant offset.
+// added, then the low halves'. A's pair (i, p) is at a[i * kRow + p * kPair]: a pair-major panel
+// (kRow 1, kPair MR; pack_steps_native) or a row-major one (kRow KP, kPair 1; pack_rows_native),
+// each broadcast from a constant offset.
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, const uint32_t* a,
                                                                const uint32_t* b, float* c,
@@ -203,12 +151,15 @@ __attribute__((target("avx512f,avx512bw"))) __m512i step_pairs(const uint16_t* a
   return _mm512_permutex2var_epi16(_mm512_maskz_loadu_epi16(take, at), order, high);
 }
 
-// pack_pairs with the CPU's conversion (vcvtneps2bf16 rounds as to_bf16 does) where a step's
-// lines are consecutive values (l_step 1: B of a plain product, a transposed A): 16 lines of two
-// steps become 16 pairs (step_pairs). The steps are taken G pairs at a time, every panel's part of
-// them before the next G: one panel's walk down all the steps would read a piece of each of kc
-// rows, and rows a multiple of 2 KiB apart (a weight gradient's dh and x, 512 or 2048 wide)
-// share a few sets of L1 and evict each other; 2G rows fit. The next group's rows are fetched
+// Lines [0, lines) and steps [0, kc) of an operand (floats, or bfloat16s: S) as bfloat16 pairs
+// in panels of W lines, each pair-major: out[panel][p][r] = (line r at step 2p, at step 2p + 1),
+// the line at step k being src[line + k * k_step] (a line is a row of op(A) or a column of
+// op(B)); past the lines or the steps, zeros. A step's lines are consecutive values (B of a plain
+// product, a transposed A): 16 lines of two steps become 16 pairs (step_pairs), with the CPU's
+// conversion (vcvtneps2bf16 rounds as to_bf16 does). The steps are taken G pairs at a time, every
+// panel's part of them before the next G: one panel's walk down all the steps would read a piece of
+// each of kc rows, and rows a multiple of 2 KiB apart (a weight gradient's dh and x, 512 or 2048
+// wide) share a few sets of L1 and evict each other; 2G rows fit. The next group's rows are fetched
 // while this group's are packed.
 template <int64_t W, class S>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
@@ -244,7 +195,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_steps_native(
 }
 
 // The permutes of a 16 x 16 transpose, stage s (blocks of b = 8 >> s): row i (bit b clear) and
-// row i + b exchange their off-diagonal b x b blocks, as gemm.cpp's transpose16 does.
+// row i + b exchange their off-diagonal b x b blocks, as transpose16.h's transpose does.
 struct TransposeIndex {
   int32_t low[4][16], high[4][16];
 };
@@ -385,11 +336,9 @@ std::atomic<int> g_kernel{-1};
 
 bool bf16_kernel_available(Bf16Kernel kernel) {
 #if defined(__x86_64__)
-  switch (kernel) {
-    case Bf16Kernel::Native:
-      return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-    case Bf16Kernel::Fma: return __builtin_cpu_supports("avx512f");
-    case Bf16Kernel::Emulated: return true;
+  // both pack with the CPU's conversions
+  if (kernel != Bf16Kernel::Emulated) {
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
   }
 #endif
   return kernel == Bf16Kernel::Emulated;
@@ -417,56 +366,51 @@ Bf16Kernel bf16_kernel() {
 
 void set_bf16_kernel(Bf16Kernel kernel) {
   TG_CHECK(bf16_kernel_available(kernel),
-           "set_bf16_kernel: this CPU has no {}; the {} kernel needs it",
-           kernel == Bf16Kernel::Native ? "AVX512_BF16" : "AVX-512",
+           "set_bf16_kernel: this CPU has no AVX512_BF16; the {} kernel needs it",
            kernel == Bf16Kernel::Native ? "native" : "fma");
   g_kernel.store(static_cast<int>(kernel), std::memory_order_relaxed);
 }
 
 namespace {
 
-// What bf16_product runs for the kernel in use: its packers, and its tile kernel on A's
-// block, packed as pairs (a_pack) and for tile_fma expanded to floats too (a_floats).
+#if defined(__x86_64__)
+// What bf16_product runs for the CPU's kernels (native, fma): its packers, and its tile kernel on
+// A's block, packed as pairs (a_pack) and for tile_fma expanded to floats too (a_floats).
 template <class S>
 struct Bf16Plan {
-  void (*tile_pairs)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t,
-                     bool) = tile_emulated;
+  void (*tile_pairs)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, bool) = nullptr;
   void (*tile_floats)(int64_t, const float*, const uint32_t*, float*, int64_t) = nullptr;
-  void (*pack_a)(const S*, int64_t, int64_t, int64_t, int64_t, uint32_t*) = pack_pairs<MR, S>;
-  void (*pack_b)(const float*, int64_t, int64_t, int64_t, int64_t,
-                 uint32_t*) = pack_pairs<NR, float>;
-  bool rows_a = false;  // A in row-major panels (pack_rows_native)
+  void (*pack_b)(const float*, int64_t, int64_t, int64_t, int64_t, uint32_t*);
+  bool rows_a;  // A in row-major panels (pack_rows_native), else pair-major (pack_steps_native)
   std::vector<uint32_t>& a_pack;
   std::vector<float>& a_floats;
 
   Bf16Plan(bool ta, bool tb, std::vector<uint32_t>& pack, std::vector<float>& floats)
-      : a_pack(pack), a_floats(floats) {
-    static const bool native_packers = bf16_kernel_available(Bf16Kernel::Native);
-    const Bf16Kernel kernel = bf16_kernel();
-#if defined(__x86_64__)
-    if (kernel != Bf16Kernel::Emulated && native_packers) {
-      rows_a = !ta;
-      pack_a = pack_steps_native<MR, S>;  // a transposed A; a row-major one: pack_rows_native
-      pack_b = tb ? pack_lines_native : pack_steps_native<NR, float>;
+      : pack_b(tb ? pack_lines_native : pack_steps_native<NR, float>),
+        rows_a(!ta),
+        a_pack(pack),
+        a_floats(floats) {
+    if (bf16_kernel() == Bf16Kernel::Native) {
+      tile_pairs = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
+    } else {
+      tile_floats = rows_a ? tile_fma<KP, 1> : tile_fma<1, MR>;
     }
-    if (kernel == Bf16Kernel::Native) tile_pairs = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
-    if (kernel == Bf16Kernel::Fma) tile_floats = rows_a ? tile_fma<KP, 1> : tile_fma<1, MR>;
-#endif
     a_pack.resize(static_cast<size_t>((MC + MR) * KP));
     if (tile_floats) a_floats.resize(2 * a_pack.size());
   }
 
   // Lines [0, mc) and steps [0, kc) of op(A) from a (lda apart).
-  void pack_a_block(const S* a, bool ta, int64_t lda, int64_t mc, int64_t kc) {
+  void pack_a_block(const S* a, int64_t lda, int64_t mc, int64_t kc) {
     const int64_t pairs = (kc + 1) / 2, lines = (mc + MR - 1) / MR * MR;
-    if (!rows_a) pack_a(a, ta ? 1 : lda, ta ? lda : 1, mc, kc, a_pack.data());
-#if defined(__x86_64__)
-    if (rows_a) pack_rows_native(a, lda, kc, mc, a_pack.data());
+    if (rows_a) {
+      pack_rows_native(a, lda, kc, mc, a_pack.data());
+    } else {
+      pack_steps_native<MR>(a, 1, lda, mc, kc, a_pack.data());
+    }
     for (int64_t r = 0; tile_floats && r < (rows_a ? lines : 1); ++r) {  // a row, or all
       const int64_t at = rows_a ? r * KP : 0;
       expand_pairs(a_pack.data() + at, rows_a ? pairs : lines * pairs, a_floats.data() + 2 * at);
     }
-#endif
   }
 
   // The tile of A's block from line ir, times the B panel b, into c (rows ldc apart); added to
@@ -482,11 +426,11 @@ struct Bf16Plan {
   }
 };
 
-// bf16_gemm for A of floats or of bfloat16s (S).
+// bf16_gemm on the CPU's kernels, for A of floats or of bfloat16s (S).
 template <class S>
-void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
-                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                  const Epilogue<float>& epilogue) {
+void pairs_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                   const Epilogue<float>& epilogue) {
   thread_local std::vector<uint32_t> a_pack, b_pack;
   thread_local std::vector<float> a_floats;
   Bf16Plan<S> plan(ta, tb, a_pack, a_floats);
@@ -507,7 +451,7 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
                   b_pack.data());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        plan.pack_a_block(A + (ta ? pc * lda + ic : ic * lda + pc), ta, lda, mc, kc);
+        plan.pack_a_block(A + (ta ? pc * lda + ic : ic * lda + pc), lda, mc, kc);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
@@ -540,6 +484,21 @@ void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A,
       }
     }
   }
+}
+#endif
+
+// bf16_gemm for A of floats or of bfloat16s (S).
+template <class S>
+void bf16_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  const Epilogue<float>& epilogue) {
+#if defined(__x86_64__)
+  if (bf16_kernel() != Bf16Kernel::Emulated) {
+    pairs_product(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+    return;
+  }
+#endif
+  rounded_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
 }
 
 }  // namespace

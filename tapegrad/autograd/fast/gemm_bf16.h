@@ -7,13 +7,15 @@
 //
 // CPUs with AVX512_BF16 do a pair of k steps a vector lane an instruction (vdpbf16ps): AMD's
 // Zen 4 and 5 at the float32 multiply-add's rate, twice its flops; Intel's Sapphire and Emerald
-// Rapids at a quarter of it (their bfloat16 unit is AMX), half the flops of float32. There, and
-// on AVX-512 CPUs without the instruction, a kernel of float32 multiply-adds on the rounded
-// operands does the same sums faster. One build runs everywhere: the kernel is chosen when first
-// used, by what the CPU reports and by timing the two instructions, and a CPU without AVX-512
-// runs an emulation in plain C++. All three round and sum exactly as the instruction is specified
-// to (per pair of steps, k + 1's product is added, then k's), so they give the same bits on
-// normal numbers (the instruction and the multiply-add kernel flush subnormals to zero).
+// Rapids at a quarter of it (their bfloat16 unit is AMX), half the flops of float32. There a
+// kernel of float32 multiply-adds on the rounded operands does the same sums faster. One build
+// runs everywhere: the kernel is chosen when first used, by what the CPU reports and by timing
+// the two instructions; a CPU without AVX512_BF16 (AVX2, AVX-512 before Cooper Lake, Arm) runs
+// sgemm's own kernel on operands it rounds as it packs them (rounded_sgemm, gemm.h), the
+// "emulated" kernel, at about the float32 rate. All three round and sum exactly as the
+// instruction is specified to (per pair of steps, k + 1's product is added, then k's), so they
+// give the same bits on normal numbers (the instruction and the multiply-add kernel flush
+// subnormals to zero).
 #pragma once
 
 #include <bit>
@@ -29,8 +31,17 @@ inline uint16_t to_bf16(float x) {
 }
 inline float from_bf16(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 
-// The kernels bf16_gemm can run: the CPU's vdpbf16ps, AVX-512 float32 multiply-adds, or the
-// emulation.
+// The lanes of v (a GCC vector of floats) rounded to bfloat16 as round_to_bf16 rounds each.
+template <class V>
+V rounded_lanes(V v) {
+  typedef uint32_t U __attribute__((vector_size(sizeof(V))));
+  const U u = std::bit_cast<U>(v);
+  const U nearest = (u + 0x7fff + (u >> 16 & 1)) & 0xffff0000u;
+  return std::bit_cast<V>((u & 0x7fffffff) > 0x7f800000 ? (u | 0x400000) & 0xffff0000u : nearest);
+}
+
+// The kernels bf16_gemm can run: the CPU's vdpbf16ps, AVX-512 float32 multiply-adds on pairs
+// packed with AVX512_BF16's conversions, or rounded_sgemm.
 enum class Bf16Kernel { Native, Fma, Emulated };
 
 // Whether this CPU (and this build, for x86-64) can run `kernel`.

@@ -1,5 +1,6 @@
 // A 16 x 16 block of floats transposed in vector registers, for the fast room's packing and
-// attention's head transposes. It pays where a 16-float vector is one register (AVX-512).
+// attention's head transposes, or a square of any vector's lanes (8 x 8 with AVX2). It pays where
+// the vector is one register.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,7 @@
 
 namespace tapegrad::detail {
 
-// Whether a vector of 16 floats is one register, as transpose16 needs to pay.
+// Whether a vector of 16 floats is one register, as a 16 x 16 transpose needs to pay.
 #if defined(__AVX512F__)
 inline constexpr bool kTranspose16InRegisters = true;
 #else
@@ -18,24 +19,24 @@ inline constexpr bool kTranspose16InRegisters = false;
 // bit of the index: stage b exchanges, between rows i and i + b (i without bit b), the
 // elements whose column has bit b in row i with those that have it not in row i + b, two
 // two-source shuffles a pair of rows (vpermt2ps); after the four stages every element has
-// had its row's and its column's bits exchanged. The shuffle indices are constants: 16 + j picks
-// lane j of the second row. GCC takes them as a vector (__builtin_shuffle; GCC 12's
-// __builtin_shufflevector moves some stages' lanes one by one), Clang (the fuzz build) as
+// had its row's and its column's bits exchanged. The shuffle indices are constants: L + j picks
+// lane j of the second row (L lanes: j...). GCC takes them as a vector (__builtin_shuffle; GCC
+// 12's __builtin_shufflevector moves some stages' lanes one by one), Clang (the fuzz build) as
 // arguments.
-typedef int32_t ShuffleIndex __attribute__((vector_size(16 * sizeof(int32_t))));
-
 template <int b, class V, int n, int... j>
 void transpose_stage(V (&rows)[n], std::integer_sequence<int, j...>) {
+  constexpr int L = sizeof...(j);
+  typedef int32_t ShuffleIndex __attribute__((vector_size(L * sizeof(int32_t))));
 #pragma GCC unroll 16
   for (int i = 0; i < n; ++i) {
     if (i & b) continue;
     const V x = rows[i], y = rows[i + b];
 #if defined(__clang__)
-    rows[i] = __builtin_shufflevector(x, y, ((j & b) ? 16 + (j ^ b) : j)...);
-    rows[i + b] = __builtin_shufflevector(x, y, ((j & b) ? 16 + j : (j ^ b))...);
+    rows[i] = __builtin_shufflevector(x, y, ((j & b) ? L + (j ^ b) : j)...);
+    rows[i + b] = __builtin_shufflevector(x, y, ((j & b) ? L + j : (j ^ b))...);
 #else
-    constexpr ShuffleIndex low{((j & b) ? 16 + (j ^ b) : j)...},
-        high{((j & b) ? 16 + j : (j ^ b))...};
+    constexpr ShuffleIndex low{((j & b) ? L + (j ^ b) : j)...},
+        high{((j & b) ? L + j : (j ^ b))...};
     rows[i] = __builtin_shuffle(x, y, low);
     rows[i + b] = __builtin_shuffle(x, y, high);
 #endif
@@ -54,10 +55,19 @@ template <class V, int n>
   transpose_stage<1>(rows, lanes);
 }
 
-template <class V>  // a vector of 16 floats
-[[gnu::always_inline]] inline void transpose16(V (&rows)[16]) {
-  transpose_stage<8>(rows, std::make_integer_sequence<int, 16>{});
-  transpose_last_stages(rows);
+// The square block of a vector's L lanes (16, 8 or 4) transposed, in log2 L stages.
+template <class V, int L>
+[[gnu::always_inline]] inline void transpose(V (&rows)[L]) {
+  static_assert(L == 16 || L == 8 || L == 4);
+  constexpr auto lanes = std::make_integer_sequence<int, L>{};
+  if constexpr (L == 16) {
+    transpose_stage<8>(rows, lanes);
+    transpose_last_stages(rows);
+  } else {
+    if constexpr (L == 8) transpose_stage<4>(rows, lanes);
+    transpose_stage<2>(rows, lanes);
+    transpose_stage<1>(rows, lanes);
+  }
 }
 
 }  // namespace tapegrad::detail
