@@ -374,7 +374,7 @@ void set_bf16_kernel(Bf16Kernel kernel) {
 namespace {
 
 #if defined(__x86_64__)
-// What bf16_product runs for the CPU's kernels (native, fma): its packers, and its tile kernel on
+// What pairs_product runs for the kernel in use (native, fma): its packers, and its tile kernel on
 // A's block, packed as pairs (a_pack) and for tile_fma expanded to floats too (a_floats).
 template <class S>
 struct Bf16Plan {
