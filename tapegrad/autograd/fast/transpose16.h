@@ -43,14 +43,16 @@ void transpose_stage(V (&rows)[n], std::integer_sequence<int, j...>) {
   }
 }
 
-// The stages after the first, on n rows: all 16 of a block, or 8 for the left half of its
-// columns, rows[i] holding row i's 8 in lanes 0-7 and row i + 8's in lanes 8-15 as the first
-// stage would leave them (rows[j] becomes column j).
+// The stages after a 16-lane block's first, on n rows (floats in vectors of L lanes): all 16 of
+// a block, or 8 for the left half of its columns, rows[i] holding row i's 8 in lanes 0-7 and row
+// i + 8's in lanes 8-15 as the first stage would leave them (rows[j] becomes column j); for 8 or
+// 4 lanes, every stage of their square block.
 template <class V, int n>
 [[gnu::always_inline]] inline void transpose_last_stages(V (&rows)[n]) {
-  static_assert(sizeof(V) == 16 * sizeof(float));
-  constexpr auto lanes = std::make_integer_sequence<int, 16>{};
-  transpose_stage<4>(rows, lanes);
+  constexpr int L = sizeof(V) / sizeof(float);
+  static_assert(L == 16 || L == 8 || L == 4);
+  constexpr auto lanes = std::make_integer_sequence<int, L>{};
+  if constexpr (L >= 8) transpose_stage<4>(rows, lanes);
   transpose_stage<2>(rows, lanes);
   transpose_stage<1>(rows, lanes);
 }
@@ -58,16 +60,8 @@ template <class V, int n>
 // The square block of a vector's L lanes (16, 8 or 4) transposed, in log2 L stages.
 template <class V, int L>
 [[gnu::always_inline]] inline void transpose(V (&rows)[L]) {
-  static_assert(L == 16 || L == 8 || L == 4);
-  constexpr auto lanes = std::make_integer_sequence<int, L>{};
-  if constexpr (L == 16) {
-    transpose_stage<8>(rows, lanes);
-    transpose_last_stages(rows);
-  } else {
-    if constexpr (L == 8) transpose_stage<4>(rows, lanes);
-    transpose_stage<2>(rows, lanes);
-    transpose_stage<1>(rows, lanes);
-  }
+  if constexpr (L == 16) transpose_stage<8>(rows, std::make_integer_sequence<int, 16>{});
+  transpose_last_stages(rows);
 }
 
 }  // namespace tapegrad::detail
