@@ -1,14 +1,14 @@
-// The bfloat16 product (gemm_bf16.h) in sgemm's loop nest (gemm.cpp): blocks of NC columns,
-// KC steps and MC rows, the operands packed into panels of MR rows and NR columns, and a
-// register tile of MR x NR float32 sums. What differs is the packing: it rounds each value to
-// bfloat16 and lays two steps of k side by side in 32 bits (k's in the low half, k + 1's in
-// the high), the pair vdpbf16ps multiplies with the same pair of the other operand and adds
-// to one float32 lane. An A pair is broadcast to all lanes; a B panel holds NR pairs a step.
-// K is padded to even with zeros. The CPU kernel's packers convert 32 values an instruction, one
-// for each layout (a step's lines consecutive; a line's steps consecutive, through a transpose
-// in registers; a row-major A into row-major panels, which needs none), and take their masked
-// loads and stores only where lines or steps run out: packing is most of what is not
-// arithmetic.
+// The bfloat16 product (gemm_bf16.h) on the CPU's kernels, in sgemm's loop nest (gemm.cpp):
+// blocks of NC columns, KC steps and MC rows, the operands packed into panels of MR rows and NR
+// columns, and a register tile of MR x NR float32 sums. What differs is the packing: it rounds each
+// value to bfloat16 and lays two steps of k side by side in 32 bits (k's in the low half, k + 1's
+// in the high), the pair vdpbf16ps multiplies with the same pair of the other operand and adds to
+// one float32 lane. An A pair is broadcast to all lanes; a B panel holds NR pairs a step. K is
+// padded to even with zeros. The CPU kernel's packers convert 32 values an instruction, one for
+// each layout (a step's lines consecutive; a line's steps consecutive, through a transpose in
+// registers; a row-major A into row-major panels, which needs none), and take their masked loads
+// and stores only where lines or steps run out: packing is most of what is not arithmetic. A CPU
+// without AVX512_BF16 runs rounded_sgemm (gemm.cpp) instead.
 #include "tapegrad/autograd/fast/gemm_bf16.h"
 
 #include <algorithm>
