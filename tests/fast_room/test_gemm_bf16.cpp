@@ -243,24 +243,65 @@ TEST_CASE("bf16_gemm of an A given as bfloat16s has the bits of the floats they 
   set_bf16_kernel(bf16_default_kernel());
 }
 
+// The shapes take every way gemm_rounded reads in place on rounded_sgemm's loop nest (A's rows
+// as streams, A transposed by steps with a ragged tile of rows packed alone, B's rows; a few
+// rows turned over against a transposed B) and the packed ones (N or M from 512), K odd and
+// past a block of steps; and the small kernel.
+TEST_CASE("gemm_rounded has bf16_gemm's bits on every kernel", "[gemm_bf16]") {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> n(0, 3);
+  const std::vector<Bf16Case> shapes = {{false, false, 50, 70, 515}, {true, false, 29, 64, 33},
+                                        {false, true, 40, 200, 65},  {true, true, 30, 70, 9},
+                                        {false, false, 600, 40, 31}, {true, false, 20, 530, 17},
+                                        {false, false, 6, 8, 12}};
+  for (const Bf16Case& c : shapes) {
+    const int64_t lda = (c.ta ? c.M : c.K) + 3, ldb = (c.tb ? c.K : c.N) + 5;
+    std::vector<float> A((c.ta ? c.K : c.M) * lda), B((c.tb ? c.N : c.K) * ldb);
+    for (float& x : A) x = n(rng);
+    for (float& x : B) x = n(rng);
+    std::vector<float> A_rounded(A.size()), B_rounded(B.size());
+    round_to_bf16(A.data(), static_cast<int64_t>(A.size()), A_rounded.data());
+    round_to_bf16(B.data(), static_cast<int64_t>(B.size()), B_rounded.data());
+    for (const Bf16Kernel kernel : kKernels) {
+      if (!bf16_kernel_available(kernel)) continue;
+      set_bf16_kernel(kernel);
+      for (const float beta : {0.0f, 0.5f}) {
+        std::vector<float> got(c.M * c.N, 1.0f), want(c.M * c.N, 1.0f);
+        gemm_rounded(c.ta, c.tb, c.M, c.N, c.K, A_rounded.data(), lda, B_rounded.data(), ldb, beta,
+                     got.data(), c.N);
+        gemm<float>(Precision::BFloat16, c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb,
+                    beta, want.data(), c.N);
+        INFO("kernel " << static_cast<int>(kernel) << " ta " << c.ta << " tb " << c.tb << " M "
+                       << c.M << " N " << c.N << " K " << c.K << " beta " << beta);
+        CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * got.size()) == 0);
+      }
+    }
+  }
+  set_bf16_kernel(bf16_default_kernel());
+}
+
 namespace {
 
-// A linear layer and self-attention on its output under autocast: the output's and the
-// gradients' values.
+// Linear layers and self-attention under autocast: the output's and the gradients' values. The
+// linear layers: one without a tail, one with GELU and dropout after it, and one with fewer rows
+// than outputs (the shares split w's rows, as in decoding).
 std::vector<double> autocast_step() {
   Generator gen(4);
   Tensor x = uniform({2, 24, 64}, -1, 1, gen), w = uniform({64, 64}, -0.2, 0.2, gen);
-  x.set_requires_grad(true);
-  w.set_requires_grad(true);
+  Tensor w2 = uniform({96, 64}, -0.2, 0.2, gen), b2 = uniform({96}, -1, 1, gen);
+  for (Tensor* t : {&x, &w, &w2, &b2}) t->set_requires_grad(true);
   const AutocastGuard bf16;
   const Tensor h = linear(x, w, Tensor());
   // four heads of 16 take gemm's small kernel, one of 64 bf16_gemm (Note [attention under
   // autocast])
-  const Tensor y = add(attention(h, h, h, 4, {}), attention(h, h, h, 1, {}));
-  const auto grads = grad({y}, {x, w}, {uniform(y.shape(), -1, 1, gen)});
-  std::vector<double> all = y.to_vector<double>();
-  for (const Tensor& g : grads) {
-    const std::vector<double> v = g.to_vector<double>();
+  const Tensor a = add(attention(h, h, h, 4, {}), attention(h, h, h, 1, {}));
+  const Tensor f = linear(a, w2, b2, {Activation::GELU, {0.25, true, &gen}});
+  const Tensor d = linear(slice(f, 1, 0, 2), transpose(w2, 0, 1), Tensor());  // 4 rows, 64 outputs
+  const auto grads = grad({f, d}, {x, w, w2, b2},
+                          {uniform(f.shape(), -1, 1, gen), uniform(d.shape(), -1, 1, gen)});
+  std::vector<double> all;
+  for (const Tensor& t : {f, d, grads[0], grads[1], grads[2], grads[3]}) {
+    const std::vector<double> v = t.to_vector<double>();
     all.insert(all.end(), v.begin(), v.end());
   }
   return all;
@@ -272,7 +313,7 @@ std::vector<double> autocast_step() {
 TEST_CASE("autocast gives the same bits on every kernel", "[gemm_bf16]") {
   set_bf16_kernel(Bf16Kernel::Emulated);
   const std::vector<double> emulated = autocast_step();
-  REQUIRE(emulated.size() == 2 * 24 * 64 * 2 + 64 * 64);
+  REQUIRE(emulated.size() == 2 * 24 * 96 + 2 * 2 * 64 + 2 * 24 * 64 + 64 * 64 + 96 * 64 + 96);
   for (const Bf16Kernel kernel : {Bf16Kernel::Native, Bf16Kernel::Fma}) {
     if (!bf16_kernel_available(kernel)) continue;
     set_bf16_kernel(kernel);

@@ -412,6 +412,17 @@ void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, i
 // model (bench decode-base-128, two threads): see the README's decode table.
 constexpr int64_t kSwapRows = NR * 2;
 
+// How packed_product reads its operands: as they are (sgemm); rounded to bfloat16 as it packs
+// them, every operand packed (rounded_sgemm); or as they are, holding bfloat16 values already
+// (gemm_rounded). Both of the last take the kernel's steps in pairs (bf16_gemm's order).
+enum class Reads { AsTheyAre, Rounding, Rounded };
+
+template <Reads kReads, class S>
+void packed_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                    const Epilogue<float>& epilogue);
+
+template <Reads kReads>
 void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
              int64_t ldb, float beta, float* C, int64_t ldc, const Epilogue<float>& epilogue) {
   thread_local std::vector<float> turned;
@@ -422,16 +433,15 @@ void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
       for (int64_t j = 0; j < N; ++j) t[j * M + i] = C[i * ldc + j];
     }
   }
-  sgemm(false, true, N, M, K, B, ldb, A, lda, beta, t, M);
+  packed_product<kReads>(false, true, N, M, K, B, ldb, A, lda, beta, t, M, {});
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = t[j * M + i];
   }
   finish_all(epilogue, C, ldc, M, N);
 }
 
-// sgemm's loop nest, or (kRound) rounded_sgemm's: every operand packed, its values rounded as
-// they are, and the kernel's steps in pairs.
-template <bool kRound, class S>
+// The loop nest of sgemm, rounded_sgemm and gemm_rounded, reading the operands as kReads says.
+template <Reads kReads, class S>
 void packed_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                     const Epilogue<float>& epilogue) {
@@ -442,9 +452,10 @@ void packed_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* 
     finish_all(epilogue, C, ldc, M, N);
     return;
   }
+  constexpr bool kRound = kReads == Reads::Rounding, kPairs = kReads != Reads::AsTheyAre;
   if constexpr (!kRound) {
     if (tb && !ta && M <= kSwapRows && N > kSwapRows) {
-      swapped(M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+      swapped<kReads>(M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
       return;
     }
   }
@@ -486,7 +497,7 @@ void packed_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* 
             }
             const int64_t a_step = packed_a || alone ? MR : lda;
             const auto kernel =
-                packed_a || ta ? kernel_for<true, kRound>(m, n) : kernel_for<false>(m, n);
+                packed_a || ta ? kernel_for<true, kPairs>(m, n) : kernel_for<false, kPairs>(m, n);
             kernel(kc, tile, a_step, panel, b_k, block_beta, c, ldc, m, n, finish);
           }
         }
@@ -500,20 +511,34 @@ void packed_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
            const Epilogue<float>& epilogue) {
-  packed_product<false>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+  packed_product<Reads::AsTheyAre>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
 }
 
 template <class S>
 void rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                    const Epilogue<float>& epilogue) {
-  packed_product<true>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+  packed_product<Reads::Rounding>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
 }
 
 template void rounded_sgemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
                             const float*, int64_t, float, float*, int64_t, const Epilogue<float>&);
 template void rounded_sgemm(bool, bool, int64_t, int64_t, int64_t, const uint16_t*, int64_t,
                             const float*, int64_t, float, float*, int64_t, const Epilogue<float>&);
+
+bool rounds_once(Precision precision) {
+  return precision == Precision::BFloat16 && bf16_kernel() == Bf16Kernel::Emulated;
+}
+
+void gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  const Epilogue<float>& epilogue) {
+  if (small_product(tb, M, N, K) || !rounds_once(Precision::BFloat16)) {
+    gemm<float>(Precision::BFloat16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+    return;
+  }
+  packed_product<Reads::Rounded>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+}
 
 namespace {
 

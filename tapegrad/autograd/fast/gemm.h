@@ -73,6 +73,19 @@ void rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A
                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                    const Epilogue<float>& epilogue = {});
 
+// Whether products in `precision` run faster from operands their caller rounds to bfloat16 once,
+// for all the products that read them (gemm_rounded), than from floats each product rounds as
+// it packs them: in Precision::BFloat16 on rounded_sgemm, which packs every operand to round it
+// where sgemm reads most in place; the other kernels pack every operand anyway.
+bool rounds_once(Precision precision);
+
+// gemm (below) in Precision::BFloat16 of operands that hold bfloat16 values already (rounded by
+// the caller, as round_to_bf16 rounds): the same bits. Where rounds_once, read in place as sgemm
+// reads its operands, in bf16_gemm's order.
+void gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  const Epilogue<float>& epilogue = {});
+
 // The same product for T = float or double, by size and precision: tiny products (a small
 // model's attention heads) and products of a few rows over a small or row-major B on a register
 // kernel without packing, other floats on sgemm, doubles on OpenBLAS. beta == 0 never reads C.

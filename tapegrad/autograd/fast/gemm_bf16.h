@@ -40,6 +40,11 @@ V rounded_lanes(V v) {
   return std::bit_cast<V>((u & 0x7fffffff) > 0x7f800000 ? (u | 0x400000) & 0xffff0000u : nearest);
 }
 
+// x[0, n) rounded to bfloat16 into out[0, n) (which may be x), as round_to_bf16 rounds each.
+inline void round_to_bf16(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(x[i]);
+}
+
 // The kernels bf16_gemm can run: the CPU's vdpbf16ps, AVX-512 float32 multiply-adds on pairs
 // packed with AVX512_BF16's conversions, or rounded_sgemm.
 enum class Bf16Kernel { Native, Fma, Emulated };

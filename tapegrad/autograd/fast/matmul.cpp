@@ -204,16 +204,41 @@ bool weight_grad_in_halves(int64_t N, int64_t OC, int64_t C) {
   return longer <= 2 * shorter && OC * C >= 128 * 128;
 }
 
-// gemm (ta, not tb) in `precision`; for an A of bfloat16s (linear's dh under autocast),
-// bf16_gemm.
-template <class T>
-void product(Precision precision, bool ta, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-             const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  gemm<T>(precision, ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc);
+// How linear's products read their operands: in `precision`, or (rounded) holding the bfloat16
+// values linear rounded them to once, for all the products that read them (rounds_once, gemm.h).
+struct Reads {
+  Precision precision;
+  bool rounded;
+};
+
+// t as linear's products read it: when reads.rounded, its floats rounded to bfloat16 (a new
+// tensor); else t itself.
+Tensor operand(const Tensor& t, Reads reads) {
+  if (!reads.rounded) return t;
+  Tensor out = empty(t.shape(), t.dtype());
+  const float* src = t.data<float>();
+  float* dst = out.data<float>();
+  parallel_for(t.numel(), kGrainElements,
+               [&](int64_t b, int64_t e) { round_to_bf16(src + b, e - b, dst + b); });
+  return out;
 }
-void product(Precision, bool ta, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  bf16_gemm(ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc);
+
+// gemm as `reads` says; for an A of bfloat16s (linear's dh under autocast), bf16_gemm.
+template <class T>
+void product(Reads reads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
+             int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
+             const Epilogue<T>& epilogue = {}) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (reads.rounded) {
+      gemm_rounded(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+      return;
+    }
+  }
+  gemm<T>(reads.precision, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
+}
+void product(Reads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+             int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  bf16_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 // Share p of `shares` of dw [OC, C] += dh^T x (dy: dh [N, OC], px: x [N, C]; beta 0 assigns).
@@ -221,14 +246,14 @@ void product(Precision, bool ta, int64_t M, int64_t N, int64_t K, const uint16_t
 // taking half p % 2 (both when alone) over its part of dw's rows. Else split along dw's longer
 // side: each share packs all of the shorter operand and its part of the longer one.
 template <class T, class D>
-void weight_grad_share(Precision precision, int64_t p, int shares, bool halves, const D* dy,
-                       const T* px, int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
+void weight_grad_share(Reads reads, int64_t p, int shares, bool halves, const D* dy, const T* px,
+                       int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
   if (!halves) {
     if (const auto [c0, c1] = share(OC, p, shares); OC >= C && c1 > c0) {  // dh's columns
-      product(precision, true, c1 - c0, C, N, dy + c0, OC, px, C, beta, dw + c0 * C, C);
+      product(reads, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta, dw + c0 * C, C);
     }
     if (const auto [j0, j1] = share(C, p, shares); OC < C && j1 > j0) {
-      product(precision, true, OC, j1 - j0, N, dy, OC, px + j0, C, beta, dw + j0, C);
+      product(reads, true, false, OC, j1 - j0, N, dy, OC, px + j0, C, beta, dw + j0, C);
     }
     return;
   }
@@ -238,7 +263,7 @@ void weight_grad_share(Precision precision, int64_t p, int shares, bool halves, 
     const auto [r0, r1] = share(OC, shares == 1 ? 0 : p / 2, in_half);
     const auto [n0, n1] = share(N, h, 2);
     if (r1 == r0) continue;
-    product(precision, true, r1 - r0, C, n1 - n0, dy + n0 * OC + r0, OC, px + n0 * C, C,
+    product(reads, true, false, r1 - r0, C, n1 - n0, dy + n0 * OC + r0, OC, px + n0 * C, C,
             h == 0 ? beta : T{0}, (h == 0 ? dw : upper) + r0 * C, C);
   }
 }
@@ -313,26 +338,29 @@ void tail_backward(T* __restrict row, const T* __restrict dout, const T* __restr
 }
 
 // Blocks [b0, b1) of kSumBlockRows rows of dh, as tail_backward makes them, into dh ([N, OC]): in
-// T, or as bfloat16s (D uint16_t, under autocast), rounded as the products would round them when
-// they pack them, which then read half the bytes. Each block's rows are summed in order, in T,
-// into partial[block] (OC; null: no bias), which the bias gradient sums in block order: dh is
-// not read again for it, and the bits do not depend on the thread count.
+// T, rounded to bfloat16 when `round` (the products' operand, rounded once), or as bfloat16s (D
+// uint16_t, under autocast), rounded as the products would round them when they pack them, which
+// then read half the bytes. Each block's rows are summed in order, in T, unrounded, into
+// partial[block] (OC; null: no bias), which the bias gradient sums in block order: dh is not
+// read again for it, and the bits do not depend on the thread count.
 template <class D, class T>
-void tail_blocks(D* dh, T* partial, const T* dout, const T* y, const T* slope,
+void tail_blocks(D* dh, bool round, T* partial, const T* dout, const T* y, const T* slope,
                  Activation activation, const DropoutMask* mask, T scale, int64_t N, int64_t OC,
                  int64_t b0, int64_t b1) {
-  constexpr bool rounded = std::is_same_v<D, uint16_t>;
-  std::vector<T> buffer(rounded ? static_cast<size_t>(OC) : 0);
+  constexpr bool bits = std::is_same_v<D, uint16_t>;
+  std::vector<T> buffer(bits ? static_cast<size_t>(OC) : 0);
   for (int64_t b = b0; b < b1; ++b) {
     T* sums = partial ? partial + b * OC : nullptr;
     if (sums) std::fill_n(sums, OC, T{0});
     for (int64_t n = b * kSumBlockRows; n < std::min(N, (b + 1) * kSumBlockRows); ++n) {
       T* row = buffer.data();
-      if constexpr (!rounded) row = dh + n * OC;
+      if constexpr (!bits) row = dh + n * OC;
       tail_backward<T>(row, dout, y, slope, activation, mask, scale, OC, n);
       for (int64_t c = 0; c < OC && sums; ++c) sums[c] += row[c];
-      if constexpr (rounded) {
+      if constexpr (bits) {
         for (int64_t c = 0; c < OC; ++c) dh[n * OC + c] = to_bf16(row[c]);
+      } else if constexpr (std::is_same_v<T, float>) {
+        if (round) round_to_bf16(row, OC, row);
       }
     }
   }
@@ -350,13 +378,14 @@ std::pair<T*, T> product_target(Grads& g, size_t i, bool nonempty) {
 // linear's recorded backward, and what it keeps of the forward: dh through the tail, then
 // every thread's share of dx, dw and dbias in one parallel loop.
 struct LinearBackward {
-  Tensor x, w, y, slope;  // y: the output, kept for a tail; slope: GELU's
+  Tensor x, w, y, slope;  // the products' operands (rounded when reads.rounded); y: the output,
+                          // kept for a tail; slope: GELU's
   Activation activation;
   DropoutMask mask;
   double scale;
   bool drop, tail, with_bias;
   int64_t N, C, OC;
-  Precision precision;
+  Reads reads;
 
   template <class T>
   void run(const Tensor& dout, Grads& g) const {
@@ -375,12 +404,12 @@ struct LinearBackward {
         for (int64_t p = p0; p < p1; ++p) {
           // dx [N, C] += dh [N, OC] @ w [OC, C]
           if (const auto [n0, n1] = share(N, p, shares); dx && n1 > n0) {
-            product(precision, false, n1 - n0, C, OC, dh + n0 * OC, OC, pw, C, beta_x, dx + n0 * C,
-                    C);
+            product(reads, false, false, n1 - n0, C, OC, dh + n0 * OC, OC, pw, C, beta_x,
+                    dx + n0 * C, C);
           }
           // dw [OC, C] += dh^T @ x [N, C]
           if (dw) {
-            weight_grad_share(precision, p, shares, halves, dh, px, N, OC, C, beta_w, dw,
+            weight_grad_share(reads, p, shares, halves, dh, px, N, OC, C, beta_w, dw,
                               halves ? upper.data<T>() : nullptr);
           }
           const auto [c0, c1] = share(OC, p, shares);
@@ -394,8 +423,9 @@ struct LinearBackward {
         });
       }
     };
-    if (!tail) {
-      products(dout.data<T>(), dout.data<T>(), N);
+    if (!tail) {  // dh is dout (the bias's gradient sums it unrounded)
+      const Tensor dh = operand(dout, reads);
+      products(dh.data<T>(), dout.data<T>(), N);
       return;
     }
     const int64_t blocks = (N + kSumBlockRows - 1) / kSumBlockRows;
@@ -404,14 +434,14 @@ struct LinearBackward {
     // dh through the tail, in T or bfloat16s (tail_blocks), then the products from it
     const auto through_tail = [&](auto* dh) {
       parallel_for(blocks, grain_of_items(kSumBlockRows * OC), [&](int64_t b0, int64_t b1) {
-        tail_blocks(dh, psums, dout.data<T>(), y.data<T>(),
+        tail_blocks(dh, reads.rounded, psums, dout.data<T>(), y.data<T>(),
                     slope.defined() ? slope.data<T>() : nullptr, activation, drop ? &mask : nullptr,
                     static_cast<T>(scale), N, OC, b0, b1);
       });
       products(dh, psums, blocks);
     };
     if constexpr (std::is_same_v<T, float>) {
-      if (precision == Precision::BFloat16) {
+      if (reads.precision == Precision::BFloat16 && !reads.rounded) {
         const Tensor dh16 = empty({(N * OC + 3) / 4}, DType::Int64);  // 4 bfloat16s a value
         through_tail(reinterpret_cast<uint16_t*>(dh16.data<int64_t>()));
         return;
@@ -451,20 +481,31 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   Tensor slope = keep_slope ? empty(out_shape, x.dtype()) : Tensor();
   const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(C) * OC;
   profile::note_flops(flops);
+  const int shares = shares_of(flops);
+  // Each share reads all of one operand: split the rows of x when it has more rows than w
+  // (training), w's when x is the smaller (decoding: a row per hypothesis).
+  const bool by_rows = N >= OC;
+  // x and w as every product reads them, the backward's too: rounded once when reads.rounded,
+  // x's rows by the share that reads them, just before, when the shares split them
   const Precision precision = product_precision(x.dtype());
+  const Reads reads{precision, rounds_once(precision)};
+  const bool round_rows = reads.rounded && by_rows;
+  const Tensor x_read = round_rows ? empty(x.shape(), x.dtype()) : operand(x, reads);
+  const Tensor w_read = operand(w, reads);
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T *px = x.data<T>(), *pw = w.data<T>(), *pb = b.defined() ? b.data<T>() : nullptr;
+    const T *px = x_read.data<T>(), *pw = w_read.data<T>();
+    const T* pb = b.defined() ? b.data<T>() : nullptr;
     T* po = out.data<T>();
-    const int shares = shares_of(flops);
-    // Each share reads all of one operand: split the rows of x when it has more rows than w
-    // (training), w's when x is the smaller (decoding: a row per hypothesis).
-    const bool by_rows = N >= OC;
     parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
         const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
         if (n1 == n0 || c1 == c0) continue;
+        if constexpr (std::is_same_v<T, float>) {  // this share's rows of x, rounded
+          if (round_rows)
+            round_to_bf16(x.data<T>() + n0 * C, (n1 - n0) * C, x_read.data<T>() + n0 * C);
+        }
         const LinearTail<T> tail_of_share{keep_slope ? slope.data<T>() : nullptr,
                                           activation,
                                           drop ? &mask : nullptr,
@@ -478,17 +519,17 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
         const Epilogue<T> finish{gelu || drop ? &LinearTail<T>::apply : nullptr, &tail_of_share,
                                  pb ? pb + c0 : nullptr, relu};
         // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
-        gemm<T>(precision, false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
-                po + n0 * OC + c0, OC, finish);
+        product<T>(reads, false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
+                   po + n0 * OC + c0, OC, finish);
       }
     });
   });
   if (record_it) {
     record(op_name("linear"), inputs, out,
            {.fast =
-                [backward = LinearBackward{x.detach(), w.detach(), tail ? out.detach() : Tensor(),
-                                           slope, activation, mask, scale, drop, tail, b.defined(),
-                                           N, C, OC, precision},
+                [backward = LinearBackward{x_read.detach(), w_read.detach(),
+                                           tail ? out.detach() : Tensor(), slope, activation, mask,
+                                           scale, drop, tail, b.defined(), N, C, OC, reads},
                  flops](const Tensor& dout_in, Grads& g) {
                   if (backward.N == 0 || backward.OC == 0) return;
                   profile::note_flops(flops * ((g.wants(0) ? 1 : 0) + (g.wants(1) ? 1 : 0)));
