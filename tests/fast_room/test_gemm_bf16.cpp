@@ -280,6 +280,35 @@ TEST_CASE("gemm_rounded has bf16_gemm's bits on every kernel", "[gemm_bf16]") {
   set_bf16_kernel(bf16_default_kernel());
 }
 
+// Under autocast a tiny head's operands are rounded as attention copies them (Note [attention
+// under autocast]): its output and gradients are those of operands rounded beforehand, in heads
+// of 8 and 12 (a vector of 8, then the values left) and 16.
+TEST_CASE("attention under autocast reads a tiny head's operands rounded", "[gemm_bf16]") {
+  Generator gen(5);
+  for (const int64_t D : {8, 12, 16}) {
+    const int64_t heads = 3, C = heads * D;
+    const Tensor q = uniform({2, 12, C}, -1, 1, gen), k = uniform({2, 10, C}, -1, 1, gen);
+    const Tensor v = uniform({2, 10, C}, -1, 1, gen), dout = uniform({2, 12, C}, -1, 1, gen);
+    const auto results = [&](bool rounded_before) {
+      std::vector<Tensor> in{q.clone(), k.clone(), v.clone()};
+      for (Tensor& t : in) {
+        if (rounded_before) round_to_bf16(t.data<float>(), t.numel(), t.data<float>());
+        t.set_requires_grad(true);
+      }
+      const AutocastGuard bf16;
+      const Tensor out = attention(in[0], in[1], in[2], heads, {});
+      std::vector<double> all = out.to_vector<double>();
+      for (const Tensor& g : grad({out}, in, {dout})) {
+        const std::vector<double> values = g.to_vector<double>();
+        all.insert(all.end(), values.begin(), values.end());
+      }
+      return all;
+    };
+    INFO("D " << D);
+    CHECK(results(false) == results(true));
+  }
+}
+
 namespace {
 
 // Linear layers and self-attention under autocast: the output's and the gradients' values. The

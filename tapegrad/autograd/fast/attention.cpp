@@ -337,10 +337,18 @@ Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16,
   if (!bf16) return {in, ld};
   for (int64_t r = 0; r < rows; ++r) {
     int64_t d = 0;
-    if constexpr (std::is_same_v<F, float>) {  // whole vectors rounded in registers
+    if constexpr (std::is_same_v<F, float>) {  // vectors of 16 and 8 rounded in registers
       using V = Lanes<F>;
       for (; d + kTileLanes <= D; d += kTileLanes) {
         V::store(buf + r * D + d, rounded_lanes(V::load(in + r * ld + d)));
+      }
+      typedef F Half __attribute__((vector_size(kTileLanes / 2 * sizeof(F))));
+      if (d + kTileLanes / 2 <= D) {
+        Half h;
+        std::memcpy(&h, in + r * ld + d, sizeof h);
+        h = rounded_lanes(h);
+        std::memcpy(buf + r * D + d, &h, sizeof h);
+        d += kTileLanes / 2;
       }
     }
     for (; d < D; ++d) buf[r * D + d] = operand(in[r * ld + d], bf16);
