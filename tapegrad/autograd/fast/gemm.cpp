@@ -403,15 +403,6 @@ void small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, i
   }
 }
 
-// A few rows times a transposed B, x W^T with W stored [N, K]: a linear layer in decoding,
-// one row per hypothesis. Packing W would copy every weight to use it M times, which for
-// M = 32 took longer than the arithmetic. So the product is turned over, C^T = W x^T: W is the
-// row-major A operand, read in place, x^T the small packed B, and C^T goes through a buffer.
-// Every element sums the same products in the same k blocks as the direct path (beta applied
-// in the first block), so a split into shares still gives the same bits. Decoding the base
-// model (bench decode-base-128, two threads): see the README's decode table.
-constexpr int64_t kSwapRows = NR * 2;
-
 // How packed_product reads its operands: as they are (sgemm); rounded to bfloat16 as it packs
 // them, every operand packed (rounded_sgemm); or as they are, holding bfloat16 values already
 // (gemm_rounded). Both of the last take the kernel's steps in pairs (bf16_gemm's order).
@@ -421,6 +412,15 @@ template <Reads kReads, class S>
 void packed_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                     const Epilogue<float>& epilogue);
+
+// A few rows times a transposed B, x W^T with W stored [N, K]: a linear layer in decoding,
+// one row per hypothesis. Packing W would copy every weight to use it M times, which for
+// M = 32 took longer than the arithmetic. So the product is turned over, C^T = W x^T: W is the
+// row-major A operand, read in place, x^T the small packed B, and C^T goes through a buffer.
+// Every element sums the same products in the same k blocks as the direct path (beta applied
+// in the first block), so a split into shares still gives the same bits. Decoding the base
+// model (bench decode-base-128, two threads): see the README's decode table. Read as kReads says.
+constexpr int64_t kSwapRows = NR * 2;
 
 template <Reads kReads>
 void swapped(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
