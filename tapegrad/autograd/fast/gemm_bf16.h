@@ -12,10 +12,11 @@
 // runs everywhere: the kernel is chosen when first used, by what the CPU reports and by timing
 // the two instructions; a CPU without AVX512_BF16 (AVX2, AVX-512 before Cooper Lake, Arm) runs
 // sgemm's own kernel on operands it rounds as it packs them (rounded_sgemm, gemm.h), the
-// "emulated" kernel, at about the float32 rate. All three round and sum exactly as the
-// instruction is specified to (per pair of steps, k + 1's product is added, then k's), so they
-// give the same bits on normal numbers (the instruction and the multiply-add kernel flush
-// subnormals to zero).
+// "emulated" kernel, at about the float32 rate; linear there rounds its operands once for all
+// their products, which then read them in place (rounds_once, gemm_rounded). All three round and
+// sum exactly as the instruction is specified to (per pair of steps, k + 1's product is added, then
+// k's), so they give the same bits on normal numbers (the instruction and the multiply-add kernel
+// flush subnormals to zero).
 #pragma once
 
 #include <bit>
