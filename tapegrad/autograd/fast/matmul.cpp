@@ -452,6 +452,46 @@ struct LinearBackward {
   }
 };
 
+// linear's forward, a share at a time: out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T, then the
+// tail, each share taking its part of x's rows (by_rows) or of w's. x_read and w_read are x and
+// w as the products read them (operand); with round_rows, each share rounds its rows of x into
+// x_read just before its product.
+struct LinearForward {
+  const Tensor &x, &x_read, &w_read, &b, &out, &slope;  // slope: GELU's, kept; or undefined
+  Activation activation;
+  const DropoutMask* mask;  // null without dropout
+  double scale;
+  Reads reads;
+  int64_t N, C, OC;
+  int shares;
+  bool by_rows, round_rows;
+
+  template <class T>
+  void run(int64_t p) const {
+    const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
+    const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
+    if (n1 == n0 || c1 == c0) return;
+    if constexpr (std::is_same_v<T, float>) {  // this share's rows of x, rounded
+      if (round_rows) round_to_bf16(x.data<T>() + n0 * C, (n1 - n0) * C, x_read.data<T>() + n0 * C);
+    }
+    const LinearTail<T> tail{slope.defined() ? slope.data<T>() : nullptr,
+                             activation,
+                             mask,
+                             static_cast<T>(scale),
+                             OC,
+                             n0,
+                             c0};
+    // gemm adds the bias and applies a ReLU; the tail function runs for GELU or dropout
+    const bool relu = activation == Activation::ReLU;
+    const bool gelu = activation == Activation::GELU;
+    const Epilogue<T> finish{gelu || mask ? &LinearTail<T>::apply : nullptr, &tail,
+                             b.defined() ? b.data<T>() + c0 : nullptr, relu};
+    // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
+    product<T>(reads, false, true, n1 - n0, c1 - c0, C, x_read.data<T>() + n0 * C, C,
+               w_read.data<T>() + c0 * C, C, T{0}, out.data<T>() + n0 * OC + c0, OC, finish);
+  }
+};
+
 }  // namespace
 
 // Forward and backward each run as one parallel loop in which every thread takes its share of
@@ -492,36 +532,12 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   const bool round_rows = reads.rounded && by_rows;
   const Tensor x_read = round_rows ? empty(x.shape(), x.dtype()) : operand(x, reads);
   const Tensor w_read = operand(w, reads);
+  const LinearForward forward{
+      x,     x_read, w_read, b, out, slope,  activation, drop ? &mask : nullptr,
+      scale, reads,  N,      C, OC,  shares, by_rows,    round_rows};
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T *px = x_read.data<T>(), *pw = w_read.data<T>();
-    const T* pb = b.defined() ? b.data<T>() : nullptr;
-    T* po = out.data<T>();
     parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const auto [n0, n1] = by_rows ? share(N, p, shares) : std::pair<int64_t, int64_t>{0, N};
-        const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
-        if (n1 == n0 || c1 == c0) continue;
-        if constexpr (std::is_same_v<T, float>) {  // this share's rows of x, rounded
-          if (round_rows)
-            round_to_bf16(x.data<T>() + n0 * C, (n1 - n0) * C, x_read.data<T>() + n0 * C);
-        }
-        const LinearTail<T> tail_of_share{keep_slope ? slope.data<T>() : nullptr,
-                                          activation,
-                                          drop ? &mask : nullptr,
-                                          static_cast<T>(scale),
-                                          OC,
-                                          n0,
-                                          c0};
-        // gemm adds the bias and applies a ReLU; the tail function runs for GELU or dropout
-        const bool relu = activation == Activation::ReLU;
-        const bool gelu = activation == Activation::GELU;
-        const Epilogue<T> finish{gelu || drop ? &LinearTail<T>::apply : nullptr, &tail_of_share,
-                                 pb ? pb + c0 : nullptr, relu};
-        // out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T (the transpose flag), then the tail
-        product<T>(reads, false, true, n1 - n0, c1 - c0, C, px + n0 * C, C, pw + c0 * C, C, T{0},
-                   po + n0 * OC + c0, OC, finish);
-      }
+      for (int64_t p = p0; p < p1; ++p) forward.run<decltype(tag)>(p);
     });
   });
   if (record_it) {
