@@ -303,8 +303,9 @@ F operand(F x, bool bf16) {
 // x[0, n) rounded to bfloat16 in place when bf16 (F float).
 template <class F>
 void round_in_place(F* x, int64_t n, bool bf16) {
-  if (!bf16) return;
-  for (int64_t i = 0; i < n; ++i) x[i] = operand(x[i], bf16);
+  if constexpr (std::is_same_v<F, float>) {
+    if (bf16) round_to_bf16(x, n, x);
+  }
 }
 
 // A head's block of rows, D wide and `ld` apart, as a product reads it.

@@ -206,14 +206,14 @@ bool weight_grad_in_halves(int64_t N, int64_t OC, int64_t C) {
 
 // How linear's products read their operands: in `precision`, or (rounded) holding the bfloat16
 // values linear rounded them to once, for all the products that read them (rounds_once, gemm.h).
-struct Reads {
+struct LinearReads {
   Precision precision;
   bool rounded;
 };
 
 // t as linear's products read it: when reads.rounded, its floats rounded to bfloat16 (a new
 // tensor); else t itself.
-Tensor operand(const Tensor& t, Reads reads) {
+Tensor operand(const Tensor& t, LinearReads reads) {
   if (!reads.rounded) return t;
   Tensor out = empty(t.shape(), t.dtype());
   const float* src = t.data<float>();
@@ -225,7 +225,7 @@ Tensor operand(const Tensor& t, Reads reads) {
 
 // gemm as `reads` says; for an A of bfloat16s (linear's dh under autocast), bf16_gemm.
 template <class T>
-void product(Reads reads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
+void product(LinearReads reads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
              int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
              const Epilogue<T>& epilogue = {}) {
   if constexpr (std::is_same_v<T, float>) {
@@ -236,7 +236,7 @@ void product(Reads reads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, con
   }
   gemm<T>(reads.precision, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue);
 }
-void product(Reads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+void product(LinearReads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
              int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   bf16_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
@@ -246,8 +246,8 @@ void product(Reads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uin
 // taking half p % 2 (both when alone) over its part of dw's rows. Else split along dw's longer
 // side: each share packs all of the shorter operand and its part of the longer one.
 template <class T, class D>
-void weight_grad_share(Reads reads, int64_t p, int shares, bool halves, const D* dy, const T* px,
-                       int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
+void weight_grad_share(LinearReads reads, int64_t p, int shares, bool halves, const D* dy,
+                       const T* px, int64_t N, int64_t OC, int64_t C, T beta, T* dw, T* upper) {
   if (!halves) {
     if (const auto [c0, c1] = share(OC, p, shares); OC >= C && c1 > c0) {  // dh's columns
       product(reads, true, false, c1 - c0, C, N, dy + c0, OC, px, C, beta, dw + c0 * C, C);
@@ -385,7 +385,7 @@ struct LinearBackward {
   double scale;
   bool drop, tail, with_bias;
   int64_t N, C, OC;
-  Reads reads;
+  LinearReads reads;
 
   template <class T>
   void run(const Tensor& dout, Grads& g) const {
@@ -454,17 +454,17 @@ struct LinearBackward {
 
 // linear's forward, a share at a time: out [n0:n1, c0:c1] = x [n0:n1] @ w [c0:c1]^T, then the
 // tail, each share taking its part of x's rows (by_rows) or of w's. x_read and w_read are x and
-// w as the products read them (operand); with round_rows, each share rounds its rows of x into
-// x_read just before its product.
+// w as the products read them (operand); where reads.rounded and the shares split x's rows, each
+// share rounds its rows of x into x_read just before its product.
 struct LinearForward {
   const Tensor &x, &x_read, &w_read, &b, &out, &slope;  // slope: GELU's, kept; or undefined
   Activation activation;
   const DropoutMask* mask;  // null without dropout
   double scale;
-  Reads reads;
+  LinearReads reads;
   int64_t N, C, OC;
   int shares;
-  bool by_rows, round_rows;
+  bool by_rows;
 
   template <class T>
   void run(int64_t p) const {
@@ -472,7 +472,8 @@ struct LinearForward {
     const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
     if (n1 == n0 || c1 == c0) return;
     if constexpr (std::is_same_v<T, float>) {  // this share's rows of x, rounded
-      if (round_rows) round_to_bf16(x.data<T>() + n0 * C, (n1 - n0) * C, x_read.data<T>() + n0 * C);
+      if (reads.rounded && by_rows)
+        round_to_bf16(x.data<T>() + n0 * C, (n1 - n0) * C, x_read.data<T>() + n0 * C);
     }
     const LinearTail<T> tail{slope.defined() ? slope.data<T>() : nullptr,
                              activation,
@@ -528,13 +529,13 @@ Tensor fast_linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   // x and w as every product reads them, the backward's too: rounded once when reads.rounded,
   // x's rows by the share that reads them, just before, when the shares split them
   const Precision precision = product_precision(x.dtype());
-  const Reads reads{precision, rounds_once(precision)};
+  const LinearReads reads{precision, rounds_once(precision)};
   const bool round_rows = reads.rounded && by_rows;
   const Tensor x_read = round_rows ? empty(x.shape(), x.dtype()) : operand(x, reads);
   const Tensor w_read = operand(w, reads);
   const LinearForward forward{
       x,     x_read, w_read, b, out, slope,  activation, drop ? &mask : nullptr,
-      scale, reads,  N,      C, OC,  shares, by_rows,    round_rows};
+      scale, reads,  N,      C, OC,  shares, by_rows};
   dispatch_floating("linear", x.dtype(), [&](auto tag) {
     parallel_for(shares, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) forward.run<decltype(tag)>(p);
