@@ -7,8 +7,9 @@
 // padded to even with zeros. The CPU kernel's packers convert 32 values an instruction, one for
 // each layout (a step's lines consecutive; a line's steps consecutive, through a transpose in
 // registers; a row-major A into row-major panels, which needs none), and take their masked loads
-// and stores only where lines or steps run out: packing is most of what is not arithmetic. A CPU
-// without AVX512_BF16 runs rounded_sgemm (gemm.cpp) instead.
+// and stores only where lines or steps run out: packing is most of what is not arithmetic. The
+// float32 multiply-add kernel reads A's pairs as the two floats they round to, packed so straight
+// from A. A CPU without AVX512_BF16 runs rounded_sgemm (gemm.cpp) instead.
 #include "tapegrad/autograd/fast/gemm_bf16.h"
 
 #include <algorithm>
@@ -66,14 +67,15 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
   }
 }
 
-// tile_native's sums with float32 multiply-adds, replacing c's values, for CPUs whose vdpbf16ps
-// takes more than two of them (bf16_default_kernel): A's pairs as floats (expand_pairs: for the
+// tile_native's sums with float32 multiply-adds, for CPUs whose vdpbf16ps takes more than two of
+// them (bf16_default_kernel): A's pairs as rounded floats (pack_rows_fma, pack_steps_fma: for the
 // pair at x, the high step's value at a[2 x], the low's at a[2 x + 1]), B's split in registers.
-// Subnormal operands read as zero and subnormal sums flush to zero while it runs, as the
-// instruction is specified to, so the two kernels give the same bits on all inputs.
+// Subnormal operands read as zero and subnormal sums flush to zero while the sums run, as the
+// instruction is specified to, so the two kernels give the same bits on all inputs; c's values,
+// with add, are added after, as tile_native adds them.
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f"))) void tile_fma(int64_t pairs, const float* a, const uint32_t* b,
-                                                 float* c, int64_t ldc) {
+                                                 float* c, int64_t ldc, bool add) {
   const unsigned int csr = _mm_getcsr();
   _mm_setcsr(csr | _MM_FLUSH_ZERO_ON | 0x0040);  // 0x0040: denormals are zeros
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
@@ -93,29 +95,18 @@ __attribute__((target("avx512f"))) void tile_fma(int64_t pairs, const float* a, 
       acc[i][1] = _mm512_fmadd_ps(lo, b1_lo, _mm512_fmadd_ps(hi, b1_hi, acc[i][1]));
     }
   }
+  _mm_setcsr(csr);
+  if (add) {
+#pragma GCC unroll 12
+    for (int64_t i = 0; i < MR; ++i) {
+      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(c + i * ldc));
+      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(c + i * ldc + 16));
+    }
+  }
 #pragma GCC unroll 12
   for (int64_t i = 0; i < MR; ++i) {
     _mm512_storeu_ps(c + i * ldc, acc[i][0]);
     _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
-  }
-  _mm_setcsr(csr);
-}
-
-// n packed pairs as 2n floats for tile_fma: out[2 x] the high step's value, out[2 x + 1] the low's.
-__attribute__((target("avx512f"))) void expand_pairs(const uint32_t* pairs, int64_t n, float* out) {
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-  const __m512i first8 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  const __m512i last8 = _mm512_add_epi32(first8, _mm512_set1_epi32(8));
-  int64_t x = 0;
-  for (; x + 16 <= n; x += 16) {
-    const __m512i w = _mm512_loadu_si512(pairs + x);
-    const __m512i hi = _mm512_and_si512(w, high), lo = _mm512_maskz_slli_epi32(0xffff, w, 16);
-    _mm512_storeu_si512(out + 2 * x, _mm512_permutex2var_epi32(hi, first8, lo));
-    _mm512_storeu_si512(out + 2 * x + 16, _mm512_permutex2var_epi32(hi, last8, lo));
-  }
-  for (; x < n; ++x) {
-    out[2 * x] = std::bit_cast<float>(pairs[x] & 0xffff0000u);
-    out[2 * x + 1] = std::bit_cast<float>(pairs[x] << 16);
   }
 }
 
@@ -300,6 +291,74 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_native(
   }
 }
 
+// The 16 values at `at` that `take` has (the rest zero), rounded to bfloat16, as floats: floats
+// through the CPU's conversion; bfloat16s widened as they lie. (The all-lanes masks keep GCC from
+// reading the unmasked forms' undefined source as used.)
+__attribute__((target("avx512f"))) __m512 widened(__m256i bf16s) {
+  return _mm512_castsi512_ps(
+      _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, bf16s), 16));
+}
+__attribute__((target("avx512f,avx512bf16"))) __m512 rounded16(const float* at, __mmask16 take) {
+  return widened((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(take, at)));
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) __m512 rounded16(const uint16_t* at,
+                                                                      __mmask16 take) {
+  return widened(_mm256_maskz_loadu_epi16(take, at));
+}
+
+// pack_rows_native's lines and steps as tile_fma reads them: out[panel][r][2p] = line r's value
+// at step 2p + 1 rounded, out[panel][r][2p + 1] = at step 2p, rows KC floats apart; past the
+// steps, zeros. Each 16 values are rounded in one conversion and their pairs swapped in place.
+template <class S>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows_fma(
+    const S* src, int64_t l_step, int64_t kc, int64_t lines, float* out) {
+  const int64_t steps = (kc + 1) / 2 * 2;
+  for (int64_t l0 = 0; l0 < lines; l0 += MR) {
+    for (int64_t r = 0; r < MR; ++r) {
+      const S* line = src + (l0 + r) * l_step;
+      float* row = out + (l0 + r) * KC;
+      int64_t k0 = 0;
+      if (l0 + r < lines) {  // whole 16s of a real line
+        for (; k0 + 16 <= kc; k0 += 16) {
+          _mm512_storeu_ps(row + k0,
+                           _mm512_maskz_permute_ps(0xffff, rounded16(line + k0, 0xffff), 0xb1));
+        }
+      }
+      for (; k0 < steps; k0 += 16) {
+        const int64_t n = l0 + r < lines ? kc - k0 : 0;
+        const __m512 x = rounded16(line + k0, first(n));
+        _mm512_mask_storeu_ps(row + k0, first(steps - k0),
+                              _mm512_maskz_permute_ps(0xffff, x, 0xb1));
+      }
+    }
+  }
+}
+
+// pack_steps_native's lines and steps as tile_fma reads them, in panels of MR lines:
+// out[panel][p][2 r] = line r's value at step 2p + 1 rounded, out[panel][p][2 r + 1] = at step
+// 2p; past the lines or the steps, zeros. A pair's two rows are read once for every panel, the
+// next pair's asked for meanwhile; a panel's 12 lines at both steps become its 24 values with
+// two interleaving permutes.
+template <class S>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_steps_fma(
+    const S* src, int64_t k_step, int64_t lines, int64_t kc, float* out) {
+  const __m512i first8 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i last8 = _mm512_add_epi32(first8, _mm512_set1_epi32(8));
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    prefetch_steps(src, k_step, 2 * p + 2, std::min(kc, 2 * p + 4), lines);
+    for (int64_t l0 = 0; l0 < lines; l0 += MR) {
+      const __mmask16 take = first(std::min(MR, lines - l0));
+      const S* at = src + l0 + 2 * p * k_step;
+      const __m512 lo = rounded16(at, take);
+      const __m512 hi = 2 * p + 1 < kc ? rounded16(at + k_step, take) : _mm512_setzero_ps();
+      float* panel = out + 2 * (l0 * pairs + p * MR);
+      _mm512_storeu_ps(panel, _mm512_permutex2var_ps(hi, first8, lo));
+      _mm512_mask_storeu_ps(panel + 16, 0xff, _mm512_permutex2var_ps(hi, last8, lo));
+    }
+  }
+}
+
 // The seconds of 4096 rounds of 12 independent vdpbf16ps (native) or vfmadd231ps, best of 5.
 template <bool kNative>
 __attribute__((target("avx512f,avx512bf16"))) double rounds_seconds() {
@@ -375,53 +434,52 @@ namespace {
 
 #if defined(__x86_64__)
 // What pairs_product runs for the kernel in use (native, fma): its packers, and its tile kernel on
-// A's block, packed as pairs (a_pack) and for tile_fma expanded to floats too (a_floats).
+// A's block, packed as pairs for tile_native (a_pairs) or as rounded floats for tile_fma
+// (a_floats).
 template <class S>
 struct Bf16Plan {
   void (*tile_pairs)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, bool) = nullptr;
-  void (*tile_floats)(int64_t, const float*, const uint32_t*, float*, int64_t) = nullptr;
+  void (*tile_floats)(int64_t, const float*, const uint32_t*, float*, int64_t, bool) = nullptr;
   void (*pack_b)(const float*, int64_t, int64_t, int64_t, int64_t, uint32_t*);
-  bool rows_a;  // A in row-major panels (pack_rows_native), else pair-major (pack_steps_native)
-  std::vector<uint32_t>& a_pack;
+  bool rows_a;  // A in row-major panels (pack_rows_*), else pair-major (pack_steps_*)
+  std::vector<uint32_t>& a_pairs;
   std::vector<float>& a_floats;
 
-  Bf16Plan(bool ta, bool tb, std::vector<uint32_t>& pack, std::vector<float>& floats)
+  Bf16Plan(bool ta, bool tb, std::vector<uint32_t>& pairs, std::vector<float>& floats)
       : pack_b(tb ? pack_lines_native : pack_steps_native<NR, float>),
         rows_a(!ta),
-        a_pack(pack),
+        a_pairs(pairs),
         a_floats(floats) {
     if (bf16_kernel() == Bf16Kernel::Native) {
       tile_pairs = rows_a ? tile_native<KP, 1> : tile_native<1, MR>;
+      a_pairs.resize(static_cast<size_t>((MC + MR) * KP));
     } else {
       tile_floats = rows_a ? tile_fma<KP, 1> : tile_fma<1, MR>;
+      a_floats.resize(static_cast<size_t>((MC + MR) * KC));
     }
-    a_pack.resize(static_cast<size_t>((MC + MR) * KP));
-    if (tile_floats) a_floats.resize(2 * a_pack.size());
   }
 
   // Lines [0, mc) and steps [0, kc) of op(A) from a (lda apart).
   void pack_a_block(const S* a, int64_t lda, int64_t mc, int64_t kc) {
-    const int64_t pairs = (kc + 1) / 2, lines = (mc + MR - 1) / MR * MR;
-    if (rows_a) {
-      pack_rows_native(a, lda, kc, mc, a_pack.data());
+    if (tile_floats && rows_a) {
+      pack_rows_fma(a, lda, kc, mc, a_floats.data());
+    } else if (tile_floats) {
+      pack_steps_fma(a, lda, mc, kc, a_floats.data());
+    } else if (rows_a) {
+      pack_rows_native(a, lda, kc, mc, a_pairs.data());
     } else {
-      pack_steps_native<MR>(a, 1, lda, mc, kc, a_pack.data());
-    }
-    for (int64_t r = 0; tile_floats && r < (rows_a ? lines : 1); ++r) {  // a row, or all
-      const int64_t at = rows_a ? r * KP : 0;
-      expand_pairs(a_pack.data() + at, rows_a ? pairs : lines * pairs, a_floats.data() + 2 * at);
+      pack_steps_native<MR>(a, 1, lda, mc, kc, a_pairs.data());
     }
   }
 
   // The tile of A's block from line ir, times the B panel b, into c (rows ldc apart); added to
-  // c's values with add, where the kernel adds (adds(): not tile_fma).
-  bool adds() const { return tile_floats == nullptr; }
+  // c's values with add.
   void tile(int64_t ir, int64_t pairs, const uint32_t* b, float* c, int64_t ldc, bool add) const {
     const int64_t at = ir * (rows_a ? KP : pairs);
     if (tile_floats) {
-      tile_floats(pairs, a_floats.data() + 2 * at, b, c, ldc);
+      tile_floats(pairs, a_floats.data() + 2 * at, b, c, ldc, add);
     } else {
-      tile_pairs(pairs, a_pack.data() + at, b, c, ldc, add);
+      tile_pairs(pairs, a_pairs.data() + at, b, c, ldc, add);
     }
   }
 };
@@ -431,9 +489,9 @@ template <class S>
 void pairs_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                    const Epilogue<float>& epilogue) {
-  thread_local std::vector<uint32_t> a_pack, b_pack;
+  thread_local std::vector<uint32_t> a_pairs, b_pack;
   thread_local std::vector<float> a_floats;
-  Bf16Plan<S> plan(ta, tb, a_pack, a_floats);
+  Bf16Plan<S> plan(ta, tb, a_pairs, a_floats);
   b_pack.resize(static_cast<size_t>((NC + NR) * KC / 2));
   float tile[MR * NR];
   if (K == 0) {  // no steps: C = beta C
@@ -457,10 +515,9 @@ void pairs_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A
             const int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
             float* corner = C + (ic + ir) * ldc + jc + jr;
             // A whole tile goes straight into C from the kernel's registers, replacing C or, for
-            // a later k block, added to it; a ragged one, one scaled by a beta other than 0 and 1,
-            // or one tile_fma adds (it reads a subnormal C as zero while it runs) through `tile`
-            // and the loop below.
-            const bool add = block_beta == 1 && plan.adds();
+            // a later k block, added to it; a ragged one, or one scaled by a beta other than 0 and
+            // 1, through `tile` and the loop below.
+            const bool add = block_beta == 1;
             const bool direct = m == MR && n == NR && (block_beta == 0 || add);
             // C's lines asked for before the sums, as gemm.cpp's kernel does: they arrive while
             // the sums run, where a later k block would wait on C's reads after them
