@@ -282,8 +282,10 @@ TEST_CASE("gemm_rounded has bf16_gemm's bits on every kernel", "[gemm_bf16]") {
 }
 
 // Under autocast a tiny head's operands are rounded as attention copies them (Note [attention
-// under autocast]): its output and gradients are those of operands rounded beforehand, in heads
-// of 8 and 12 (a vector of 8, then the values left) and 16.
+// under autocast]): its output and gradients are those of operands rounded beforehand (q, k, v
+// and dout), in heads of 8 and 12 (a vector of 8, then the values left) and 16; and so is a
+// decoding step's output, one query over keys and values that are the first rows of a longer
+// cache.
 TEST_CASE("attention under autocast reads a tiny head's operands rounded", "[gemm_bf16]") {
   Generator gen(5);
   for (const int64_t D : {8, 12, 16}) {
@@ -291,15 +293,15 @@ TEST_CASE("attention under autocast reads a tiny head's operands rounded", "[gem
     const Tensor q = uniform({2, 12, C}, -1, 1, gen), k = uniform({2, 10, C}, -1, 1, gen);
     const Tensor v = uniform({2, 10, C}, -1, 1, gen), dout = uniform({2, 12, C}, -1, 1, gen);
     const auto results = [&](bool rounded_before) {
-      std::vector<Tensor> in{q.clone(), k.clone(), v.clone()};
+      std::vector<Tensor> in{q.clone(), k.clone(), v.clone(), dout.clone()};
       for (Tensor& t : in) {
         if (rounded_before) round_to_bf16(t.data<float>(), t.numel(), t.data<float>());
-        t.set_requires_grad(true);
       }
+      for (int i = 0; i < 3; ++i) in[i].set_requires_grad(true);
       const AutocastGuard bf16;
       const Tensor out = attention(in[0], in[1], in[2], heads, {});
       std::vector<double> all = out.to_vector<double>();
-      for (const Tensor& g : grad({out}, in, {dout})) {
+      for (const Tensor& g : grad({out}, {in[0], in[1], in[2]}, {in[3]})) {
         const std::vector<double> values = g.to_vector<double>();
         all.insert(all.end(), values.begin(), values.end());
       }
@@ -307,6 +309,18 @@ TEST_CASE("attention under autocast reads a tiny head's operands rounded", "[gem
     };
     INFO("D " << D);
     CHECK(results(false) == results(true));
+    const Tensor query = uniform({2, 1, C}, -1, 1, gen), keys = uniform({2, 10, C}, -1, 1, gen);
+    const Tensor values = uniform({2, 10, C}, -1, 1, gen);
+    const auto step = [&](bool rounded_before) {
+      std::vector<Tensor> in{query.clone(), keys.clone(), values.clone()};
+      for (Tensor& t : in) {
+        if (rounded_before) round_to_bf16(t.data<float>(), t.numel(), t.data<float>());
+      }
+      const AutocastGuard bf16;
+      return attention(in[0], slice(in[1], 1, 0, 7), slice(in[2], 1, 0, 7), heads, {})
+          .to_vector<double>();
+    };
+    CHECK(step(false) == step(true));
   }
 }
 
