@@ -35,7 +35,7 @@ constexpr int64_t KP = KC / 2;  // a row-major A panel's row stride, in pairs
 // c (MR x NR, rows ldc apart) = the sums over `pairs` of the A panel's pairs (MR a pair) times
 // the B panel's (NR a pair), added to c's values with add: per pair, the high halves' product
 // added, then the low halves'. A's pair (i, p) is at a[i * kRow + p * kPair]: a pair-major panel
-// (kRow 1, kPair MR; pack_steps_native) or a row-major one (kRow KP, kPair 1; pack_rows_native),
+// (kRow 1, kPair MR; pack_steps_native) or a row-major one (kRow KP, kPair 1; pack_rows),
 // each broadcast from a constant offset.
 template <int64_t kRow, int64_t kPair>
 __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, const uint32_t* a,
@@ -68,7 +68,7 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_native(int64_t pairs, co
 }
 
 // tile_native's sums with float32 multiply-adds, for CPUs whose vdpbf16ps takes more than two of
-// them (bf16_default_kernel): A's pairs as rounded floats (pack_rows_fma, pack_steps_fma: for the
+// them (bf16_default_kernel): A's pairs as rounded floats (pack_rows, pack_steps_fma: for the
 // pair at x, the high step's value at a[2 x], the low's at a[2 x + 1]), B's split in registers.
 // Subnormal operands read as zero and subnormal sums flush to zero while the sums run, as the
 // instruction is specified to, so the two kernels give the same bits on all inputs; c's values,
@@ -256,41 +256,6 @@ __attribute__((target("avx512f,avx512bf16"))) void pack_lines_native(const float
   }
 }
 
-// The first n of 32 steps of a line (the rest zero) as its 16 pairs: floats with one
-// conversion; bfloat16s are pairs as they lie.
-__attribute__((target("avx512f,avx512bf16"))) __m512i row_pairs(const float* at, int64_t n) {
-  const __m512 x0 = _mm512_maskz_loadu_ps(first(n), at);
-  const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), at + 16);
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
-}
-__attribute__((target("avx512f,avx512bw"))) __m512i row_pairs(const uint16_t* at, int64_t n) {
-  return _mm512_maskz_loadu_epi16(first32(n), at);
-}
-
-// Lines [0, lines) of a row-major op(A) (line r at src + r * l_step, its steps consecutive),
-// steps [0, kc), as row-major panels of MR lines: out[panel][r][p] = (line r at step 2p, at
-// step 2p + 1), rows KP pairs apart; past the steps, zeros. 32 steps of a line become its 16
-// pairs with one store, where the pair-major layout takes 16 stores.
-template <class S>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_native(
-    const S* src, int64_t l_step, int64_t kc, int64_t lines, uint32_t* out) {
-  const int64_t pairs = (kc + 1) / 2;
-  for (int64_t l0 = 0; l0 < lines; l0 += MR) {
-    for (int64_t r = 0; r < MR; ++r) {
-      const S* line = src + (l0 + r) * l_step;
-      uint32_t* row = out + (l0 + r) * KP;
-      int64_t k0 = 0;
-      if (l0 + r < lines) {  // whole 32s of a real line
-        for (; k0 + 32 <= kc; k0 += 32) _mm512_storeu_si512(row + k0 / 2, row_pairs(line + k0, 32));
-      }
-      for (; k0 < kc; k0 += 32) {
-        const int64_t n = l0 + r < lines ? std::min<int64_t>(32, kc - k0) : 0;
-        _mm512_mask_storeu_epi32(row + k0 / 2, first(pairs - k0 / 2), row_pairs(line + k0, n));
-      }
-    }
-  }
-}
-
 // The 16 values at `at` that `take` has (the rest zero), rounded to bfloat16, as floats: floats
 // through the CPU's conversion; bfloat16s widened as they lie. (The all-lanes masks keep GCC from
 // reading the unmasked forms' undefined source as used.)
@@ -306,29 +271,46 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) __m512 rounded16(const uint
   return widened(_mm256_maskz_loadu_epi16(take, at));
 }
 
-// pack_rows_native's lines and steps as tile_fma reads them: out[panel][r][2p] = line r's value
-// at step 2p + 1 rounded, out[panel][r][2p + 1] = at step 2p, rows KC floats apart; past the
-// steps, zeros. Each 16 values are rounded in one conversion and their pairs swapped in place.
+// A line's next steps as a row of a packed A reads them, the first n real (the rest zero): for
+// tile_native, 32 steps as their 16 pairs (floats with one conversion; bfloat16s are pairs as
+// they lie); for tile_fma, 16 steps rounded, as floats, each pair's two swapped (k + 1's first).
+__attribute__((target("avx512f,avx512bf16"))) __m512i row_pairs(const float* at, int64_t n) {
+  const __m512 x0 = _mm512_maskz_loadu_ps(first(n), at);
+  const __m512 x1 = _mm512_maskz_loadu_ps(first(n - 16), at + 16);
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+}
+__attribute__((target("avx512f,avx512bw"))) __m512i row_pairs(const uint16_t* at, int64_t n) {
+  return _mm512_maskz_loadu_epi16(first32(n), at);
+}
 template <class S>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows_fma(
-    const S* src, int64_t l_step, int64_t kc, int64_t lines, float* out) {
-  const int64_t steps = (kc + 1) / 2 * 2;
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) __m512i row_floats(const S* at,
+                                                                                   int64_t n) {
+  return _mm512_castps_si512(_mm512_maskz_permute_ps(0xffff, rounded16(at, first(n)), 0xb1));
+}
+
+// Lines [0, lines) of a row-major op(A) (line r at src + r * l_step, its steps consecutive),
+// steps [0, kc), as row-major panels of MR lines, line r's row at out + r * row_lanes (in 32-bit
+// lanes): tile_native's pairs (kSteps 32, kLanes row_pairs: out[panel][r][p] = (line r at step
+// 2p, at step 2p + 1)) or tile_fma's floats (kSteps 16, row_floats). kSteps steps of a line
+// become 16 lanes with one store, masked only where the steps run out; past them, and on lines
+// past `lines`, zeros.
+template <int64_t kSteps, class S, __m512i (*kLanes)(const S*, int64_t)>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows(
+    const S* src, int64_t l_step, int64_t kc, int64_t lines, uint32_t* out, int64_t row_lanes) {
+  constexpr int64_t kPer = kSteps / 16;            // steps a lane
+  const int64_t filled = (kc + 1) / 2 * 2 / kPer;  // the lanes of a row's steps, padded to even
   for (int64_t l0 = 0; l0 < lines; l0 += MR) {
     for (int64_t r = 0; r < MR; ++r) {
       const S* line = src + (l0 + r) * l_step;
-      float* row = out + (l0 + r) * KC;
+      uint32_t* row = out + (l0 + r) * row_lanes;
       int64_t k0 = 0;
-      if (l0 + r < lines) {  // whole 16s of a real line
-        for (; k0 + 16 <= kc; k0 += 16) {
-          _mm512_storeu_ps(row + k0,
-                           _mm512_maskz_permute_ps(0xffff, rounded16(line + k0, 0xffff), 0xb1));
-        }
+      if (l0 + r < lines) {  // whole vectors of a real line
+        for (; k0 + kSteps <= kc; k0 += kSteps)
+          _mm512_storeu_si512(row + k0 / kPer, kLanes(line + k0, kSteps));
       }
-      for (; k0 < steps; k0 += 16) {
-        const int64_t n = l0 + r < lines ? kc - k0 : 0;
-        const __m512 x = rounded16(line + k0, first(n));
-        _mm512_mask_storeu_ps(row + k0, first(steps - k0),
-                              _mm512_maskz_permute_ps(0xffff, x, 0xb1));
+      for (; k0 < kc; k0 += kSteps) {
+        const int64_t n = l0 + r < lines ? std::min(kSteps, kc - k0) : 0;
+        _mm512_mask_storeu_epi32(row + k0 / kPer, first(filled - k0 / kPer), kLanes(line + k0, n));
       }
     }
   }
@@ -462,11 +444,12 @@ struct Bf16Plan {
   // Lines [0, mc) and steps [0, kc) of op(A) from a (lda apart).
   void pack_a_block(const S* a, int64_t lda, int64_t mc, int64_t kc) {
     if (tile_floats && rows_a) {
-      pack_rows_fma(a, lda, kc, mc, a_floats.data());
+      pack_rows<16, S, row_floats<S>>(a, lda, kc, mc, reinterpret_cast<uint32_t*>(a_floats.data()),
+                                      KC);
     } else if (tile_floats) {
       pack_steps_fma(a, lda, mc, kc, a_floats.data());
     } else if (rows_a) {
-      pack_rows_native(a, lda, kc, mc, a_pairs.data());
+      pack_rows<32, S, row_pairs>(a, lda, kc, mc, a_pairs.data(), KP);
     } else {
       pack_steps_native<MR>(a, 1, lda, mc, kc, a_pairs.data());
     }
