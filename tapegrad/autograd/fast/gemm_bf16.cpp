@@ -305,8 +305,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows(
       uint32_t* row = out + (l0 + r) * row_lanes;
       int64_t k0 = 0;
       if (l0 + r < lines) {  // whole vectors of a real line
-        for (; k0 + kSteps <= kc; k0 += kSteps)
+        for (; k0 + kSteps <= kc; k0 += kSteps) {
           _mm512_storeu_si512(row + k0 / kPer, kLanes(line + k0, kSteps));
+        }
       }
       for (; k0 < kc; k0 += kSteps) {
         const int64_t n = l0 + r < lines ? std::min(kSteps, kc - k0) : 0;
