@@ -424,7 +424,7 @@ struct Bf16Plan {
   void (*tile_pairs)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, bool) = nullptr;
   void (*tile_floats)(int64_t, const float*, const uint32_t*, float*, int64_t, bool) = nullptr;
   void (*pack_b)(const float*, int64_t, int64_t, int64_t, int64_t, uint32_t*);
-  bool rows_a;  // A in row-major panels (pack_rows_*), else pair-major (pack_steps_*)
+  bool rows_a;  // A in row-major panels (pack_rows), else pair-major (pack_steps_*)
   std::vector<uint32_t>& a_pairs;
   std::vector<float>& a_floats;
 

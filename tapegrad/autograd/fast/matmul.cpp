@@ -472,8 +472,9 @@ struct LinearForward {
     const auto [c0, c1] = by_rows ? std::pair<int64_t, int64_t>{0, OC} : share(OC, p, shares);
     if (n1 == n0 || c1 == c0) return;
     if constexpr (std::is_same_v<T, float>) {  // this share's rows of x, rounded
-      if (reads.rounded && by_rows)
+      if (reads.rounded && by_rows) {
         round_to_bf16(x.data<T>() + n0 * C, (n1 - n0) * C, x_read.data<T>() + n0 * C);
+      }
     }
     const LinearTail<T> tail{slope.defined() ? slope.data<T>() : nullptr,
                              activation,
