@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -57,10 +58,18 @@ struct Heads {
 // the softmax over a query's keys runs down a column, and each of its steps is one vector op
 // across queries. In the [T, S] layout a row is as short as S (12 keys in the small model),
 // shorter than a vector, and every step of a row's softmax would run scalar. The rows are
-// padded to TP, a whole number of vectors (16 lanes), so no loop over a row has a scalar
+// padded to TP, a whole number of vectors (kTileLanes lanes), so no loop over a row has a scalar
 // remainder; the pad lanes hold finite values nothing reads. A single query (T = 1, a decoding
-// step) is one row of S instead, and its softmax runs along it.
+// step) is one row of S instead, and its softmax runs along it. A vector is the target's widest
+// register of floats: GCC splits a comparison or a select on a wider vector of its extension
+// into one scalar instruction a lane.
+#if defined(__AVX512F__)
 constexpr int64_t kTileLanes = 16;
+#elif defined(__AVX2__)
+constexpr int64_t kTileLanes = 8;
+#else
+constexpr int64_t kTileLanes = 4;
+#endif
 int64_t tile_row(int64_t T) { return T == 1 ? 1 : (T + kTileLanes - 1) / kTileLanes * kTileLanes; }
 
 // bias (S, TP) = item n's blocked mask as a term of its scores: -inf where query i may not
@@ -99,12 +108,17 @@ struct Lanes {
 // made as the softmax writes the weights, their kept flags kept as the bits of one word a
 // strip's row ([S, TP / kTileLanes] words an item), from which backward makes them again
 // (factors_of) instead of hashing the mask a second time. In vectors of GCC's extension: GCC
-// unrolls a loop over the 16 lanes and hashes them one by one.
+// unrolls a loop over the lanes and hashes them one by one.
 typedef uint32_t Counters __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
 typedef int32_t Flags __attribute__((vector_size(kTileLanes * sizeof(int32_t))));
-constexpr Counters kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-constexpr Flags kLaneBit = {1 << 0, 1 << 1, 1 << 2,  1 << 3,  1 << 4,  1 << 5,  1 << 6,  1 << 7,
-                            1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12, 1 << 13, 1 << 14, 1 << 15};
+template <class V, class E>
+constexpr V each_lane(E (*value)(int64_t)) {
+  std::array<E, kTileLanes> lanes{};
+  for (int64_t l = 0; l < kTileLanes; ++l) lanes[l] = value(l);
+  return std::bit_cast<V>(lanes);
+}
+constexpr Counters kLane = each_lane<Counters, uint32_t>([](int64_t l) { return uint32_t(l); });
+constexpr Flags kLaneBit = each_lane<Flags, int32_t>([](int64_t l) { return int32_t{1} << l; });
 
 template <class F>
 struct TileDropout {
@@ -115,18 +129,10 @@ struct TileDropout {
 #if defined(__AVX512F__)
     const auto flags = reinterpret_cast<__m512i>(kept);  // one compare into a mask register
     *word = static_cast<uint16_t>(_mm512_test_epi32_mask(flags, flags));
+#elif defined(__AVX2__)
+    *word = static_cast<uint16_t>(_mm256_movemask_ps(reinterpret_cast<__m256>(kept)));
 #else
-    const Flags bits = kept & kLaneBit;
-    // the lanes' bits or-ed together by halves (a loop over the lanes runs one at a time)
-    typedef int32_t I8 __attribute__((vector_size(8 * sizeof(int32_t))));
-    typedef int32_t I4 __attribute__((vector_size(4 * sizeof(int32_t))));
-    typedef int32_t I2 __attribute__((vector_size(2 * sizeof(int32_t))));
-    const I8 b8 = __builtin_shufflevector(bits, bits, 0, 1, 2, 3, 4, 5, 6, 7) |
-                  __builtin_shufflevector(bits, bits, 8, 9, 10, 11, 12, 13, 14, 15);
-    const I4 b4 =
-        __builtin_shufflevector(b8, b8, 0, 1, 2, 3) | __builtin_shufflevector(b8, b8, 4, 5, 6, 7);
-    const I2 b2 = __builtin_shufflevector(b4, b4, 0, 1) | __builtin_shufflevector(b4, b4, 2, 3);
-    *word = static_cast<uint16_t>(b2[0] | b2[1]);
+    *word = static_cast<uint16_t>(_mm_movemask_ps(reinterpret_cast<__m128>(kept)));
 #endif
     using V = Lanes<F>;
     return __builtin_convertvector(kept, typename V::Mask) ? typename V::Vec{} + scale
@@ -151,8 +157,8 @@ typename Lanes<F>::Vec factors_of(uint16_t word, F scale) {
 // p (S, TP) = the attention weights of item n from its scores, in place: scale, add the
 // mask's bias (null: none), softmax down each column. A query with every key blocked gets zero
 // weights. The columns go kTileLanes at a time, in vectors of GCC's vector extension (GCC
-// leaves plain loops over 16 lanes scalar where a bias is in them), so each one's running max
-// and sum stay in a register from row to row, and the strip (S rows of 64 bytes) stays in L1
+// leaves plain loops over a vector's lanes scalar where a bias is in them), so each one's
+// running max and sum stay in a register from row to row, and the strip (S rows) stays in L1
 // through its three passes: scale, mask and max; exp and sum; normalise. With a dropout (null:
 // none), the last pass writes the dropped weights too (dropped, S x TP) and the kept flags
 // (keep, S x TP / kTileLanes words).
@@ -338,7 +344,7 @@ Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16,
   if (!bf16) return {in, ld};
   for (int64_t r = 0; r < rows; ++r) {
     int64_t d = 0;
-    if constexpr (std::is_same_v<F, float>) {  // vectors of 16 and 8 rounded in registers
+    if constexpr (std::is_same_v<F, float>) {  // whole and half vectors rounded in registers
       using V = Lanes<F>;
       for (; d + kTileLanes <= D; d += kTileLanes) {
         V::store(buf + r * D + d, rounded_lanes(V::load(in + r * ld + d)));
