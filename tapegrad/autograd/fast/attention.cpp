@@ -367,19 +367,20 @@ Block<F> head_block(const F* in, int64_t rows, int64_t ld, int64_t D, bool bf16,
 // the right operand of the tile's products with a head's rows, whole vectors of queries wide.
 // Its pad columns hold zeros (the caller's buffer starts as zeros; a register block writes
 // them as zeros), so products with it give zero pad lanes. kTileLanes queries at a time, so the
-// rows written stay few while their lines fill; in floats, 16 x 16 blocks through a transpose in
-// registers, each row of a block loaded whole where its 16 floats lie within the `room` elements
-// readable from `in`: a block's rows past T are zeros (they fill pad lanes), and its columns past D
-// (the next head's) become rows of the transpose that are not stored. A small model's head (T = 12,
-// D = 8) is one block.
+// rows written stay few while their lines fill; in floats, square blocks of kTileLanes through a
+// transpose in registers, each row of a block loaded whole where its floats lie within the
+// `room` elements readable from `in`: a block's rows past T are zeros (they fill pad lanes), and
+// its columns past D (the next head's) become rows of the transpose that are not stored. A small
+// model's head (T = 12, D = 8) is one block of 16 lanes.
 template <class F>
 void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16) {
   using V = Lanes<F>;
   for (int64_t i0 = 0; i0 < x.T; i0 += kTileLanes) {
     const int64_t i1 = std::min(x.T, i0 + kTileLanes);
     int64_t d0 = 0;
-    if constexpr (detail::kTranspose16InRegisters && std::is_same_v<F, float>) {
-      for (; x.TP % kTileLanes == 0 && x.D - d0 > 8 && (i1 - 1) * x.C + d0 + kTileLanes <= room;
+    if constexpr (std::is_same_v<F, float>) {
+      for (; x.TP % kTileLanes == 0 && x.D - d0 > kTileLanes / 2 &&
+             (i1 - 1) * x.C + d0 + kTileLanes <= room;
            d0 += kTileLanes) {
         typename V::Vec rows[kTileLanes];
         for (int64_t r = 0; r < kTileLanes; ++r) {
@@ -391,25 +392,29 @@ void transpose_head(F* out, const F* in, int64_t room, const Heads& x, bool bf16
           V::store(row, bf16 ? rounded_lanes(rows[d]) : rows[d]);
         }
       }
-      // 8 columns or fewer left: rows i and i + 8 a vector, 8 floats each, three stages
-      if (x.TP % kTileLanes == 0 && d0 < x.D && x.D - d0 <= 8 && (i1 - 1) * x.C + d0 + 8 <= room) {
-        typedef F Half __attribute__((vector_size(8 * sizeof(F))));
-        const auto half = [&](int64_t i) {
-          Half h{};
-          if (i < i1) std::memcpy(&h, in + i * x.C + d0, sizeof h);
-          return h;
-        };
-        typename V::Vec rows[8];
-        for (int64_t r = 0; r < 8; ++r) {
-          rows[r] = __builtin_shufflevector(half(i0 + r), half(i0 + r + 8), 0, 1, 2, 3, 4, 5, 6, 7,
-                                            8, 9, 10, 11, 12, 13, 14, 15);
+      // 8 columns or fewer left of 16 lanes: rows i and i + 8 a vector, 8 floats each, three
+      // stages
+      if constexpr (kTileLanes == 16) {
+        if (x.TP % kTileLanes == 0 && d0 < x.D && x.D - d0 <= 8 &&
+            (i1 - 1) * x.C + d0 + 8 <= room) {
+          typedef F Half __attribute__((vector_size(8 * sizeof(F))));
+          const auto half = [&](int64_t i) {
+            Half h{};
+            if (i < i1) std::memcpy(&h, in + i * x.C + d0, sizeof h);
+            return h;
+          };
+          typename V::Vec rows[8];
+          for (int64_t r = 0; r < 8; ++r) {
+            rows[r] = __builtin_shufflevector(half(i0 + r), half(i0 + r + 8), 0, 1, 2, 3, 4, 5, 6,
+                                              7, 8, 9, 10, 11, 12, 13, 14, 15);
+          }
+          detail::transpose_last_stages(rows);
+          for (int64_t d = 0; d < x.D - d0; ++d) {
+            F* row = out + (d0 + d) * x.TP + i0;
+            V::store(row, bf16 ? rounded_lanes(rows[d]) : rows[d]);
+          }
+          d0 = x.D;
         }
-        detail::transpose_last_stages(rows);
-        for (int64_t d = 0; d < x.D - d0; ++d) {
-          F* row = out + (d0 + d) * x.TP + i0;
-          V::store(row, bf16 ? rounded_lanes(rows[d]) : rows[d]);
-        }
-        d0 = x.D;
       }
     }
     for (int64_t d = d0; d < x.D; ++d) {
@@ -425,30 +430,42 @@ void zero_pad(F* tile, int64_t S, int64_t T, int64_t TP) {
   for (int64_t j = 0; j < S && T < TP; ++j) std::fill(tile + j * TP + T, tile + (j + 1) * TP, F{0});
 }
 
-// Whether F's tile rows are registers, kTileLanes floats in one AVX-512 vector, as tile_kernel's
-// masked loads and stores need.
+// Whether F's tile rows are registers, as tile_kernel's masked loads and stores need: one
+// AVX-512 vector of 16 floats, or two of AVX2's 8.
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 template <class F>
-constexpr bool kRegisterTiles = (detail::kTranspose16InRegisters && std::is_same_v<F, float>);
+constexpr bool kRegisterTiles = std::is_same_v<F, float>;
+#else
+template <class F>
+constexpr bool kRegisterTiles = false;
+#endif
+
+// The largest head the tile kernels take, each way.
+constexpr int64_t kTileMost = 16;
 
 // Whether each item's products run on the tile kernels below: a head within one 16 x 16 block
-// each way (T, S and D at most kTileLanes, T > 1: a small model's 12 x 12 x 8) in float32. Its
+// each way (T, S and D at most kTileMost, T > 1: a small model's 12 x 12 x 8) in float32. Its
 // products are too small to pay for the setup of gemm's small kernel (a padded copy of B,
 // accumulators through memory, the product's shape found again each call), which would take
 // more time than their multiply-adds. Under autocast a tiny head's operands come rounded
 // (head_block).
 template <class F>
 bool tile_head(const Heads& x, Precision precision) {
-  return kRegisterTiles<F> && x.T > 1 && x.TP == kTileLanes && x.S <= kTileLanes &&
-         x.D <= kTileLanes && precision == Precision::Float32;
+  return kRegisterTiles<F> && x.T > 1 && x.TP <= kTileMost && x.S <= kTileMost &&
+         x.D <= kTileMost && precision == Precision::Float32;
 }
 
 // A row of tile_kernel's C in registers: 16 lanes, or 8 for a row no wider (a head's D of 8).
 // AVX-512 cores with 256-bit multiply-add units (Zen 4) run two 8-lane multiply-adds a cycle
 // and one of 16, so a product 8 wide takes half the time on the narrow vectors; elsewhere no
-// longer. Loads and stores read and write the first n lanes only.
+// longer. Loads and stores read and write the first n lanes only. kRows: the most rows a pass
+// sums at once, their accumulators and B's vector within the registers; kStep: the rows a pass
+// is rounded up to, a divisor of 8, so that a pass over a transposed tile's rows stays within
+// its TP (a multiple of 8).
 #if defined(__AVX512F__)
 struct Lanes16 {
   using Vec = __m512;
+  static constexpr int64_t kRows = 16, kStep = 4;
   static Vec zero() { return _mm512_setzero_ps(); }
   static Vec fma(float a, Vec b, Vec c) { return _mm512_fmadd_ps(_mm512_set1_ps(a), b, c); }
   static __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
@@ -457,13 +474,65 @@ struct Lanes16 {
 };
 struct Lanes8 {
   using Vec = __m256;
+  static constexpr int64_t kRows = 16, kStep = 4;
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec fma(float a, Vec b, Vec c) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, c); }
   static __mmask8 first(int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }
   static Vec load(__mmask8 m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
   static void store(float* p, __mmask8 m, Vec v) { _mm256_mask_storeu_ps(p, m, v); }
 };
-#else  // tile_rows runs only where a vector of 16 floats is a register (kRegisterTiles)
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2's 16 registers: 12 rows of one vector, or 6 of two (a row of 16 lanes as two halves).
+// A vector whose lanes are all wanted is loaded and stored plainly: AMD's masked store takes
+// many times a store's cycles (Zen 3: the masked stores were most of a small product's time).
+struct Lanes8 {
+  using Vec = __m256;
+  struct Mask {
+    __m256i lanes;
+    bool all;
+  };
+  static constexpr int64_t kRows = 12, kStep = 4;
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec fma(float a, Vec b, Vec c) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, c); }
+  static Mask first(int64_t n) {
+    return {_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+            n >= 8};
+  }
+  static Vec load(Mask m, const float* p) {
+    return m.all ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m.lanes);
+  }
+  static void store(float* p, Mask m, Vec v) {
+    if (m.all) {
+      _mm256_storeu_ps(p, v);
+    } else {
+      _mm256_maskstore_ps(p, m.lanes, v);
+    }
+  }
+};
+struct Lanes16 {
+  struct Vec {
+    __m256 lo, hi;
+  };
+  struct Mask {
+    Lanes8::Mask lo, hi;
+  };
+  static constexpr int64_t kRows = 6, kStep = 2;
+  static Vec zero() { return {Lanes8::zero(), Lanes8::zero()}; }
+  static Vec fma(float a, Vec b, Vec c) {
+    const __m256 x = _mm256_set1_ps(a);
+    return {_mm256_fmadd_ps(x, b.lo, c.lo), _mm256_fmadd_ps(x, b.hi, c.hi)};
+  }
+  static Mask first(int64_t n) { return {Lanes8::first(n), Lanes8::first(n - 8)}; }
+  static Vec load(Mask m, const float* p) {
+    return {Lanes8::load(m.lo, p), Lanes8::load(m.hi, p + 8)};
+  }
+  static void store(float* p, Mask m, Vec v) {
+    Lanes8::store(p, m.lo, v.lo);
+    Lanes8::store(p + 8, m.hi, v.hi);
+  }
+};
+#else  // tile_rows runs only where a row of 16 floats is registers (kRegisterTiles)
 struct Lanes16;
 struct Lanes8;
 #endif
@@ -514,40 +583,38 @@ void tile_rows(int64_t r0, const Product<float>& p) {
   }
 }
 
-// Rows [r0, r0 + R) on the narrowest lanes that hold N, reading A's rows by a pointer every
-// third row where all are below M.
-template <int64_t R, bool TA>
-void tile_rows_of(int64_t r0, const Product<float>& p) {
-  if constexpr (kRegisterTiles<float>) {
-    const bool fit = !TA && r0 + R <= p.M;
-    if (p.N <= 8) {
-      (fit ? tile_rows<R, TA, true, Lanes8> : tile_rows<R, TA, false, Lanes8>)(r0, p);
-    } else {
-      (fit ? tile_rows<R, TA, true, Lanes16> : tile_rows<R, TA, false, Lanes16>)(r0, p);
-    }
+// Rows [r0, r0 + R) of C with R the fewest whole kSteps that hold the `left` rows from r0,
+// reading A's rows by a pointer every third row where all are below M.
+template <class L, bool TA, int64_t R = L::kRows>
+void tile_pass(int64_t r0, int64_t left, const Product<float>& p) {
+  if constexpr (R > L::kStep) {
+    if (left <= R - L::kStep) return tile_pass<L, TA, R - L::kStep>(r0, left, p);
+  }
+  const bool fit = !TA && r0 + R <= p.M;
+  (fit ? tile_rows<R, TA, true, L> : tile_rows<R, TA, false, L>)(r0, p);
+}
+
+// p's product on lanes L: up to kRows rows at a time, as many as are left rounded up to
+// kStep, so a head of 12 takes one pass over K where a pass holds 12 rows, not two with 4 rows
+// of repeats (with ta, A is a tile: its rows TP >= M long hold the rounded-up columns).
+template <class L>
+void tile_passes(const Product<float>& p) {
+  for (int64_t r0 = 0; r0 < p.M; r0 += L::kRows) {
+    (p.ta ? tile_pass<L, true> : tile_pass<L, false>)(r0, p.M - r0, p);
   }
 }
 
-// p's product, N at most 16 (a head's D, or a tile's 16 lanes): each row of C is one vector of N
-// lanes, its sum a chain of multiply-adds by elements of A, broadcast from where they lie (in a
-// tile, a row or a column); past D lie the next head's columns, another thread's. Up to 16 rows at
-// a time, as many as are left rounded up to 4, so a head of 12 takes one pass over K, not two with
-// 4 rows of repeats (with ta, A is a tile: its rows TP >= M long hold the rounded-up columns).
-// Nothing is packed or transposed.
+// p's product, N at most 16 (a head's D, or a tile's TP lanes): each row of C is one vector of
+// N lanes (or two of 8), its sum a chain of multiply-adds by elements of A, broadcast from where
+// they lie (in a tile, a row or a column); past D lie the next head's columns, another
+// thread's. On the narrowest lanes that hold N. Nothing is packed or transposed.
 template <class F>
 void tile_kernel(const Product<F>& p) {
   if constexpr (kRegisterTiles<F>) {
-    for (int64_t r0 = 0; r0 < p.M; r0 += 16) {
-      const int64_t left = p.M - r0;
-      if (left > 12) {
-        (p.ta ? tile_rows_of<16, true> : tile_rows_of<16, false>)(r0, p);
-      } else if (left > 8) {
-        (p.ta ? tile_rows_of<12, true> : tile_rows_of<12, false>)(r0, p);
-      } else if (left > 4) {
-        (p.ta ? tile_rows_of<8, true> : tile_rows_of<8, false>)(r0, p);
-      } else {
-        (p.ta ? tile_rows_of<4, true> : tile_rows_of<4, false>)(r0, p);
-      }
+    if (p.N <= 8) {
+      tile_passes<Lanes8>(p);
+    } else {
+      tile_passes<Lanes16>(p);
     }
   }
 }

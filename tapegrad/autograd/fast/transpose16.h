@@ -8,13 +8,6 @@
 
 namespace tapegrad::detail {
 
-// Whether a vector of 16 floats is one register, as a 16 x 16 transpose needs to pay.
-#if defined(__AVX512F__)
-inline constexpr bool kTranspose16InRegisters = true;
-#else
-inline constexpr bool kTranspose16InRegisters = false;
-#endif
-
 // A 16 x 16 block transposed in registers: rows[i][j] -> rows[j][i], in four stages, one per
 // bit of the index: stage b exchanges, between rows i and i + b (i without bit b), the
 // elements whose column has bit b in row i with those that have it not in row i + b, two
