@@ -152,12 +152,10 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
       if constexpr (kVecs == 2) acc[i][kVecs - 1] += ai * b1;
     }
   };
-  int64_t k = 0;
-  for (; kPairs && k + 1 < kc; k += 2) {
-    step(k + 1);
-    step(k);
-  }
-  for (; k < kc; ++k) step(k);
+  // in pairs, one step an iteration: the two steps of a pair in one, interleaved, took more
+  // registers than AVX2 has, and each multiply-add loaded its B vector again
+  const int64_t paired = kPairs ? kc / 2 * 2 : 0;
+  for (int64_t k = 0; k < kc; ++k) step(k < paired ? k ^ 1 : k);
   const float* bias = finish.bias();
   const bool relu = finish.relu();
   if (kVecs == 2 && m == kRows && n == NR) {
