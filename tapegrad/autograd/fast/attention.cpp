@@ -6,12 +6,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/fast/fast_room.h"
@@ -111,14 +111,16 @@ struct Lanes {
 // unrolls a loop over the lanes and hashes them one by one.
 typedef uint32_t Counters __attribute__((vector_size(kTileLanes * sizeof(uint32_t))));
 typedef int32_t Flags __attribute__((vector_size(kTileLanes * sizeof(int32_t))));
-template <class V, class E>
-constexpr V each_lane(E (*value)(int64_t)) {
-  std::array<E, kTileLanes> lanes{};
-  for (int64_t l = 0; l < kTileLanes; ++l) lanes[l] = value(l);
-  return std::bit_cast<V>(lanes);
+template <int... l>
+constexpr Counters lane_numbers(std::integer_sequence<int, l...>) {
+  return Counters{l...};
 }
-constexpr Counters kLane = each_lane<Counters, uint32_t>([](int64_t l) { return uint32_t(l); });
-constexpr Flags kLaneBit = each_lane<Flags, int32_t>([](int64_t l) { return int32_t{1} << l; });
+template <int... l>
+constexpr Flags lane_bits(std::integer_sequence<int, l...>) {
+  return Flags{(1 << l)...};
+}
+constexpr Counters kLane = lane_numbers(std::make_integer_sequence<int, kTileLanes>{});
+constexpr Flags kLaneBit = lane_bits(std::make_integer_sequence<int, kTileLanes>{});
 
 template <class F>
 struct TileDropout {
