@@ -432,31 +432,6 @@ void zero_pad(F* tile, int64_t S, int64_t T, int64_t TP) {
   for (int64_t j = 0; j < S && T < TP; ++j) std::fill(tile + j * TP + T, tile + (j + 1) * TP, F{0});
 }
 
-// Whether F's tile rows are registers, as tile_kernel's masked loads and stores need: one
-// AVX-512 vector of 16 floats, or two of AVX2's 8.
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-template <class F>
-constexpr bool kRegisterTiles = std::is_same_v<F, float>;
-#else
-template <class F>
-constexpr bool kRegisterTiles = false;
-#endif
-
-// The largest head the tile kernels take, each way.
-constexpr int64_t kTileMost = 16;
-
-// Whether each item's products run on the tile kernels below: a head within one 16 x 16 block
-// each way (T, S and D at most kTileMost, T > 1: a small model's 12 x 12 x 8) in float32. Its
-// products are too small to pay for the setup of gemm's small kernel (a padded copy of B,
-// accumulators through memory, the product's shape found again each call), which would take
-// more time than their multiply-adds. Under autocast a tiny head's operands come rounded
-// (head_block).
-template <class F>
-bool tile_head(const Heads& x, Precision precision) {
-  return kRegisterTiles<F> && x.T > 1 && x.TP <= kTileMost && x.S <= kTileMost &&
-         x.D <= kTileMost && precision == Precision::Float32;
-}
-
 // A row of tile_kernel's C in registers: 16 lanes, or 8 for a row no wider (a head's D of 8).
 // AVX-512 cores with 256-bit multiply-add units (Zen 4) run two 8-lane multiply-adds a cycle
 // and one of 16, so a product 8 wide takes half the time on the narrow vectors; elsewhere no
@@ -483,10 +458,11 @@ struct Lanes8 {
   static Vec load(__mmask8 m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
   static void store(float* p, __mmask8 m, Vec v) { _mm256_mask_storeu_ps(p, m, v); }
 };
+constexpr bool kLanesInRegisters = true;
 #elif defined(__AVX2__) && defined(__FMA__)
 // AVX2's 16 registers: 12 rows of one vector, or 6 of two (a row of 16 lanes as two halves).
 // A vector whose lanes are all wanted is loaded and stored plainly: AMD's masked store takes
-// many times a store's cycles (Zen 3: the masked stores were most of a small product's time).
+// many times a store's cycles.
 struct Lanes8 {
   using Vec = __m256;
   struct Mask {
@@ -534,10 +510,32 @@ struct Lanes16 {
     Lanes8::store(p + 8, m.hi, v.hi);
   }
 };
+constexpr bool kLanesInRegisters = true;
 #else  // tile_rows runs only where a row of 16 floats is registers (kRegisterTiles)
 struct Lanes16;
 struct Lanes8;
+constexpr bool kLanesInRegisters = false;
 #endif
+
+// Whether F's tile rows are registers, as tile_kernel's masked loads and stores need (the lanes
+// above).
+template <class F>
+constexpr bool kRegisterTiles = (kLanesInRegisters && std::is_same_v<F, float>);
+
+// The largest head the tile kernels take, each way.
+constexpr int64_t kTileMost = 16;
+
+// Whether each item's products run on the tile kernels below: a head within one 16 x 16 block
+// each way (T, S and D at most kTileMost, T > 1: a small model's 12 x 12 x 8) in float32. Its
+// products are too small to pay for the setup of gemm's small kernel (a padded copy of B,
+// accumulators through memory, the product's shape found again each call), which would take
+// more time than their multiply-adds. Under autocast a tiny head's operands come rounded
+// (head_block).
+template <class F>
+bool tile_head(const Heads& x, Precision precision) {
+  return kRegisterTiles<F> && x.T > 1 && x.TP <= kTileMost && x.S <= kTileMost &&
+         x.D <= kTileMost && precision == Precision::Float32;
+}
 
 // Rows [r0, r0 + R) of tile_kernel's C (those below M): R chains of multiply-adds at once, each
 // row's vector of N lanes (L) loaded and stored masked. With ta, op(A)'s rows are A's columns,

@@ -152,8 +152,8 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* bp, int6
       if constexpr (kVecs == 2) acc[i][kVecs - 1] += ai * b1;
     }
   };
-  // in pairs, one step an iteration: the two steps of a pair in one, interleaved, took more
-  // registers than AVX2 has, and each multiply-add loaded its B vector again
+  // in pairs, one step an iteration (k ^ 1), so B's vectors and the accumulators stay in
+  // registers: a pair's two steps in one body, interleaved, need more than AVX2's 16
   const int64_t paired = kPairs ? kc / 2 * 2 : 0;
   for (int64_t k = 0; k < kc; ++k) step(k < paired ? k ^ 1 : k);
   const float* bias = finish.bias();
